@@ -1,0 +1,324 @@
+"""The engine: from a file's bytes to diagnostics, and to a fixed file.
+
+Cost model (see docs/architecture.md): a file is read once; each enabled rule's trigger
+words are searched in the text and a file that contains none is never parsed; the others
+are parsed once with LibCST and visited once by all their rules together; positions and
+suppression comments are computed only for files that have findings.
+
+Fixing repeats lint -> apply non-overlapping fixes -> re-parse, to a fixed point (bounded).
+Nothing is written unless the result parses, and then atomically, keeping encoding, BOM,
+line endings and mode.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Type
+
+import libcst as cst
+
+from lifetime_lint.config import Settings, code_matches
+from lifetime_lint.diagnostics import Applicability, Diagnostic, Fix, Location
+from lifetime_lint.fixes import apply_edits, remove_orphan_imports, select_non_overlapping
+from lifetime_lint.noqa import Suppressions, parse_suppressions
+from lifetime_lint.registry import all_rules
+from lifetime_lint.rule import FileContext, RawReport, Rule
+from lifetime_lint.source import SourceError, SourceFile, detect_newline
+
+MAX_FIX_ROUNDS = 10
+
+IO_ERROR = "E902"  # unreadable, undecodable or binary file
+SYNTAX_ERROR = "E999"  # not parseable Python
+
+
+@dataclass(frozen=True)
+class FixMode:
+    apply: bool = False  # --fix
+    unsafe: bool = False  # --unsafe-fixes
+    diff_only: bool = False  # --diff: compute fixes, write nothing
+
+    @property
+    def fixing(self) -> bool:
+        return self.apply or self.diff_only
+
+    def allows(self, fix: Fix) -> bool:
+        return fix.is_safe or self.unsafe
+
+
+@dataclass
+class FileResult:
+    path: str
+    diagnostics: List[Diagnostic] = field(default_factory=list)
+    fixes_applied: int = 0
+    fixed_by_code: Dict[str, int] = field(default_factory=dict)
+    diff: Optional[str] = None
+    fixed_text: Optional[str] = None  # the new source, when fixes changed it
+    written: bool = False
+
+    @property
+    def has_error(self) -> bool:
+        return any(d.is_error for d in self.diagnostics)
+
+
+class _Dispatcher(cst.CSTVisitor):
+    """One traversal for all rules: routes each node type to the rules that subscribe."""
+
+    def __init__(
+        self,
+        ancestors: List[cst.CSTNode],
+        visits: Dict[str, List[Callable[[cst.CSTNode], object]]],
+        leaves: Dict[str, List[Callable[[cst.CSTNode], object]]],
+    ) -> None:
+        self._ancestors = ancestors
+        self._visits = visits
+        self._leaves = leaves
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self._ancestors.append(node)
+        callbacks = self._visits.get(type(node).__name__)
+        if callbacks:
+            for callback in callbacks:
+                callback(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        callbacks = self._leaves.get(type(original_node).__name__)
+        if callbacks:
+            for callback in callbacks:
+                callback(original_node)
+        self._ancestors.pop()
+
+    # Attribute-level hooks are unused; skipping LibCST's per-attribute getattr saves time.
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+
+def _subscriptions(rule: Type[Rule]) -> Tuple[Tuple[str, str], ...]:
+    names = []
+    for attribute in dir(rule):
+        if attribute.startswith(("visit_", "leave_")) and callable(getattr(rule, attribute)):
+            kind, _, node_type = attribute.partition("_")
+            if node_type and "_" not in node_type:
+                names.append((attribute, node_type))
+    return tuple(names)
+
+
+class Linter:
+    """Lints and fixes files with one set of settings. Cheap to build; reuse it."""
+
+    def __init__(self, settings: Settings, rules: Optional[Sequence[Type[Rule]]] = None) -> None:
+        self.settings = settings
+        self.rules = settings.enabled_rules(rules if rules is not None else all_rules())
+        self.options = {rule.code: settings.options_for(rule) for rule in self.rules}
+        self._subscriptions = {rule: _subscriptions(rule) for rule in self.rules}
+
+    # -- one file --------------------------------------------------------------------
+    def check_file(self, path: str, mode: FixMode = FixMode()) -> FileResult:
+        result = FileResult(path)
+        try:
+            source = SourceFile.read(path)
+        except SourceError as error:
+            result.diagnostics.append(_file_error(path, IO_ERROR, f"Failed to read {path}: {error}"))
+            return result
+        return self.check_source(source, mode, result)
+
+    def check_source(
+        self, source: SourceFile, mode: FixMode = FixMode(), result: Optional[FileResult] = None
+    ) -> FileResult:
+        path = source.path
+        result = result or FileResult(path)
+        diagnostics, error = self.lint_text(path, source.text, source.newline)
+        if error is not None:
+            result.diagnostics.append(error)
+            return result
+        if mode.fixing and any(d.fix and mode.allows(d.fix) for d in diagnostics):
+            text, diagnostics = self._fix_loop(path, source, diagnostics, mode, result)
+            if text != source.text:
+                result.fixed_text = text
+                if mode.diff_only:
+                    result.diff = unified_diff(path, source.text, text)
+                else:
+                    source.write(text)
+                    result.written = True
+        result.diagnostics.extend(diagnostics)
+        return result
+
+    def lint_text(
+        self, path: str, text: str, newline: Optional[str] = None
+    ) -> Tuple[List[Diagnostic], Optional[Diagnostic]]:
+        """Diagnostics for one source text, or a file-level error diagnostic."""
+        ignored = self.settings.ignored_codes(path)
+        rules = [
+            rule
+            for rule in self.rules
+            if not any(code_matches(rule.code, selector) for selector in ignored)
+            and (not rule.triggers or any(trigger in text for trigger in rule.triggers))
+        ]
+        if not rules:
+            return [], None
+        try:
+            module = cst.parse_module(text)
+        except cst.ParserSyntaxError as error:
+            return [], _syntax_error(path, error)
+        except RecursionError:
+            return [], _file_error(path, SYNTAX_ERROR, f"Failed to parse {path}: nesting too deep")
+        context = FileContext(path, text, module, newline or detect_newline(text), self.settings)
+        instances = [rule(context, self.options[rule.code]) for rule in rules]
+        visits: Dict[str, List[Callable]] = {}
+        leaves: Dict[str, List[Callable]] = {}
+        for instance in instances:
+            for attribute, node_type in self._subscriptions[type(instance)]:
+                table = visits if attribute.startswith("visit_") else leaves
+                table.setdefault(node_type, []).append(getattr(instance, attribute))
+        module.visit(_Dispatcher(context.ancestors, visits, leaves))
+        for instance in instances:
+            instance.finish()
+        if not context.reports:
+            return [], None
+        return self._to_diagnostics(context, context.reports), None
+
+    # -- reports -> diagnostics ------------------------------------------------------
+    def _to_diagnostics(self, context: FileContext, reports: List[RawReport]) -> List[Diagnostic]:
+        suppressions: Optional[Suppressions] = None
+        if "noqa" in context.source:
+            suppressions = parse_suppressions(context.source)
+        diagnostics: List[Diagnostic] = []
+        seen: Set[Tuple[str, int, int, str]] = set()
+        for report in reports:
+            code = report.rule.code
+            position = context.position(report.node)
+            start = Location(position.start.line, position.start.column + 1)
+            end = Location(position.end.line, position.end.column + 1)
+            key = (code, start.row, start.column, report.message)
+            if key in seen:
+                continue
+            seen.add(key)
+            rows = {start.row, end.row}
+            if report.statement is not None:
+                statement_range = context.position(report.statement)
+                rows.add(statement_range.start.line)
+                if isinstance(report.statement, cst.SimpleStatementLine):
+                    rows.add(statement_range.end.line)
+            if suppressions is not None and (
+                suppressions.file_suppresses(code)
+                or any(suppressions.row_suppresses(row, code) for row in rows)
+            ):
+                continue
+            diagnostic = Diagnostic(
+                code=code,
+                name=report.rule.name,
+                message=report.message,
+                path=context.path,
+                start=start,
+                end=end,
+                fix=report.fix,
+                noqa_row=start.row,
+                span=context.span(report.node),
+            )
+            if report.fix is not None:
+                diagnostic.extra["edit_locations"] = [
+                    (edit.content, _location(context, edit.start), _location(context, edit.end))
+                    for edit in sorted(report.fix.edits)
+                ]
+            diagnostics.append(diagnostic)
+        diagnostics.sort(key=Diagnostic.sort_key)
+        return diagnostics
+
+    # -- fixing ----------------------------------------------------------------------
+    def _fix_loop(
+        self,
+        path: str,
+        source: SourceFile,
+        diagnostics: List[Diagnostic],
+        mode: FixMode,
+        result: FileResult,
+    ) -> Tuple[str, List[Diagnostic]]:
+        text = source.text
+        for _ in range(MAX_FIX_ROUNDS):
+            candidates = [d for d in diagnostics if d.fix is not None and mode.allows(d.fix)]
+            if not candidates:
+                break
+            chosen = select_non_overlapping(d.fix for d in candidates)  # type: ignore[misc]
+            chosen_ids = {id(fix) for fix in chosen}
+            new_text = apply_edits(text, [edit for fix in chosen for edit in fix.edits])
+            orphans = {name for fix in chosen for name in fix.orphan_import_candidates}
+            try:
+                module = cst.parse_module(new_text)
+                if orphans:
+                    module = remove_orphan_imports(module, orphans)
+                    new_text = module.code
+                compile(new_text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            except (cst.ParserSyntaxError, SyntaxError, ValueError) as error:
+                # A fix that breaks the file is a bug in a rule: keep the file as it was.
+                diagnostics = diagnostics + [
+                    _file_error(
+                        path,
+                        "LL000",
+                        f"Internal error: a fix would leave {path} unparsable ({error}); "
+                        "no fix applied. Please report this.",
+                    )
+                ]
+                return source.text, diagnostics
+            for d in candidates:
+                if d.fix is not None and id(d.fix) in chosen_ids:
+                    result.fixes_applied += 1
+                    result.fixed_by_code[d.code] = result.fixed_by_code.get(d.code, 0) + 1
+            text = new_text
+            diagnostics, error = self.lint_text(path, text, source.newline)
+            if error is not None:  # cannot happen after the parse above; be safe anyway
+                return source.text, [error]
+        return text, diagnostics
+
+
+def _location(context: FileContext, offset: int) -> Location:
+    row = context.row_of(offset)
+    return Location(row, offset - context.line_starts[row - 1] + 1)
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=path,
+            tofile=path,
+        )
+    )
+
+
+def _file_error(path: str, code: str, message: str, row: int = 1, column: int = 1) -> Diagnostic:
+    return Diagnostic(
+        code=code,
+        name="io-error" if code == IO_ERROR else ("syntax-error" if code == SYNTAX_ERROR else "internal-error"),
+        message=message,
+        path=path,
+        start=Location(row, column),
+        end=Location(row, column),
+        is_error=True,
+    )
+
+
+def _syntax_error(path: str, error: cst.ParserSyntaxError) -> Diagnostic:
+    reason = error.message.splitlines()[0] if error.message else "invalid syntax"
+    return _file_error(
+        path,
+        SYNTAX_ERROR,
+        f"Failed to parse {path}:{error.raw_line}:{error.raw_column + 1}: {reason}",
+        row=max(error.raw_line, 1),
+        column=error.raw_column + 1,
+    )
+
+
+__all__ = [
+    "Applicability",
+    "FileResult",
+    "FixMode",
+    "Linter",
+    "IO_ERROR",
+    "SYNTAX_ERROR",
+]

@@ -1,0 +1,294 @@
+"""Building blocks of fixes: adding imports, applying edits, removing imports a fix orphaned.
+
+Rules describe fixes as text edits; these helpers make the common ones (reference a helper
+that needs an import) consistent across rules: an import is added once, merged into an
+existing `from module import ...` where there is one, placed after the module's import
+block, and never shadows a name the module already uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+import libcst as cst
+
+from lifetime_lint.diagnostics import Edit, Fix
+from lifetime_lint.imports import dotted_name
+from lifetime_lint.rule import FileContext
+
+
+@dataclass(frozen=True)
+class Target:
+    """A configurable callable such as `pkg.mod:obj.method` or `pkg.mod.func`.
+
+    The part before `:` is the module to import from; the first name after it is imported;
+    the rest is an attribute path. Without `:` the last dotted component is imported.
+    """
+
+    module: str
+    name: str
+    attributes: Tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, spec: str) -> "Target":
+        spec = spec.strip()
+        if ":" in spec:
+            module, _, path = spec.partition(":")
+            parts = path.split(".")
+        else:
+            module, _, last = spec.rpartition(".")
+            parts = [last]
+        if not module or not all(p.isidentifier() for p in parts) or not all(
+            p.isidentifier() for p in module.split(".")
+        ):
+            raise ValueError(f"not a valid import target: {spec!r} (use 'package.module:name')")
+        return cls(module, parts[0], tuple(parts[1:]))
+
+    @property
+    def qualified(self) -> str:
+        return ".".join((self.module, self.name) + self.attributes)
+
+
+def is_valid_target(spec: str) -> bool:
+    try:
+        Target.parse(spec)
+    except ValueError:
+        return False
+    return True
+
+
+def reference_to(
+    context: FileContext, target: Target, ancestors: Sequence[cst.CSTNode]
+) -> Tuple[str, Tuple[Edit, ...]]:
+    """Code that names `target` at a point, and the edits (an import) it needs."""
+    imports = context.imports
+    local = imports.visible_local_for(f"{target.module}.{target.name}", ancestors)
+    if local is not None:
+        return ".".join((local,) + target.attributes), ()
+    module_local = imports.visible_local_for(target.module, ancestors)
+    if module_local is not None and "." not in target.module:
+        return ".".join((module_local, target.name) + target.attributes), ()
+    name = target.name
+    asname: Optional[str] = None
+    if _name_is_taken(context, name):
+        asname = f"_ll_{name}"
+    edit = add_from_import_edit(context, target.module, name, asname)
+    return ".".join((asname or name,) + target.attributes), (edit,)
+
+
+def module_reference(
+    context: FileContext, module: str, ancestors: Sequence[cst.CSTNode]
+) -> Tuple[str, Tuple[Edit, ...]]:
+    """Code that names a module (`torch`) at a point, and the `import` it needs."""
+    local = context.imports.visible_local_for(module, ancestors)
+    if local is not None:
+        return local, ()
+    if _name_is_taken(context, module.split(".")[0]):
+        alias = "_ll_" + module.replace(".", "_")
+        return alias, (_insert_import_line(context, f"import {module} as {alias}"),)
+    return module, (_insert_import_line(context, f"import {module}"),)
+
+
+def _name_is_taken(context: FileContext, name: str) -> bool:
+    finder = _NameFinder(name)
+    context.module.visit(finder)
+    return finder.found
+
+
+class _NameFinder(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.found = False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.found = True
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # the attribute name itself is not a binding
+        return False
+
+
+def add_from_import_edit(
+    context: FileContext, module: str, name: str, asname: Optional[str] = None
+) -> Edit:
+    """`from module import name [as asname]`, merged into an existing top-level
+    `from module import ...` when there is one, else a new line after the import block."""
+    alias_code = f"{name} as {asname}" if asname else name
+    for statement in context.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if (
+                isinstance(small, cst.ImportFrom)
+                and not small.relative
+                and small.module is not None
+                and dotted_name(small.module) == module
+                and not isinstance(small.names, cst.ImportStar)
+            ):
+                last = small.names[-1]
+                _, end = context.span(last.asname if last.asname is not None else last.name)
+                return Edit(end, end, f", {alias_code}")
+    return _insert_import_line(context, f"from {module} import {alias_code}")
+
+
+def _insert_import_line(context: FileContext, code: str) -> Edit:
+    offset = import_insertion_offset(context)
+    source = context.source
+    if offset == len(source) and source and not source.endswith(("\n", "\r")):
+        return Edit(offset, offset, context.newline + code + context.newline)
+    return Edit(offset, offset, code + context.newline)
+
+
+def import_insertion_offset(context: FileContext) -> int:
+    """After the docstring, `__future__` imports and the leading block of imports."""
+    body = context.module.body
+    anchor: Optional[cst.CSTNode] = None
+    for index, statement in enumerate(body):
+        if _is_import_line(statement) or (index == 0 and _is_docstring(statement)):
+            anchor = statement
+            continue
+        break
+    if anchor is not None:
+        return context.line_after(anchor)
+    if not body:
+        return len(context.source)
+    return context.line_start_of(body[0])
+
+
+def _is_import_line(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
+    )
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+# -- applying ---------------------------------------------------------------------------
+
+
+def select_non_overlapping(fixes: Iterable[Fix]) -> List[Fix]:
+    """Greedily accept fixes in source order whose edits overlap no accepted edit.
+
+    Identical edits (the same import added by two fixes) are shared, not conflicts. The
+    rest waits for the next round of the fix loop, which re-lints the new source.
+    """
+    accepted: List[Fix] = []
+    taken: List[Edit] = []
+    for fix in sorted(fixes, key=lambda f: min((e.start for e in f.edits), default=0)):
+        if any(edit.overlaps(other) for edit in fix.edits for other in taken):
+            continue
+        accepted.append(fix)
+        taken.extend(edit for edit in fix.edits if edit not in taken)
+    return accepted
+
+
+def apply_edits(source: str, edits: Iterable[Edit]) -> str:
+    unique = sorted(set(edits), key=lambda e: (e.start, e.end))
+    pieces: List[str] = []
+    cursor = 0
+    for edit in unique:
+        pieces.append(source[cursor : edit.start])
+        pieces.append(edit.content)
+        cursor = edit.end
+    pieces.append(source[cursor:])
+    return "".join(pieces)
+
+
+def remove_orphan_imports(module: cst.Module, names: Set[str]) -> cst.Module:
+    """Drop import aliases binding `names` when nothing in the module reads them any more."""
+    if not names:
+        return module
+    counter = _ReferenceCounter(names)
+    module.visit(counter)
+    unused = {name for name in names if counter.counts.get(name, 0) == 0}
+    if not unused:
+        return module
+    return module.visit(_ImportRemover(unused))
+
+
+class _ReferenceCounter(cst.CSTVisitor):
+    def __init__(self, names: Set[str]) -> None:
+        self.names = names
+        self.counts: Dict[str, int] = {}
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.names:
+            self.counts[node.value] = self.counts.get(node.value, 0) + 1
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        # A name listed in `__all__` (or used by string) is still in use.
+        try:
+            value = node.evaluated_value
+        except Exception:  # noqa: BLE001 - odd literals are simply not names
+            return
+        if isinstance(value, str) and value in self.names:
+            self.counts[value] = self.counts.get(value, 0) + 1
+
+
+class _ImportRemover(cst.CSTTransformer):
+    def __init__(self, names: Set[str]) -> None:
+        self.names = names
+
+    def leave_ImportFrom(
+        self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
+    ) -> "cst.ImportFrom | cst.RemovalSentinel":
+        if isinstance(updated_node.names, cst.ImportStar):
+            return updated_node
+        kept = [alias for alias in updated_node.names if _bound_name(alias) not in self.names]
+        if len(kept) == len(updated_node.names):
+            return updated_node
+        if not kept:
+            return cst.RemovalSentinel.REMOVE
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated_node.with_changes(names=kept)
+
+    def leave_Import(
+        self, original_node: cst.Import, updated_node: cst.Import
+    ) -> "cst.Import | cst.RemovalSentinel":
+        # Only `import a.b as x` bindings are candidates: a plain `import torch` may be
+        # there for its side effects.
+        kept = [
+            alias
+            for alias in updated_node.names
+            if alias.asname is None or _bound_name(alias) not in self.names
+        ]
+        if len(kept) == len(updated_node.names):
+            return updated_node
+        if not kept:
+            return cst.RemovalSentinel.REMOVE
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated_node.with_changes(names=kept)
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        if not updated_node.body:  # never leave a block empty
+            return updated_node.with_changes(
+                body=[cst.SimpleStatementLine(body=[cst.Pass()])]
+            )
+        return updated_node
+
+
+def _bound_name(alias: cst.ImportAlias) -> Optional[str]:
+    if alias.asname is not None:
+        return dotted_name(alias.asname.name)  # type: ignore[arg-type]
+    return dotted_name(alias.name)

@@ -1,0 +1,79 @@
+"""Suppression comments, flake8/Ruff style.
+
+- `# noqa` or `# noqa: LL004, LL005` on the reported line, or on the first or last line of
+  the (multi-line) statement that holds the finding.
+- `# lifetime-lint: noqa` on a line of its own suppresses the whole file;
+  `# lifetime-lint: noqa: LL005` suppresses those codes in the whole file.
+
+Comments are found with the tokenizer, so `"# noqa"` inside a string suppresses nothing.
+Only files that have findings pay for this.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Set
+
+_LINE_NOQA = re.compile(
+    r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE
+)
+_FILE_NOQA = re.compile(
+    r"^#\s*lifetime-lint\s*:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?\s*$",
+    re.IGNORECASE,
+)
+
+ALL = None  # a suppression that covers every code
+
+
+@dataclass
+class Suppressions:
+    by_row: Dict[int, Optional[Set[str]]] = field(default_factory=dict)
+    file_codes: Optional[Set[str]] = field(default_factory=set)  # None: whole file
+
+    def file_suppresses(self, code: str) -> bool:
+        return self.file_codes is None or code in self.file_codes
+
+    def row_suppresses(self, row: int, code: str) -> bool:
+        if row not in self.by_row:
+            return False
+        codes = self.by_row[row]
+        return codes is None or code in codes
+
+
+def _codes(text: Optional[str]) -> Optional[Set[str]]:
+    if not text:
+        return None
+    return {code.upper() for code in re.split(r"[,\s]+", text.strip()) if code}
+
+
+def parse_suppressions(source: str) -> Suppressions:
+    result = Suppressions()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return result
+    for token in tokens:
+        if token.type != tokenize.COMMENT:
+            continue
+        row = token.start[0]
+        comment = token.string
+        file_match = _FILE_NOQA.match(comment)
+        if file_match and token.line.strip() == comment.strip():
+            codes = _codes(file_match.group("codes"))
+            if codes is None:
+                result.file_codes = None
+            elif result.file_codes is not None:
+                result.file_codes |= codes
+            continue
+        match = _LINE_NOQA.search(comment)
+        if match:
+            codes = _codes(match.group("codes"))
+            previous = result.by_row.get(row, set())
+            if codes is None or previous is None:
+                result.by_row[row] = None
+            else:
+                result.by_row[row] = previous | codes
+    return result

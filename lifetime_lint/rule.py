@@ -1,0 +1,235 @@
+"""What a rule is, and the per-file context it works in.
+
+A rule is one class in one file of `rules/`: a LibCST-style visitor (`visit_Call`,
+`leave_FunctionDef`, ...) plus its identity (code, kebab-case name, summary), the substrings
+a file must contain for the rule to possibly match (`triggers`: files without them are never
+parsed for it), its options, and its documentation as the class docstring with Ruff's
+sections (What it does / Why is this bad? / Example / Use instead / Fix safety / Options).
+
+All enabled rules share one traversal of the tree (see `engine._Dispatcher`), so a rule pays
+only for the node types it subscribes to.
+"""
+
+from __future__ import annotations
+
+import inspect
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from lifetime_lint.diagnostics import Fix
+from lifetime_lint.imports import ImportMap
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lifetime_lint.config import Settings
+
+
+@dataclass(frozen=True)
+class Option:
+    """One per-rule setting, read from `[tool.lifetime-lint.<rule-name>]`."""
+
+    name: str
+    kind: type  # str, bool, int, list (of str) or dict (str -> str)
+    default: Any
+    doc: str
+    # Returns an error message for a value of the right type that is still wrong.
+    validate: Optional[Callable[[Any], Optional[str]]] = None
+
+
+class Rule:
+    """Base class of every rule. Subclasses define visitor methods and call `report`."""
+
+    code: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    triggers: ClassVar[Tuple[str, ...]] = ()
+    options: ClassVar[Tuple[Option, ...]] = ()
+    # "always", "sometimes" or "never": shown in the rules table and `lifetime-lint rule`.
+    fix_availability: ClassVar[str] = "sometimes"
+
+    def __init__(self, context: "FileContext", options: Mapping[str, Any]) -> None:
+        self.context = context
+        self.settings = options
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        fix: Optional[Fix] = None,
+        *,
+        statement: Optional[cst.CSTNode] = None,
+    ) -> None:
+        self.context.report(self, node, message, fix, statement)
+
+    def finish(self) -> None:
+        """Called once after the traversal, for rules that analyse whole functions."""
+
+    @classmethod
+    def documentation(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or cls.summary)
+
+    @classmethod
+    def option_defaults(cls) -> Dict[str, Any]:
+        return {option.name: option.default for option in cls.options}
+
+
+@dataclass
+class RawReport:
+    rule: Rule
+    node: cst.CSTNode
+    message: str
+    fix: Optional[Fix]
+    statement: Optional[cst.CSTNode]
+
+
+_STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+
+
+class FileContext:
+    """Everything a rule may ask about the file it is checking.
+
+    Expensive facts are computed on first use only: the import map when a rule resolves a
+    name, positions when a rule reports (most files report nothing and never pay for them).
+    """
+
+    def __init__(
+        self, path: str, source: str, module: cst.Module, newline: str, settings: "Settings"
+    ) -> None:
+        self.path = path
+        self.source = source
+        self.module = module
+        self.newline = newline
+        self.settings = settings
+        # The live ancestor chain during the traversal; the last element is the node
+        # being visited. Rules read it instead of paying for ParentNodeProvider.
+        self.ancestors: List[cst.CSTNode] = []
+        self.reports: List[RawReport] = []
+        self._imports: Optional[ImportMap] = None
+        self._positions: Optional[Mapping[cst.CSTNode, CodeRange]] = None
+        self._line_starts: Optional[List[int]] = None
+
+    # -- names ----------------------------------------------------------------------
+    @property
+    def imports(self) -> ImportMap:
+        if self._imports is None:
+            self._imports = ImportMap.from_module(self.module)
+        return self._imports
+
+    def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:
+        return self.imports.qualified_name(node)
+
+    # -- positions -----------------------------------------------------------------
+    def position(self, node: cst.CSTNode) -> CodeRange:
+        if self._positions is None:
+            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._positions = wrapper.resolve(PositionProvider)
+        return self._positions[node]
+
+    @property
+    def line_starts(self) -> List[int]:
+        if self._line_starts is None:
+            starts = [0]
+            text = self.source
+            index = 0
+            while True:
+                index = _next_line_break(text, index)
+                if index < 0:
+                    break
+                starts.append(index)
+            self._line_starts = starts
+        return self._line_starts
+
+    def offset(self, row: int, column: int) -> int:
+        """Character offset of a 1-based row and 0-based column."""
+        starts = self.line_starts
+        if row - 1 >= len(starts):
+            return len(self.source)
+        return starts[row - 1] + column
+
+    def row_of(self, offset: int) -> int:
+        return bisect_right(self.line_starts, offset)
+
+    def span(self, node: cst.CSTNode) -> Tuple[int, int]:
+        code_range = self.position(node)
+        return (
+            self.offset(code_range.start.line, code_range.start.column),
+            self.offset(code_range.end.line, code_range.end.column),
+        )
+
+    def line_after(self, node: cst.CSTNode) -> int:
+        """Offset of the start of the line after the node's last line."""
+        row = self.position(node).end.line
+        starts = self.line_starts
+        return starts[row] if row < len(starts) else len(self.source)
+
+    def line_start_of(self, node: cst.CSTNode) -> int:
+        return self.line_starts[self.position(node).start.line - 1]
+
+    def indentation_of(self, node: cst.CSTNode) -> str:
+        start = self.line_start_of(node)
+        end = start
+        while end < len(self.source) and self.source[end] in " \t":
+            end += 1
+        return self.source[start:end]
+
+    def code_for(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    def source_of(self, node: cst.CSTNode) -> str:
+        """The exact source text of a node, as written in the file."""
+        start, end = self.span(node)
+        return self.source[start:end]
+
+    # -- reporting -----------------------------------------------------------------
+    def current_statement(self) -> Optional[cst.CSTNode]:
+        for node in reversed(self.ancestors):
+            if isinstance(node, _STATEMENT_TYPES):
+                return node
+        return None
+
+    def report(
+        self,
+        rule: Rule,
+        node: cst.CSTNode,
+        message: str,
+        fix: Optional[Fix],
+        statement: Optional[cst.CSTNode],
+    ) -> None:
+        if statement is None and any(ancestor is node for ancestor in self.ancestors):
+            statement = self.current_statement()
+        self.reports.append(RawReport(rule, node, message, fix, statement))
+
+    def inside(self, types: Sequence[type]) -> Optional[cst.CSTNode]:
+        """The innermost ancestor of one of these types, if any."""
+        types = tuple(types)
+        for node in reversed(self.ancestors):
+            if isinstance(node, types):
+                return node
+        return None
+
+
+def _next_line_break(text: str, index: int) -> int:
+    """Offset just past the next line ending (\\n, \\r\\n or \\r) at or after index."""
+    n = text.find("\n", index)
+    r = text.find("\r", index)
+    if r >= 0 and (n < 0 or r < n):
+        if r + 1 < len(text) and text[r + 1] == "\n":
+            return r + 2
+        return r + 1
+    if n >= 0:
+        return n + 1
+    return -1

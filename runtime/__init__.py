@@ -1,0 +1,10 @@
+"""Helpers that lifetime-lint's fixes call; installed as `lifetime_lint.runtime`.
+
+Importing this package does not import torch: each helper imports it when first called, so
+the linter and a pre-commit environment never need torch, while model code (which has it)
+gets platform-neutral memory management.
+"""
+
+from lifetime_lint.runtime.reclaim import active_device_type, reclaim
+
+__all__ = ["active_device_type", "reclaim"]
