@@ -164,7 +164,7 @@ class Linter:
         try:
             module = cst.parse_module(text)
         except cst.ParserSyntaxError as error:
-            return [], _syntax_error(path, error)
+            return [], _syntax_error(path, text, error)
         except RecursionError:
             return [], _file_error(path, SYNTAX_ERROR, f"Failed to parse {path}: nesting too deep")
         context = FileContext(path, text, module, newline or detect_newline(text), self.settings)
@@ -303,14 +303,19 @@ def _file_error(path: str, code: str, message: str, row: int = 1, column: int = 
     )
 
 
-def _syntax_error(path: str, error: cst.ParserSyntaxError) -> Diagnostic:
-    reason = error.message.splitlines()[0] if error.message else "invalid syntax"
+def _syntax_error(path: str, text: str, error: cst.ParserSyntaxError) -> Diagnostic:
+    """Describe a syntax error the way Python would (LibCST's positions can be a line off)."""
+    try:
+        ast.parse(text)
+    except SyntaxError as python_error:
+        row = python_error.lineno or 1
+        column = python_error.offset or 1
+        reason = python_error.msg
+    else:  # Python accepts it but LibCST cannot parse it (very new syntax)
+        row, column = max(error.raw_line, 1), error.raw_column + 1
+        reason = "LibCST cannot parse this: " + (error.message.splitlines()[0] or "invalid syntax")
     return _file_error(
-        path,
-        SYNTAX_ERROR,
-        f"Failed to parse {path}:{error.raw_line}:{error.raw_column + 1}: {reason}",
-        row=max(error.raw_line, 1),
-        column=error.raw_column + 1,
+        path, SYNTAX_ERROR, f"Failed to parse {path}:{row}:{column}: {reason}", row, column
     )
 
 

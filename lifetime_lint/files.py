@@ -24,6 +24,7 @@ def discover(
     missing: List[str] = []
     seen = set()
     for path in paths:
+        path = os.path.normpath(path)
         if not os.path.lexists(path):
             missing.append(path)
             continue
@@ -37,7 +38,7 @@ def discover(
             key = os.path.normcase(os.path.abspath(candidate))
             if key not in seen:
                 seen.add(key)
-                found.append(candidate)
+                found.append(os.path.normpath(candidate))
     return found, missing
 
 

@@ -109,6 +109,21 @@ class _NameFinder(cst.CSTVisitor):
         node.value.visit(self)  # the attribute name itself is not a binding
         return False
 
+    def visit_Import(self, node: cst.Import) -> bool:
+        # `import torch.cuda` binds `torch`; a module path binds nothing else.
+        for alias in node.names:
+            bound = _bound_name(alias) if alias.asname else (dotted_name(alias.name) or "")
+            if bound.split(".")[0] == self.name:
+                self.found = True
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        if not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                if _bound_name(alias) == self.name:
+                    self.found = True
+        return False
+
 
 def add_from_import_edit(
     context: FileContext, module: str, name: str, asname: Optional[str] = None
@@ -284,6 +299,15 @@ class _ImportRemover(cst.CSTTransformer):
         if not updated_node.body:  # never leave a block empty
             return updated_node.with_changes(
                 body=[cst.SimpleStatementLine(body=[cst.Pass()])]
+            )
+        first = updated_node.body[0]
+        if len(updated_node.body) < len(original_node.body) and first.leading_lines and all(
+            line.comment is None for line in first.leading_lines
+        ):
+            # The removed import opened the block: do not leave the block opening on a
+            # blank line.
+            return updated_node.with_changes(
+                body=[first.with_changes(leading_lines=())] + list(updated_node.body[1:])
             )
         return updated_node
 

@@ -1,0 +1,86 @@
+"""Prepare the real-code corpora that benchmarks and corpus checks run over.
+
+    python benchmarks/corpus.py            # all corpora into .corpus/ (git-ignored)
+    python benchmarks/corpus.py diffusers  # one of them
+
+Pinned releases are fetched with `pip download --no-deps` (wheels carry the sources) and
+unpacked once; `torch-nn` is copied from the installed torch, so it needs no network.
+Prints each corpus's folder, file count and line count.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from typing import Dict, List
+
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".corpus")
+
+PINNED: Dict[str, str] = {
+    "diffusers": "diffusers==0.42.1",
+    "transformers": "transformers==5.24.0",
+}
+
+
+def corpus_path(name: str) -> str:
+    return os.path.join(ROOT, name)
+
+
+def prepare(name: str) -> str:
+    """Make sure corpus `name` exists under .corpus/ and return its folder."""
+    target = corpus_path(name)
+    if os.path.isdir(target) and os.listdir(target):
+        return target
+    os.makedirs(ROOT, exist_ok=True)
+    if name == "torch-nn":
+        import importlib.util
+
+        spec = importlib.util.find_spec("torch")
+        if spec is None or not spec.submodule_search_locations:
+            raise SystemExit("torch is not installed: pip install torch==2.13.0")
+        source = os.path.join(list(spec.submodule_search_locations)[0], "nn")
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        return target
+    requirement = PINNED[name]
+    download = os.path.join(ROOT, "_downloads")
+    os.makedirs(download, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+         "-d", download, requirement],
+        check=True,
+    )  # fmt: skip
+    wheel_prefix = requirement.split("==")[0].replace("-", "_")
+    wheels = sorted(glob.glob(os.path.join(download, f"{wheel_prefix}-*.whl")))
+    if not wheels:
+        raise SystemExit(f"no wheel downloaded for {requirement}")
+    with zipfile.ZipFile(wheels[-1]) as archive:
+        members = [m for m in archive.namelist() if m.startswith(wheel_prefix + "/")]
+        archive.extractall(target, members)
+    return os.path.join(target)
+
+
+def python_files(folder: str) -> List[str]:
+    found = []
+    for directory, _, names in os.walk(folder):
+        found.extend(os.path.join(directory, n) for n in names if n.endswith(".py"))
+    return sorted(found)
+
+
+def main(argv: List[str]) -> None:
+    names = argv or ["torch-nn", *PINNED]
+    for name in names:
+        folder = prepare(name)
+        files = python_files(folder)
+        lines = 0
+        for path in files:
+            with open(path, "rb") as handle:
+                lines += handle.read().count(b"\n")
+        print(f"{name}: {folder} ({len(files)} files, {lines} lines)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,232 @@
+"""LL005 hard-coded-cuda-call: device calls that only work on CUDA."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+import libcst as cst
+
+from lifetime_lint.devices import cuda_function, cuda_import_bindings, in_multi_backend_dispatch
+from lifetime_lint.diagnostics import Applicability, Edit, Fix
+from lifetime_lint.fixes import Target, module_reference, reference_to
+from lifetime_lint.rule import Option, Rule
+
+
+@dataclass(frozen=True)
+class AcceleratorEquivalent:
+    """The `torch.accelerator` function that replaces a `torch.cuda` one."""
+
+    name: str
+    since: Tuple[int, int]
+    safe: bool
+    caveat: str = ""  # why the fix is unsafe, when it is
+
+
+_UNSAFE_STATS = (
+    "on a build or machine without an accelerator `torch.cuda` returns 0 (or an empty dict) "
+    "while `torch.accelerator` raises RuntimeError"
+)
+
+# What torch.accelerator offers, by release (design notes §3; checked against torch 2.13).
+ACCELERATOR_EQUIVALENTS: Dict[str, AcceleratorEquivalent] = {
+    "device_count": AcceleratorEquivalent("device_count", (2, 6), True),
+    "synchronize": AcceleratorEquivalent("synchronize", (2, 6), True),
+    "current_device": AcceleratorEquivalent("current_device_index", (2, 6), True),
+    "set_device": AcceleratorEquivalent("set_device_index", (2, 6), True),
+    "device": AcceleratorEquivalent(
+        "device_index", (2, 8), False,
+        "`torch.accelerator.device_index` takes only an int or None, where "
+        "`torch.cuda.device` also takes a `torch.device` or a string",
+    ),
+    "memory_allocated": AcceleratorEquivalent("memory_allocated", (2, 9), False, _UNSAFE_STATS),
+    "max_memory_allocated": AcceleratorEquivalent("max_memory_allocated", (2, 9), False, _UNSAFE_STATS),
+    "memory_reserved": AcceleratorEquivalent("memory_reserved", (2, 9), False, _UNSAFE_STATS),
+    "max_memory_reserved": AcceleratorEquivalent("max_memory_reserved", (2, 9), False, _UNSAFE_STATS),
+    "memory_stats": AcceleratorEquivalent("memory_stats", (2, 9), False, _UNSAFE_STATS),
+    "reset_peak_memory_stats": AcceleratorEquivalent("reset_peak_memory_stats", (2, 9), True),
+    "mem_get_info": AcceleratorEquivalent("get_memory_info", (2, 10), True),
+}  # fmt: skip
+
+# Advice where no torch.accelerator equivalent exists (up to torch 2.14).
+NO_EQUIVALENT_ADVICE: Dict[str, str] = {
+    "manual_seed": "`torch.manual_seed` seeds every device",
+    "manual_seed_all": "`torch.manual_seed` seeds every device",
+}
+
+DEFAULT_BANNED = (
+    "synchronize", "device_count", "current_device", "set_device", "device",
+    "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+    "reset_peak_memory_stats", "memory_stats", "mem_get_info", "manual_seed",
+    "manual_seed_all",
+)  # fmt: skip
+
+
+def _validate_replacements(value: Dict[str, str]) -> Optional[str]:
+    for name, spec in value.items():
+        try:
+            Target.parse(spec)
+        except ValueError as error:
+            return f"{name}: {error}"
+    return None
+
+
+class HardCodedCudaCall(Rule):
+    """
+    ## What it does
+    Flags calls of `torch.cuda` device functions that real serving repos ban in pre-commit
+    (vLLM's `check_torch_cuda.py`): `synchronize`, `device_count`, `current_device`,
+    `set_device`, `device(...)` (also as a context manager), `memory_allocated`,
+    `max_memory_allocated`, `memory_reserved`, `max_memory_reserved`,
+    `reset_peak_memory_stats`, `memory_stats`, `mem_get_info`, `manual_seed`,
+    `manual_seed_all`, through any import form (`import torch as t`, `from torch import
+    cuda`, `from torch.cuda import synchronize`, imports inside functions), which a regex
+    gate misses. `torch.cuda.empty_cache()` is LL004's.
+
+    ## Why is this bad?
+    Each hard-codes CUDA: on NPU, XPU, MPS or HPU it raises or silently reports zero, so
+    memory accounting, synchronisation before a timing, or device placement is wrong or
+    crashes there. The `torch.accelerator` API does the same on whichever accelerator is
+    active.
+
+    Not flagged: `is_available`, streams, events, graphs, `get_device_name`/`capability`;
+    references that are not called (dispatch tables); calls in a branch of a multi-backend
+    dispatch (an `if`/`elif` chain, conditional expression or `match` that also tests or
+    handles mps, npu, xpu, hpu, ...), which is the platform abstraction itself.
+
+    ## Example
+    ```python
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated(device=rank)
+    ```
+
+    ## Use instead
+    ```python
+    torch.accelerator.synchronize()
+    peak = torch.accelerator.max_memory_allocated(rank)
+    ```
+
+    ## Fix safety
+    A fix exists only where `torch.accelerator` has the function in the configured
+    `target-torch-version` (default 2.6): `device_count`, `synchronize`,
+    `current_device` -> `current_device_index`, `set_device` -> `set_device_index` from 2.6;
+    `device(i)` -> `device_index(i)` from 2.8; the memory statistics from 2.9;
+    `mem_get_info` -> `get_memory_info` from 2.10. A `device=` keyword becomes positional
+    (the `torch.accelerator` functions take it positionally only).
+
+    Safe (same result on CUDA, same behaviour on the active accelerator elsewhere):
+    `device_count` (0 without an accelerator either way), `synchronize`, `current_device`,
+    `set_device`, `reset_peak_memory_stats`, `mem_get_info`; where no accelerator exists
+    both forms raise, though the exception type may differ (AssertionError vs
+    RuntimeError). Unsafe: the memory statistics (`torch.cuda` returns 0 or `{}` on a
+    machine without CUDA, `torch.accelerator` raises) and `device(...)` (takes only an int
+    or None). `manual_seed`/`manual_seed_all` have no equivalent: the diagnostic advises
+    `torch.manual_seed` (which seeds every device) or a project helper.
+
+    ## Options
+    - `banned-calls`: the `torch.cuda` function names to flag (default: the list above).
+    - `extend-banned-calls`: more names to flag.
+    - `allowed-calls`: names to stop flagging (narrows either list).
+    - `replacements`: `{name = "package.module:object.method"}` rewrites that call to a
+      project helper instead, e.g. `synchronize = "vllm.platforms:current_platform.synchronize"`;
+      applied as a safe fix (you declare it equivalent) whatever the torch version.
+    """
+
+    code = "LL005"
+    name = "hard-coded-cuda-call"
+    summary = "`torch.cuda` device call is CUDA-only; use `torch.accelerator` or a platform helper"
+    triggers = ("cuda",)
+    fix_availability = "sometimes"
+    options = (
+        Option("banned-calls", list, list(DEFAULT_BANNED), "`torch.cuda` functions to flag"),
+        Option("extend-banned-calls", list, [], "more `torch.cuda` functions to flag"),
+        Option("allowed-calls", list, [], "`torch.cuda` functions never to flag"),
+        Option(
+            "replacements",
+            dict,
+            {},
+            "function name -> project helper (`package.module:object.method`) to rewrite to",
+            validate=_validate_replacements,
+        ),
+    )
+
+    def __init__(self, context, options) -> None:
+        super().__init__(context, options)
+        allowed = set(options["allowed-calls"]) | {"empty_cache"}
+        self.banned = (set(options["banned-calls"]) | set(options["extend-banned-calls"])) - allowed
+        self.replacements: Dict[str, str] = dict(options["replacements"])
+
+    def visit_Call(self, node: cst.Call) -> None:
+        function = cuda_function(self.context, node)
+        if function is None or function not in self.banned:
+            return
+        ancestors = self.context.ancestors
+        if in_multi_backend_dispatch(self.context, ancestors):
+            return
+        written = self.context.source_of(node.func)
+        fix, advice = self._fix(node, function, ancestors)
+        self.report(node, f"`{written}()` is CUDA-only; {advice}", fix)
+
+    def _fix(self, node: cst.Call, function: str, ancestors) -> Tuple[Optional[Fix], str]:
+        if function in self.replacements:
+            target = Target.parse(self.replacements[function])
+            reference, imports = reference_to(self.context, target, ancestors)
+            fix = self._rewrite(node, reference, imports, Applicability.SAFE, keep_arguments=True)
+            return fix, f"use `{reference}()`"
+        equivalent = ACCELERATOR_EQUIVALENTS.get(function)
+        if equivalent is None:
+            advice = NO_EQUIVALENT_ADVICE.get(function, "no `torch.accelerator` equivalent")
+            return None, f"no `torch.accelerator` equivalent: use a platform helper ({advice})"
+        replacement = f"torch.accelerator.{equivalent.name}"
+        if self.context.settings.target_torch_version < equivalent.since:
+            since = ".".join(map(str, equivalent.since))
+            return None, f"use `{replacement}()` (torch >= {since}; raise `target-torch-version`)"
+        if function == "device" and not self._is_with_item(node, ancestors):
+            return None, f"use `{replacement}()` as a context manager"
+        torch_name, imports = module_reference(self.context, "torch", ancestors)
+        reference = f"{torch_name}.accelerator.{equivalent.name}"
+        applicability = Applicability.SAFE if equivalent.safe else Applicability.UNSAFE
+        return self._rewrite(node, reference, imports, applicability), f"use `{replacement}()`"
+
+    def _rewrite(
+        self,
+        node: cst.Call,
+        reference: str,
+        imports: Tuple[Edit, ...],
+        applicability: Applicability,
+        keep_arguments: bool = False,
+    ) -> Optional[Fix]:
+        edits = [Edit(*self.context.span(node.func), reference)]
+        if not keep_arguments:  # a project helper keeps the call's arguments as written
+            keyword_edit = self._device_keyword_to_positional(node)
+            if keyword_edit is False:
+                return None
+            if keyword_edit is not None:
+                edits.append(keyword_edit)
+        return Fix(
+            message=f"Replace with `{reference}()`",
+            edits=tuple(edits) + imports,
+            applicability=applicability,
+            orphan_import_candidates=cuda_import_bindings(self.context, node.func),
+        )
+
+    def _device_keyword_to_positional(self, node: cst.Call):
+        """`f(device=x)` -> `f(x)`; False when the arguments cannot be carried over."""
+        if not node.args:
+            return None
+        if len(node.args) > 1:
+            return False
+        arg = node.args[0]
+        if arg.star:
+            return False
+        if arg.keyword is None:
+            return None
+        if arg.keyword.value != "device":
+            return False
+        start, _ = self.context.span(arg.keyword)
+        value_start, _ = self.context.span(arg.value)
+        return Edit(start, value_start, "")
+
+    @staticmethod
+    def _is_with_item(node: cst.Call, ancestors) -> bool:
+        return len(ancestors) >= 2 and isinstance(ancestors[-2], cst.WithItem) and ancestors[-2].item is node
