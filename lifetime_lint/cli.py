@@ -10,6 +10,7 @@ not be read or parsed (the other files are still checked).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import List, Optional, Sequence, Tuple
 
@@ -23,11 +24,22 @@ from lifetime_lint.config import (
     parse_torch_version,
     validate_selectors,
 )
+from lifetime_lint.baseline import Baseline, BaselineError, write_baseline
+from lifetime_lint.cache import DEFAULT_CACHE_DIR
 from lifetime_lint.diagnostics import Diagnostic, Location
-from lifetime_lint.engine import IO_ERROR, FileResult, FixMode, Linter
+from lifetime_lint.engine import IO_ERROR, FileResult, FixMode
 from lifetime_lint.files import discover
+from lifetime_lint.gitdiff import GitDiffError, changed_lines
 from lifetime_lint.registry import all_rules, rule_by_selector
-from lifetime_lint.reporters import REPORTERS, RunSummary, format_line
+from lifetime_lint.reporters import (
+    MACHINE_FORMATS,
+    REPORTERS,
+    RunSummary,
+    format_line,
+    render_fix_summary,
+    render_statistics,
+)
+from lifetime_lint.runner import Progress, default_jobs, run_files
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -74,6 +86,21 @@ def _split(values: Sequence[str]) -> List[str]:
               help="Apply excludes to paths named on the command line too (for pre-commit).")
 @click.option("-q", "--quiet", is_flag=True, help="Print diagnostics, nothing else.")
 @click.option("--statistics", is_flag=True, help="Count diagnostics per rule.")
+@click.option("--show-fixes", is_flag=True, help="After --fix, list the fixes applied per file.")
+@click.option("--diff-base", metavar="REV",
+              help="Report only diagnostics on lines added or changed since git revision REV "
+                   "(for pull-request gates).")
+@click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Report only diagnostics not recorded in FILE (see --write-baseline).")
+@click.option("--write-baseline", "write_baseline_path", type=click.Path(dir_okay=False),
+              metavar="FILE", help="Record every current diagnostic in FILE and exit 0.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="N",
+              help="Processes to check files with (default: the CPU count; 1 under "
+                   "pre-commit for small file lists).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), metavar="DIR",
+              help=f"Where to keep the result cache (default: {DEFAULT_CACHE_DIR}/ in the "
+                   "project root, or the `cache-dir` setting).")
 def check(
     paths: Tuple[str, ...],
     fix: bool,
@@ -89,6 +116,13 @@ def check(
     force_exclude: bool,
     quiet: bool,
     statistics: bool,
+    show_fixes: bool,
+    diff_base: Optional[str],
+    baseline_path: Optional[str],
+    write_baseline_path: Optional[str],
+    jobs: Optional[int],
+    no_cache: bool,
+    cache_dir: Optional[str],
 ) -> None:
     """Check PATHS (default: the current folder) for GPU-memory lifetime bugs."""
     rules = all_rules()
@@ -103,12 +137,75 @@ def check(
         click.echo(f"lifetime-lint: error: {error}", err=True)
         sys.exit(EXIT_ERROR)
 
-    linter = Linter(settings, rules)
     mode = FixMode(apply=fix and not diff_only, unsafe=unsafe_fixes, diff_only=diff_only)
+    try:
+        if diff_base and mode.fixing:
+            raise ConfigError("--diff-base selects what to report; it cannot be combined with "
+                              "--fix or --diff (which act on whole files)")  # fmt: skip
+        changed = changed_lines(diff_base) if diff_base else None
+        baseline = Baseline.load(baseline_path) if baseline_path else None
+    except (ConfigError, GitDiffError, BaselineError) as error:
+        click.echo(f"lifetime-lint: error: {error}", err=True)
+        sys.exit(EXIT_ERROR)
+
     files, missing = discover(paths or ["."], settings, force_exclude=force_exclude)
     results: List[FileResult] = [_missing(path) for path in missing]
-    results.extend(linter.check_file(path, mode) for path in files)
-    sys.exit(_report(results, settings, mode, output_format, quiet, statistics, exit_zero))
+    results.extend(
+        run_files(
+            files,
+            settings,
+            rules,
+            mode,
+            jobs=jobs or default_jobs(len(files)),
+            cache_dir=None if no_cache else _cache_dir(cache_dir, settings),
+            progress=Progress.for_terminal(len(files), quiet),
+        )
+    )
+
+    if write_baseline_path:
+        diagnostics = [d for r in results for d in r.diagnostics]
+        recorded = write_baseline(write_baseline_path, diagnostics)
+        if not quiet:
+            noun = "diagnostic" if recorded == 1 else "diagnostics"
+            click.echo(f"Recorded {recorded} {noun} in {write_baseline_path}.", err=True)
+        errors = [d for d in diagnostics if d.is_error]
+        for error in errors:
+            click.echo(format_line(error, RunSummary()), err=True)
+        sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
+
+    notes: List[str] = []
+    if changed is not None:
+        for r in results:
+            r.diagnostics = [d for d in r.diagnostics
+                             if d.is_error or changed.touches(d.path, d.start.row, d.end.row)]
+    if baseline is not None:
+        kept, matched = baseline.filter(d for r in results for d in r.diagnostics)
+        keep = {id(d) for d in kept}
+        for r in results:
+            r.diagnostics = [d for d in r.diagnostics if id(d) in keep]
+        stale = baseline.stale(files)
+        if matched:
+            notes.append(f"{matched} baselined {'diagnostic' if matched == 1 else 'diagnostics'}"
+                         f" not shown ({baseline_path}).")  # fmt: skip
+        if stale:
+            notes.append(f"{stale} baselined {'diagnostic is' if stale == 1 else 'diagnostics are'}"
+                         f" gone; run --write-baseline {baseline_path} to drop "
+                         f"{'it' if stale == 1 else 'them'}.")  # fmt: skip
+    code = _report(results, settings, mode, output_format, quiet, statistics, exit_zero,
+                   show_fixes)  # fmt: skip
+    if notes and not quiet:
+        for note in notes:
+            click.echo(note, err=True)
+    sys.exit(code)
+
+
+def _cache_dir(option: Optional[str], settings: Settings) -> str:
+    if option:
+        return option
+    configured = settings.extra.get("cache-dir")
+    if configured:
+        return os.path.join(settings.root, os.path.expanduser(configured))
+    return os.path.join(settings.root, DEFAULT_CACHE_DIR)
 
 
 def _apply_cli_selection(
@@ -157,6 +254,7 @@ def _report(
     quiet: bool,
     statistics: bool,
     exit_zero: bool,
+    show_fixes: bool = False,
 ) -> int:
     diagnostics = sorted((d for r in results for d in r.diagnostics), key=Diagnostic.sort_key)
     summary = RunSummary(
@@ -166,11 +264,14 @@ def _report(
         files_checked=len(results),
         show_statistics=statistics,
         quiet=quiet,
+        show_fixes=show_fixes,
         rule_names={rule.code: rule.name for rule in all_rules()},
     )
     for r in results:
         for code, count in r.fixed_by_code.items():
             summary.fixed_by_code[code] = summary.fixed_by_code.get(code, 0) + count
+        if mode.apply and r.fixed_by_code:
+            summary.fixed_by_path[r.path] = dict(r.fixed_by_code)
     has_error = any(d.is_error for d in diagnostics)
 
     if mode.diff_only:
@@ -193,6 +294,15 @@ def _report(
 
     output = REPORTERS[output_format](diagnostics, summary)
     click.echo(output, nl=False)
+    if output_format in MACHINE_FORMATS:
+        # Keep stdout parseable; the human summary goes to stderr.
+        extra: List[str] = []
+        if show_fixes and summary.fixed_by_path:
+            extra.extend(render_fix_summary(summary))
+        if statistics and diagnostics:
+            extra.extend(render_statistics(diagnostics, summary))
+        for line in extra:
+            click.echo(line, err=True)
     if has_error:
         return EXIT_ERROR
     if diagnostics and not exit_zero:

@@ -48,6 +48,7 @@ GLOBAL_KEYS: Dict[str, Tuple[type, str]] = {
     "extend-exclude": (list, "glob patterns of paths to skip, in addition to the defaults"),
     "per-file-ignores": (dict, "glob (relative to the config file) -> list of codes to ignore"),
     "target-torch-version": (str, 'oldest torch the project supports, e.g. "2.9"'),
+    "cache-dir": (str, "where the result cache lives, relative to the config file's folder"),
 }
 
 

@@ -1,7 +1,15 @@
 """Output formats. Each reporter turns the run's diagnostics into text on stdout.
 
-`text` is Ruff's concise format (`path:row:col: CODE [*] message`, `[*]` when `--fix` would
-fix it); `json` is Ruff's JSON shape, which editors and review bots already read.
+- `text` (alias `concise`): Ruff's concise format, `path:row:col: CODE [*] message`, `[*]`
+  when `--fix` would fix it, then a summary.
+- `full`: the same line followed by the source around the finding, the flagged span
+  underlined, and the fix's description (Ruff's full format).
+- `json`: Ruff's JSON shape, which editors and review bots already read.
+- `github`: GitHub Actions workflow commands; each finding becomes an annotation on the
+  pull request's diff.
+- `sarif`: SARIF 2.1.0 for GitHub code scanning and other SARIF viewers: one run, every rule
+  described (summary, documentation, help URI), results with regions, fixes and a
+  line-shift-robust fingerprint (the one `--baseline` uses), paths relative to `%SRCROOT%`.
 """
 
 from __future__ import annotations
@@ -9,10 +17,21 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from pathlib import Path
+from urllib.parse import quote
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
+from lifetime_lint import __version__
 from lifetime_lint.diagnostics import Diagnostic
+from lifetime_lint.source import SourceError, SourceFile
+
+# Where each rule's documentation lives (the README's rule table links the same anchors).
+DOCS_URL = "https://github.com/lifetime-lint/lifetime-lint/blob/main/docs/rules.md"
+
+
+def rule_url(code: str, name: str) -> str:
+    return f"{DOCS_URL}#{code.lower()}-{name}"
 
 
 @dataclass
@@ -27,6 +46,8 @@ class RunSummary:
     show_statistics: bool = False
     rule_names: Dict[str, str] = field(default_factory=dict)
     quiet: bool = False  # diagnostics only, no closing summary
+    show_fixes: bool = False  # list the fixes applied, per file and rule
+    fixed_by_path: Dict[str, Dict[str, int]] = field(default_factory=dict)
 
 
 def display_path(path: str) -> str:
@@ -55,6 +76,14 @@ def format_line(d: Diagnostic, summary: RunSummary) -> str:
 
 def render_text(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
     lines: List[str] = [format_line(d, summary) for d in diagnostics]
+    return _finish_text(lines, diagnostics, summary)
+
+
+def _finish_text(lines: List[str], diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
+    if summary.show_fixes and summary.fixed_by_path:
+        if lines:
+            lines.append("")
+        lines.extend(render_fix_summary(summary))
     if summary.show_statistics:
         if lines:
             lines.append("")
@@ -73,6 +102,18 @@ def render_statistics(diagnostics: Sequence[Diagnostic], summary: RunSummary) ->
         marker = "[*]" if fixable[code] else "   "
         rows.append(f"{count:>5}\t{code:<6}\t{marker} {name}")
     return rows
+
+
+def render_fix_summary(summary: RunSummary) -> List[str]:
+    """What `--fix` changed, per file and rule (`--show-fixes`)."""
+    total = sum(sum(codes.values()) for codes in summary.fixed_by_path.values())
+    lines = [f"Fixed {total} {'error' if total == 1 else 'errors'}:"]
+    for path in sorted(summary.fixed_by_path):
+        lines.append(f"- {display_path(path)}:")
+        for code, count in sorted(summary.fixed_by_path[path].items()):
+            name = summary.rule_names.get(code, "")
+            lines.append(f"    {count} \u00d7 {code} ({name})" if name else f"    {count} \u00d7 {code}")
+    return lines
 
 
 def _closing_lines(
@@ -138,12 +179,243 @@ def diagnostic_to_json(d: Diagnostic) -> Dict[str, object]:
 
 
 def render_json(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
-    return json.dumps([diagnostic_to_json(d) for d in diagnostics], indent=2) + "\n"
+    items = []
+    for d in diagnostics:
+        item = diagnostic_to_json(d)
+        if item["url"] is None and d.code in summary.rule_names:
+            item["url"] = rule_url(d.code, summary.rule_names[d.code])
+        items.append(item)
+    return json.dumps(items, indent=2) + "\n"
+
+
+# -- full: source context ------------------------------------------------------------------
+
+
+class _SourceLines:
+    """The lines of each reported file, read once (after `--fix`: the fixed content)."""
+
+    def __init__(self) -> None:
+        self._files: Dict[str, List[str]] = {}
+
+    def get(self, path: str) -> List[str]:
+        if path not in self._files:
+            try:
+                self._files[path] = SourceFile.read(path).text.splitlines()
+            except SourceError:
+                self._files[path] = []
+        return self._files[path]
+
+
+_MAX_SPAN_LINES = 6  # longer spans show their first lines and an ellipsis
+
+
+def render_full(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
+    sources = _SourceLines()
+    lines: List[str] = []
+    for d in diagnostics:
+        lines.append(format_line(d, summary))
+        lines.extend(_snippet(d, sources.get(d.path)))
+        if d.fix is not None:
+            applicable = d.fix.is_safe or summary.unsafe_fixes
+            label = "help" if applicable else "help (unsafe fix, needs --unsafe-fixes)"
+            lines.append(f"  = {label}: {d.fix.message}")
+        lines.append("")
+    if lines:
+        lines.pop()
+    return _finish_text(lines, diagnostics, summary)
+
+
+def _snippet(d: Diagnostic, source: List[str]) -> List[str]:
+    if not source or not 0 < d.start.row <= len(source):
+        return []
+    first = max(1, d.start.row - 1)
+    last_flagged = min(max(d.end.row, d.start.row), len(source))
+    shown_flagged = min(last_flagged, d.start.row + _MAX_SPAN_LINES - 1)
+    last = min(len(source), shown_flagged + 1) if shown_flagged == last_flagged else shown_flagged
+    width = len(str(last))
+    gutter = " " * width
+    out = [f"{gutter} |"]
+    for row in range(first, last + 1):
+        text = source[row - 1]
+        out.append(f"{row:>{width}} | {text}".rstrip())
+        if row == d.start.row:
+            start = d.start.column - 1
+            stop = d.end.column - 1 if d.end.row == d.start.row else len(text)
+            stop = max(stop, start + 1)
+            # Keep tabs in the prefix so the carets line up under the flagged characters.
+            prefix = "".join(c if c == "\t" else " " for c in text[:start])
+            out.append(f"{gutter} | {prefix}{'^' * (stop - start)} {d.code}")
+        if row == shown_flagged and shown_flagged < last_flagged:
+            out.append(f"{gutter} | ...")
+            break
+    out.append(f"{gutter} |")
+    return out
+
+
+# -- github: workflow-command annotations -------------------------------------------------
+
+
+def _escape_data(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(value: str) -> str:
+    return _escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
+    lines = []
+    for d in diagnostics:
+        path = display_path(d.path).replace(os.sep, "/")
+        properties = ",".join(
+            f"{key}={_escape_property(str(value))}"
+            for key, value in (
+                ("title", f"lifetime-lint ({d.code})"),
+                ("file", path),
+                ("line", d.start.row),
+                ("col", d.start.column),
+                ("endLine", d.end.row),
+                ("endColumn", d.end.column),
+            )
+        )
+        message = f"{path}:{d.start.row}:{d.start.column}: {d.code} {d.message}"
+        lines.append(f"::error {properties}::{_escape_data(message)}")
+    return "".join(line + "\n" for line in lines)
+
+
+# -- sarif ------------------------------------------------------------------------------
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_FILE_ERRORS = {
+    "E902": ("io-error", "The file could not be read as Python source."),
+    "E999": ("syntax-error", "The file is not valid Python; nothing in it was checked."),
+    "LL000": ("internal-error", "A fix would have broken the file; no fix was applied."),
+}
+
+
+def _first_paragraph(text: str) -> str:
+    """The first paragraph under the first heading (`## What it does`)."""
+    for paragraph in text.split("\n\n"):
+        lines = paragraph.strip().splitlines()
+        while lines and lines[0].startswith("#"):
+            lines = lines[1:]
+        if lines:
+            return " ".join(" ".join(lines).split())
+    return ""
+
+
+def _rule_descriptors(codes: Sequence[str]) -> List[Dict[str, object]]:
+    from lifetime_lint.registry import all_rules
+
+    descriptors: List[Dict[str, object]] = []
+    for rule in all_rules():
+        documentation = rule.documentation()
+        descriptors.append({
+            "id": rule.code,
+            "name": rule.name,
+            "shortDescription": {"text": rule.summary or rule.name},
+            "fullDescription": {"text": _first_paragraph(documentation) or rule.summary},
+            "help": {"text": documentation, "markdown": documentation},
+            "helpUri": rule_url(rule.code, rule.name),
+            "defaultConfiguration": {"level": "error"},
+            "properties": {"fixAvailability": rule.fix_availability},
+        })  # fmt: skip
+    known = {rule.code for rule in all_rules()}
+    for code in sorted(set(codes) - known):
+        name, text = _FILE_ERRORS.get(code, (code.lower(), code))
+        descriptors.append({
+            "id": code,
+            "name": name,
+            "shortDescription": {"text": text},
+            "help": {"text": text},
+            "defaultConfiguration": {"level": "error"},
+        })  # fmt: skip
+    return descriptors
+
+
+def _artifact(path: str, root: str) -> Dict[str, str]:
+    absolute = os.path.abspath(path)
+    try:
+        rel = os.path.relpath(absolute, root)
+    except ValueError:
+        rel = ".."
+    if rel == ".." or rel.startswith(".." + os.sep):
+        return {"uri": Path(absolute).as_uri()}
+    return {"uri": quote(rel.replace(os.sep, "/")), "uriBaseId": "%SRCROOT%"}
+
+
+def _region(start, end) -> Dict[str, int]:
+    return {"startLine": start.row, "startColumn": start.column,
+            "endLine": end.row, "endColumn": end.column}  # fmt: skip
+
+
+def render_sarif(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
+    from lifetime_lint.baseline import fingerprint
+
+    root = os.getcwd()
+    rules = _rule_descriptors([d.code for d in diagnostics])
+    index = {rule["id"]: position for position, rule in enumerate(rules)}
+    sources = _SourceLines()
+    results = []
+    for d in diagnostics:
+        artifact = _artifact(d.path, root)
+        result: Dict[str, object] = {
+            "ruleId": d.code,
+            "ruleIndex": index[d.code],
+            "level": "error",
+            "message": {"text": d.message},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": artifact, "region": _region(d.start, d.end)}}],
+        }  # fmt: skip
+        if not d.is_error:
+            rel = os.path.relpath(os.path.abspath(d.path), root).replace(os.sep, "/")
+            result["partialFingerprints"] = {
+                "lifetimeLint/v1": fingerprint(d, rel, sources.get(d.path))
+            }
+        locations = d.extra.get("edit_locations")
+        if d.fix is not None and locations:
+            result["fixes"] = [{
+                "description": {"text": d.fix.message},
+                "artifactChanges": [{
+                    "artifactLocation": artifact,
+                    "replacements": [
+                        {"deletedRegion": _region(start, end), "insertedContent": {"text": content}}
+                        for content, start, end in locations
+                    ],
+                }],
+            }]  # fmt: skip
+            if not d.fix.is_safe:
+                result["properties"] = {"fixApplicability": "unsafe"}
+        results.append(result)
+    log = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "lifetime-lint",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "informationUri": DOCS_URL,
+                "rules": rules,
+            }},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": Path(root).as_uri() + "/"}},
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+        }],
+    }  # fmt: skip
+    return json.dumps(log, indent=2) + "\n"
 
 
 Reporter = Callable[[Sequence[Diagnostic], RunSummary], str]
 
 REPORTERS: Dict[str, Reporter] = {
     "text": render_text,
+    "concise": render_text,
+    "full": render_full,
     "json": render_json,
+    "github": render_github,
+    "sarif": render_sarif,
 }
+
+# Formats read by programs: the human summary (statistics, fixes) goes to stderr instead.
+MACHINE_FORMATS = frozenset({"json", "github", "sarif"})

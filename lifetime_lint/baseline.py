@@ -1,0 +1,160 @@
+"""Baselines: record today's findings, then report only new ones (`--write-baseline`,
+`--baseline`).
+
+A finding is identified by a fingerprint that survives unrelated edits: its rule code, its
+file (relative to the baseline file's folder, so the baseline is valid in every checkout)
+and the source of the flagged line with one line either side, each stripped of
+indentation and with runs of whitespace collapsed. Line numbers are not part of it, so
+code added above a finding does not make it "new"; re-indenting a block does not either.
+Editing the flagged line or a neighbour does: that code was touched, so it is reviewed.
+
+Identical snippets (the same call pasted twice) share a fingerprint; the baseline keeps a
+count for each, and only occurrences beyond the recorded count are new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from lifetime_lint.diagnostics import Diagnostic
+from lifetime_lint.source import SourceError, SourceFile, write_atomic
+
+BASELINE_VERSION = 1
+CONTEXT_LINES = 1
+
+
+class BaselineError(Exception):
+    """The baseline file is missing or not a baseline."""
+
+
+def _normalise(line: str) -> str:
+    return " ".join(line.split())
+
+
+class _Lines:
+    """Source lines of the files with findings, each file read once."""
+
+    def __init__(self) -> None:
+        self._files: Dict[str, List[str]] = {}
+
+    def get(self, path: str) -> List[str]:
+        if path not in self._files:
+            try:
+                self._files[path] = SourceFile.read(path).text.splitlines()
+            except SourceError:
+                self._files[path] = []
+        return self._files[path]
+
+
+def _relative(path: str, root: str) -> str:
+    try:
+        rel = os.path.relpath(os.path.abspath(path), root)
+    except ValueError:  # another drive on Windows
+        rel = os.path.abspath(path)
+    return rel.replace(os.sep, "/")
+
+
+def fingerprint(d: Diagnostic, rel_path: str, lines: Sequence[str]) -> str:
+    first = max(1, d.start.row - CONTEXT_LINES)
+    last = min(len(lines), d.start.row + CONTEXT_LINES)
+    snippet = "\n".join(_normalise(lines[row - 1]) for row in range(first, last + 1))
+    # The flagged line's own text is marked, so a finding on line 2 and one on line 3 of
+    # the same three lines differ.
+    flagged = _normalise(lines[d.start.row - 1]) if 0 < d.start.row <= len(lines) else ""
+    payload = "\0".join((d.code, rel_path, flagged, snippet))
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+@dataclass
+class Baseline:
+    """Recorded fingerprints (with counts) of one baseline file."""
+
+    root: str  # the folder paths are relative to
+    counts: Counter
+    paths: Dict[str, str]  # fingerprint -> relative path, to tell which files were checked
+    unmatched: Optional[Counter] = None  # what the last `filter` did not see
+
+    @classmethod
+    def load(cls, path: str) -> "Baseline":
+        try:
+            with open(path, "rb") as handle:
+                data = json.load(handle)
+        except FileNotFoundError:
+            raise BaselineError(f"{path}: baseline file not found "
+                                "(create it with --write-baseline)") from None  # fmt: skip
+        except (OSError, ValueError) as error:
+            raise BaselineError(f"{path}: cannot read baseline: {error}") from None
+        if not isinstance(data, dict) or data.get("version") != BASELINE_VERSION:
+            raise BaselineError(f"{path}: not a lifetime-lint baseline (version "
+                                f"{BASELINE_VERSION} expected)")  # fmt: skip
+        counts: Counter = Counter()
+        paths: Dict[str, str] = {}
+        try:
+            for item in data["findings"]:
+                counts[item["fingerprint"]] += int(item.get("count", 1))
+                paths[item["fingerprint"]] = item["path"]
+        except (KeyError, TypeError, ValueError):
+            raise BaselineError(f"{path}: malformed baseline entry") from None
+        return cls(os.path.dirname(os.path.abspath(path)), counts, paths)
+
+    def filter(self, diagnostics: Iterable[Diagnostic]) -> Tuple[List[Diagnostic], int]:
+        """The diagnostics not in the baseline, and how many baselined ones were matched.
+
+        Errors about files (unreadable, unparsable) are never baselined.
+        """
+        lines = _Lines()
+        remaining = Counter(self.counts)
+        new: List[Diagnostic] = []
+        matched = 0
+        self.unmatched = remaining
+        for d in sorted(diagnostics, key=Diagnostic.sort_key):
+            if d.is_error:
+                new.append(d)
+                continue
+            key = fingerprint(d, _relative(d.path, self.root), lines.get(d.path))
+            if remaining[key] > 0:
+                remaining[key] -= 1
+                matched += 1
+            else:
+                new.append(d)
+        return new, matched
+
+    def stale(self, checked_paths: Iterable[str]) -> int:
+        """Baselined findings in the checked files that `filter` no longer saw (fixed)."""
+        checked = {_relative(path, self.root) for path in checked_paths}
+        unmatched = self.counts if self.unmatched is None else self.unmatched
+        return sum(count for key, count in unmatched.items() if self.paths.get(key) in checked)
+
+
+def write_baseline(path: str, diagnostics: Iterable[Diagnostic]) -> int:
+    """Write every (non-error) finding to `path`; returns the number recorded."""
+    root = os.path.dirname(os.path.abspath(path))
+    lines = _Lines()
+    entries: Dict[str, Dict[str, object]] = {}
+    total = 0
+    for d in sorted(diagnostics, key=Diagnostic.sort_key):
+        if d.is_error:
+            continue
+        rel = _relative(d.path, root)
+        key = fingerprint(d, rel, lines.get(d.path))
+        total += 1
+        if key in entries:
+            entries[key]["count"] = int(entries[key]["count"]) + 1  # type: ignore[call-overload]
+            continue
+        # `line` and `message` are for people reading the file; matching ignores them.
+        entries[key] = {"fingerprint": key, "code": d.code, "path": rel,
+                        "line": d.start.row, "message": d.message, "count": 1}  # fmt: skip
+    findings = sorted(entries.values(), key=lambda e: (e["path"], e["line"], e["code"]))
+    document = {"version": BASELINE_VERSION, "tool": "lifetime-lint", "findings": findings}
+    existed = os.path.exists(path)
+    write_atomic(path, (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode())
+    if not existed:  # a temporary file is private (0600); a new baseline is a normal file
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(path, 0o666 & ~umask)
+    return total

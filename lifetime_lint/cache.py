@@ -1,0 +1,194 @@
+"""A content-hash cache of lint results, so a second run on an unchanged tree parses nothing.
+
+One entry per checked file, named by a hash of everything that decides the file's
+diagnostics: its bytes, its path relative to the project root (per-file-ignores depend on
+it), the tool's code (version plus a fingerprint of the installed modules, so an editable
+install under development never serves stale results), the settings fingerprint and the
+enabled rules with their options. Entries live in a folder named by the tool and settings
+fingerprint, so a settings change starts a fresh folder instead of growing one.
+
+Lint results do not depend on the fix mode, so one entry serves `check`, `--fix` and
+`--diff`: under a fix mode an entry is used only if none of its diagnostics has a fix that
+mode would apply. A `--fix` run that rewrote a file stores the entry of the new content.
+Files whose check failed (unreadable, unparsable) are never cached.
+
+Entries are written to a temporary file and renamed into place, so concurrent runs (two
+pre-commit chunks, CI jobs sharing a workspace) can only ever read a whole entry; a corrupt
+or unreadable entry is a miss.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from typing import Any, Dict, List, Optional, Sequence, Type
+
+from lifetime_lint import __version__
+from lifetime_lint.config import Settings
+from lifetime_lint.diagnostics import Applicability, Diagnostic, Edit, Fix, Location
+from lifetime_lint.rule import Rule
+
+DEFAULT_CACHE_DIR = ".lifetime_lint_cache"
+_FORMAT = 1  # bump when the entry layout changes
+
+
+@functools.lru_cache(maxsize=None)
+def code_fingerprint() -> str:
+    """The tool's version plus size and mtime of every module of the installed package."""
+    import lifetime_lint
+    import lifetime_lint.rules
+
+    digest = hashlib.sha256(f"{__version__}/{_FORMAT}".encode())
+    for package in (lifetime_lint, lifetime_lint.rules):
+        for folder in package.__path__:
+            for name in sorted(os.listdir(folder)):
+                if name.endswith(".py"):
+                    stat = os.stat(os.path.join(folder, name))
+                    digest.update(f"{folder}/{name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
+class Cache:
+    """Reads and writes the entries of one (tool, settings, rules) combination."""
+
+    def __init__(self, directory: str, settings: Settings, rules: Sequence[Type[Rule]]) -> None:
+        self.root = os.path.abspath(directory)
+        self.settings = settings
+        rule_part = repr(sorted((rule.code, repr(sorted(settings.options_for(rule).items())))
+                                for rule in rules))  # fmt: skip
+        fingerprint = hashlib.sha256(
+            "\0".join((code_fingerprint(), settings.fingerprint(), rule_part)).encode()
+        ).hexdigest()
+        self.folder = os.path.join(self.root, fingerprint[:16])
+        self._prepared = False
+
+    def key(self, path: str, data: bytes) -> str:
+        digest = hashlib.sha256(self.settings.relative(path).encode() + b"\0")
+        digest.update(data)
+        return digest.hexdigest()
+
+    def _entry_path(self, key: str) -> str:
+        return os.path.join(self.folder, key[:2], key[2:] + ".json")
+
+    def load(self, key: str, path: str) -> Optional[List[Diagnostic]]:
+        """The cached diagnostics (with `path` filled in), or None on a miss."""
+        try:
+            with open(self._entry_path(key), "rb") as handle:
+                payload = json.load(handle)
+            return [_diagnostic_from_json(item, path) for item in payload["diagnostics"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def store(self, key: str, diagnostics: Sequence[Diagnostic]) -> None:
+        """Record a file's diagnostics; failures to write are ignored (the cache is optional)."""
+        if any(d.is_error for d in diagnostics):
+            return
+        target = self._entry_path(key)
+        data = json.dumps(
+            {"diagnostics": [_diagnostic_to_json(d) for d in diagnostics]},
+            separators=(",", ":"),
+        ).encode()
+        try:
+            self._prepare()
+            folder = os.path.dirname(target)
+            os.makedirs(folder, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                os.replace(temp, target)
+            except BaseException:
+                _unlink(temp)
+                raise
+        except OSError:
+            pass
+
+    def _prepare(self) -> None:
+        """Create the cache folder, marked so that git and backup tools leave it alone."""
+        if self._prepared:
+            return
+        os.makedirs(self.root, exist_ok=True)
+        for name, text in (
+            (".gitignore", "# Created by lifetime-lint.\n*\n"),
+            ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"
+                             "# This is a cache directory created by lifetime-lint.\n"),
+        ):  # fmt: skip
+            marker = os.path.join(self.root, name)
+            if not os.path.exists(marker):
+                try:
+                    with open(marker, "x") as handle:
+                        handle.write(text)
+                except FileExistsError:
+                    pass
+        self._prepared = True
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+# -- (de)serialising diagnostics --------------------------------------------------------
+
+
+def _location(value: Location) -> List[int]:
+    return [value.row, value.column]
+
+
+def _diagnostic_to_json(d: Diagnostic) -> Dict[str, Any]:
+    item: Dict[str, Any] = {
+        "code": d.code,
+        "name": d.name,
+        "message": d.message,
+        "start": _location(d.start),
+        "end": _location(d.end),
+        "noqa_row": d.noqa_row,
+        "span": list(d.span),
+    }
+    if d.fix is not None:
+        item["fix"] = {
+            "message": d.fix.message,
+            "applicability": d.fix.applicability.value,
+            "edits": [[e.start, e.end, e.content] for e in d.fix.edits],
+            "orphans": list(d.fix.orphan_import_candidates),
+        }
+    locations = d.extra.get("edit_locations")
+    if locations is not None:
+        item["edit_locations"] = [
+            [content, _location(start), _location(end)] for content, start, end in locations
+        ]
+    return item
+
+
+def _diagnostic_from_json(item: Dict[str, Any], path: str) -> Diagnostic:
+    fix = None
+    if item.get("fix") is not None:
+        raw = item["fix"]
+        fix = Fix(
+            message=raw["message"],
+            edits=tuple(Edit(start, end, content) for start, end, content in raw["edits"]),
+            applicability=Applicability(raw["applicability"]),
+            orphan_import_candidates=tuple(raw["orphans"]),
+        )
+    diagnostic = Diagnostic(
+        code=item["code"],
+        name=item["name"],
+        message=item["message"],
+        path=path,
+        start=Location(*item["start"]),
+        end=Location(*item["end"]),
+        fix=fix,
+        noqa_row=item["noqa_row"],
+        span=(item["span"][0], item["span"][1]),
+    )
+    if "edit_locations" in item:
+        diagnostic.extra["edit_locations"] = [
+            (content, Location(*start), Location(*end))
+            for content, start, end in item["edit_locations"]
+        ]
+    return diagnostic

@@ -1,0 +1,125 @@
+"""Which lines changed since a git revision, for `--diff-base REV`.
+
+A pull-request gate should fail on what the pull request adds, not on the code it touches
+in passing. `changed_lines(REV)` compares REV with the working tree (`git diff -U0 REV`,
+renames followed, so a moved file is not "all new"); files git does not track yet count as
+entirely new. A diagnostic is kept if any row of its span was added or changed. Lines that
+were only deleted leave nothing to flag.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from typing import Dict, List, Optional, Set
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+ALL_LINES = None  # marks an untracked file: every line is new
+
+
+class GitDiffError(Exception):
+    """git is missing, the folder is not a repository, or the revision is unknown."""
+
+
+def _git(args: List[str], cwd: str) -> str:
+    try:
+        completed = subprocess.run(
+            ["git", "-c", "core.quotepath=off", *args],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise GitDiffError("git is not installed") from None
+    if completed.returncode != 0:
+        message = completed.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitDiffError(message[-1] if message else f"git {' '.join(args)} failed")
+    return completed.stdout.decode("utf-8", "surrogateescape")
+
+
+class ChangedLines:
+    """Changed rows per file (absolute, normalised paths) since a revision."""
+
+    def __init__(self, changed: Dict[str, Optional[Set[int]]]) -> None:
+        self._changed = changed
+
+    def rows(self, path: str) -> Optional[Set[int]]:
+        """The changed rows of `path`; None if every row is new; empty if nothing changed."""
+        key = os.path.normcase(os.path.realpath(path))
+        if key not in self._changed:
+            return set()
+        return self._changed[key]
+
+    def touches(self, path: str, first_row: int, last_row: int) -> bool:
+        rows = self.rows(path)
+        if rows is None:
+            return True
+        return any(row in rows for row in range(first_row, last_row + 1))
+
+
+def changed_lines(base: str, cwd: Optional[str] = None) -> ChangedLines:
+    """Lines added or modified in the working tree since `base` (a commit, branch or tag)."""
+    cwd = cwd or os.getcwd()
+    top = _git(["rev-parse", "--show-toplevel"], cwd).strip()
+    try:
+        commit = _git(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], top).strip()
+    except GitDiffError:
+        raise GitDiffError(f"unknown git revision {base!r}") from None
+    diff = _git(
+        ["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/",
+         "--dst-prefix=b/", "-U0", "-M", commit, "--"],
+        top,
+    )  # fmt: skip
+    changed: Dict[str, Optional[Set[int]]] = {}
+    current: Optional[Set[int]] = None
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            target = line[4:].rstrip("\t")  # git appends a tab to names with spaces
+            if target == "/dev/null":
+                current = None
+                continue
+            name = _unquote(target)
+            name = name[2:] if name.startswith("b/") else name
+            current = changed.setdefault(_key(top, name), set())
+        elif line.startswith("@@") and current is not None:
+            match = _HUNK.match(line)
+            if match:
+                start = int(match.group(1))
+                count = int(match.group(2)) if match.group(2) is not None else 1
+                current.update(range(start, start + count))
+    untracked = _git(["ls-files", "--others", "--exclude-standard", "-z"], top)
+    for name in untracked.split("\0"):
+        if name:
+            changed[_key(top, name)] = ALL_LINES
+    return ChangedLines(changed)
+
+
+def _key(top: str, name: str) -> str:
+    return os.path.normcase(os.path.realpath(os.path.join(top, name)))
+
+
+def _unquote(name: str) -> str:
+    """Undo git's C-style quoting of unusual paths (`"a\\tb.py"`, octal UTF-8 bytes)."""
+    if not (len(name) >= 2 and name[0] == '"' and name[-1] == '"'):
+        return name
+    body = name[1:-1]
+    out = bytearray()
+    simple = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+    i = 0
+    while i < len(body):
+        char = body[i]
+        if char == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            if nxt in simple:
+                out.append(simple[nxt])
+                i += 2
+                continue
+            if body[i + 1 : i + 4].isdigit():
+                out.append(int(body[i + 1 : i + 4], 8))
+                i += 4
+                continue
+        out.extend(char.encode("utf-8", "surrogateescape"))
+        i += 1
+    return out.decode("utf-8", "surrogateescape")
