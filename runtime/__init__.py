@@ -5,6 +5,7 @@ the linter and a pre-commit environment never need torch, while model code (whic
 gets platform-neutral memory management.
 """
 
+from lifetime_lint.runtime.gather import gather_to_root
 from lifetime_lint.runtime.reclaim import active_device_type, reclaim
 
-__all__ = ["active_device_type", "reclaim"]
+__all__ = ["active_device_type", "gather_to_root", "reclaim"]
