@@ -1,0 +1,338 @@
+"""`ChunkWriter`: build the result of `torch.cat` / `torch.stack` without holding the chunks.
+
+Decode loops (video VAEs, tiled decoders) append every chunk to a list and concatenate after
+the loop: at the `torch.cat`, every chunk and the full output are alive together, about twice
+the output. A `ChunkWriter` allocates the output once, at the first chunk (from its shape,
+dtype, device and memory format and the expected `count` of chunks or total `size`), and
+copies each chunk into its slice as it arrives, so the caller need not keep any chunk past
+its copy: the peak becomes the output plus one chunk.
+
+    frames = ChunkWriter(dim=2, count=num_frames)
+    for k in range(num_frames):
+        frames.append(decoder(latents[:, :, k : k + 1]))
+    video = frames.result()          # == torch.cat(list_of_chunks, dim=2), bit for bit
+
+Contract (what `result()` equals, and when):
+- Values, dtype (torch's type promotion over all chunks), device, memory format (contiguous,
+  or channels-last when every chunk is), `requires_grad` and gradients are those of
+  `torch.cat(chunks, dim)` (or `torch.stack(chunks, dim)` with `stack=True`). Gradients
+  flow to every chunk through the copies.
+- `count` and `size` are hints that decide the allocation, never the result. The buffer is
+  sized at the first chunk: `size` exactly when given, else `count` times the first chunk's
+  length. When a chunk shows that this is too short (chunks longer than the first, more
+  chunks than `count`), the buffer is reallocated to what is written plus this chunk's
+  length for every chunk still expected, copying what is written (correct, and early, but
+  a transient copy). A
+  shorter total (a short last chunk, fewer chunks) is trimmed: a view of the buffer when
+  the concatenation dimension is the outermost non-trivial one, else one contiguous copy.
+  Passing the exact `size` avoids both.
+- Without `count` or `size` nothing can be preallocated: the writer keeps the chunks and
+  concatenates in `result()`, exactly like the original code (no saving, no cost).
+- A chunk with another dtype promotes the buffer as `torch.cat` would (one reallocation).
+  The only case it cannot reproduce bit for bit, an earlier promotion that rounded (an
+  int32 chunk then a float16 chunk, then a float32 one), raises `RuntimeError` instead of
+  returning a different result.
+- Errors are torch's own (same type and message, from the same op on stand-ins that
+  allocate nothing), raised by the `append` of the offending chunk rather than after the
+  loop; an empty writer's `result()` raises what `torch.cat([])` / `torch.stack([])` do.
+- Device-neutral: only `torch.empty` and `Tensor.copy_`, no device-specific call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+
+class ChunkWriter:
+    """Concatenate chunks into one preallocated output as they arrive.
+
+    Args:
+        dim: the dimension to concatenate along (as in `torch.cat`), or to stack along.
+        count: how many chunks will be appended, when known (a hint).
+        size: the total length of the result along `dim`, when known (a hint; exact
+            sizing even when chunks differ in length). Ignored with `stack=True`.
+        stack: build `torch.stack(chunks, dim)` instead of `torch.cat(chunks, dim)`.
+    """
+
+    __slots__ = (
+        "dim",
+        "count",
+        "size",
+        "stack",
+        "_buffer",
+        "_filled",
+        "_appended",
+        "_held",
+        "_template",
+        "_sources",
+        "_channels_last",
+    )
+
+    def __init__(
+        self,
+        dim: int = 0,
+        *,
+        count: Optional[int] = None,
+        size: Optional[int] = None,
+        stack: bool = False,
+    ) -> None:
+        self.dim = dim
+        self.count = None if count is None else max(int(count), 0)
+        self.size = None if size is None or stack else max(int(size), 0)
+        self.stack = stack
+        self._buffer: Optional["torch.Tensor"] = None
+        self._filled = 0  # written length along the (normalized) dim
+        self._appended = 0  # chunks appended, legacy empty ones included
+        # Chunks kept as they are: no hint, or only legacy empty 1-D chunks so far.
+        self._held: List["torch.Tensor"] = []
+        self._template: Optional["torch.Tensor"] = None  # a meta tensor: the result so far
+        self._sources: set = set()  # dtypes of the chunks written into the buffer
+        self._channels_last = True  # every chunk so far is channels-last (4-D/5-D)
+
+    # -- the public API -------------------------------------------------------------------
+    def append(self, chunk: "torch.Tensor") -> None:
+        """Copy `chunk` into its slice of the output (validated as torch would)."""
+        import torch
+
+        template = self._validate(torch, chunk)
+        index = self._appended
+        self._appended += 1
+        if self.count is None and self.size is None:
+            self._held.append(chunk)
+            self._template = template
+            return
+        if self._is_legacy_empty(chunk):
+            # `torch.cat` skips 1-D empty tensors except for dtype promotion.
+            self._template = template
+            if self._buffer is not None and template.dtype != self._buffer.dtype:
+                self._promote(torch, template.dtype)
+            elif self._buffer is None:
+                self._held.append(chunk)
+            return
+        part = chunk.unsqueeze(self._dim(chunk)) if self.stack else chunk
+        dim = self._dim(chunk)
+        self._note_format(torch, chunk)
+        if self._buffer is None:
+            self._template = template
+            self._allocate(torch, part, dim, index)
+        else:
+            self._template = template
+            if template.dtype != self._buffer.dtype:
+                self._promote(torch, template.dtype)
+            # Grow as soon as a chunk shows the buffer too short: with `count`, project
+            # this chunk's length over every chunk still expected, so the reallocation
+            # happens once and early, while little is written.
+            needed = self._filled + part.shape[dim]
+            if self.size is None:
+                needed += part.shape[dim] * max(self._expected_remaining(index) - 1, 0)
+            if needed > self._buffer.shape[dim]:
+                self._grow(torch, dim, needed)
+        length = part.shape[dim]
+        self._buffer.narrow(dim, self._filled, length).copy_(part)
+        self._sources.add(chunk.dtype)
+        self._filled += length
+
+    def extend(self, chunks: Iterable["torch.Tensor"]) -> None:
+        """`append` each chunk in turn."""
+        for chunk in chunks:
+            self.append(chunk)
+
+    def __iadd__(self, chunks: Iterable["torch.Tensor"]) -> "ChunkWriter":
+        self.extend(chunks)
+        return self
+
+    def __len__(self) -> int:
+        """The number of chunks appended so far."""
+        return self._appended
+
+    def result(self) -> "torch.Tensor":
+        """The concatenation of every chunk appended; the writer is empty afterwards."""
+        import torch
+
+        try:
+            if self._buffer is None:
+                op = torch.stack if self.stack else torch.cat
+                return op(self._held, self.dim)
+            buffer = self._buffer
+            dim = self._dim_of(buffer.dim())
+            if self._filled == buffer.shape[dim]:
+                return buffer
+            trimmed = buffer.narrow(dim, 0, self._filled)
+            if all(size == 1 for size in buffer.shape[:dim]) and not self._channels_last_result():
+                return trimmed  # still contiguous: no copy
+            return trimmed.clone(memory_format=self._memory_format(torch, buffer))
+        finally:
+            self._buffer = None
+            self._held = []
+            self._filled = 0
+            self._appended = 0
+            self._template = None
+            self._sources = set()
+
+    # -- validation: torch's own checks and messages --------------------------------------
+    def _validate(self, torch: Any, chunk: Any) -> "torch.Tensor":
+        """Raise what torch would for this chunk; return the result-so-far as a meta tensor."""
+        op = torch.stack if self.stack else torch.cat
+        if not isinstance(chunk, torch.Tensor):
+            op(self._stand_ins(torch, None) + [chunk], self.dim)  # raises torch's TypeError
+            raise TypeError(f"expected Tensor, but got {type(chunk).__name__}")
+        reference = self._device_reference()
+        if reference is not None and chunk.device != reference:
+            op(self._stand_ins(torch, reference) + [chunk], self.dim)
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but found {reference} and "
+                f"{chunk.device}"
+            )
+        meta = torch.empty(chunk.shape, dtype=chunk.dtype, device="meta")
+        try:
+            if self._template is None:
+                return op([meta], self.dim)
+            if self.stack:
+                if tuple(chunk.shape) != tuple(self._template.shape[:self._dim(chunk)]) + tuple(
+                    self._template.shape[self._dim(chunk) + 1 :]
+                ):
+                    raise RuntimeError("shape mismatch")
+                return torch.cat([self._template, meta.unsqueeze(self._dim(chunk))], self._dim(chunk))
+            return torch.cat([self._template, meta], self.dim)
+        except (RuntimeError, IndexError, ValueError, TypeError) as meta_error:
+            # Reproduce the failure with stand-ins on the real device for torch's message.
+            op(self._stand_ins(torch, chunk.device) + [chunk], self.dim)
+            raise meta_error
+
+    def _stand_ins(self, torch: Any, device: Any) -> List["torch.Tensor"]:
+        """One allocation-free tensor per chunk appended so far, shaped like the first."""
+        if self._appended == 0:
+            return []
+        template = self._template
+        shape = list(template.shape) if template is not None else [0]
+        if self.stack and template is not None:
+            del shape[self._dim_of(template.dim())]
+        elif template is not None and template.dim() > 0 and shape != [0]:
+            shape[self._dim_of(template.dim())] = 1
+        dtype = template.dtype if template is not None else torch.float32
+        one = torch.empty((), dtype=dtype, device=device if device is not None else "cpu")
+        return [one.expand(shape)] * self._appended
+
+    def _device_reference(self) -> Any:
+        if self._buffer is not None:
+            return self._buffer.device
+        for held in self._held:
+            return held.device
+        return None
+
+    # -- allocation ---------------------------------------------------------------------
+    def _allocate(self, torch: Any, part: "torch.Tensor", dim: int, index: int) -> None:
+        if self.size is not None:
+            length = max(self.size, part.shape[dim])
+        else:
+            length = part.shape[dim] * max(self._expected_remaining(index), 1)
+        shape = list(part.shape)
+        shape[dim] = length
+        dtype = self._template.dtype if self._template is not None else part.dtype
+        self._buffer = torch.empty(
+            shape, dtype=dtype, device=part.device, memory_format=self._memory_format(torch, part)
+        )
+        self._sources = set()
+        for held in self._held:  # legacy empty chunks only: nothing to copy
+            self._sources.add(held.dtype)
+        self._held = []
+        self._filled = 0
+
+    def _expected_remaining(self, index: int) -> int:
+        """Chunks still expected, this one (number `index`) included."""
+        if self.count is None:
+            return 1
+        return self.count - index
+
+    def _grow(self, torch: Any, dim: int, length: int) -> None:
+        old = self._buffer
+        assert old is not None
+        shape = list(old.shape)
+        shape[dim] = length
+        new = torch.empty(
+            shape, dtype=old.dtype, device=old.device, memory_format=self._memory_format(torch, old)
+        )
+        new.narrow(dim, 0, self._filled).copy_(old.narrow(dim, 0, self._filled))
+        self._buffer = new
+
+    def _promote(self, torch: Any, dtype: "torch.dtype") -> None:
+        old = self._buffer
+        assert old is not None
+        rounded = [source for source in self._sources if not _exact_cast(torch, source, old.dtype)]
+        if rounded:
+            # The buffer holds those chunks rounded to old.dtype; torch.cat would convert
+            # them straight to `dtype`, which can give other values.
+            raise RuntimeError(
+                f"ChunkWriter cannot reproduce torch.cat's type promotion to {dtype}: chunks of "
+                f"{rounded[0]} were already rounded to {old.dtype}; cast the chunks to one dtype"
+            )
+        new = torch.empty(
+            old.shape, dtype=dtype, device=old.device, memory_format=self._memory_format(torch, old)
+        )
+        dim = self._dim_of(old.dim())
+        new.narrow(dim, 0, self._filled).copy_(old.narrow(dim, 0, self._filled))
+        self._buffer = new
+
+    # -- small helpers ------------------------------------------------------------------
+    def _dim(self, chunk: "torch.Tensor") -> int:
+        return self._dim_of(chunk.dim() + 1 if self.stack else chunk.dim())
+
+    def _dim_of(self, ndim: int) -> int:
+        return self.dim + ndim if self.dim < 0 else self.dim
+
+    @staticmethod
+    def _is_legacy_empty(chunk: "torch.Tensor") -> bool:
+        return chunk.dim() == 1 and chunk.shape[0] == 0
+
+    def _note_format(self, torch: Any, chunk: "torch.Tensor") -> None:
+        if self.stack or not self._channels_last:
+            self._channels_last = False
+            return
+        if chunk.dim() == 4:
+            fmt = torch.channels_last
+        elif chunk.dim() == 5:
+            fmt = torch.channels_last_3d
+        else:
+            self._channels_last = False
+            return
+        self._channels_last = chunk.is_contiguous(memory_format=fmt) and not chunk.is_contiguous()
+
+    def _channels_last_result(self) -> bool:
+        return self._channels_last and self._buffer is not None and not self._buffer.is_contiguous()
+
+    def _memory_format(self, torch: Any, tensor: "torch.Tensor") -> Any:
+        if self._channels_last and tensor.dim() == 4:
+            return torch.channels_last
+        if self._channels_last and tensor.dim() == 5:
+            return torch.channels_last_3d
+        return torch.contiguous_format
+
+
+def _exact_cast(torch: Any, source: "torch.dtype", target: "torch.dtype") -> bool:
+    """Whether every value of `source` converts to `target` without rounding."""
+    if source == target or source == torch.bool:
+        return True
+    if target == torch.bool:
+        return False
+    if target.is_complex:
+        component = torch.float32 if target == torch.complex64 else torch.float64
+        if source.is_complex:
+            source = torch.float32 if source == torch.complex64 else torch.float64
+        return _exact_cast(torch, source, component)
+    if source.is_complex:
+        return False
+    if source.is_floating_point:
+        if not target.is_floating_point:
+            return False
+        s, t = torch.finfo(source), torch.finfo(target)
+        return t.eps <= s.eps and t.max >= s.max and t.tiny * t.eps <= s.tiny * s.eps
+    info = torch.iinfo(source)
+    if target.is_floating_point:
+        digits = round(-math.log2(torch.finfo(target).eps)) + 1  # significand bits
+        return max(-info.min, info.max).bit_length() <= digits
+    target_info = torch.iinfo(target)
+    return target_info.min <= info.min and target_info.max >= info.max
