@@ -1,0 +1,126 @@
+"""The pre-commit hooks, run by the real `pre-commit` from a plain .pre-commit-config.yaml.
+
+The hook repository is a committed copy of this project's current tree (pre-commit clones a
+repo at a rev, so uncommitted work must be committed somewhere); pre-commit builds its own
+virtual environment for it and pip-installs it (libcst and click, no torch), exactly as a
+model repository's developers would get it. PRE_COMMIT_HOME is a temporary folder, so
+nothing outside the test is read or written. Takes ~30-60 s (the environment install).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pre_commit = pytest.importorskip("pre_commit", reason="pre-commit is not installed")
+
+VIOLATING = '''\
+import torch
+
+
+def decode(vae, latents):
+    video = vae.decode(latents).sample
+    torch.cuda.empty_cache()
+    return video
+'''
+
+CLEAN = '''\
+import torch
+
+
+def decode(vae, latents):
+    with torch.no_grad():
+        return vae.decode(latents).sample
+'''
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    ).stdout  # fmt: skip
+
+
+def _environ(tmp_path: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PRE_COMMIT"))}
+    env.update(
+        PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"),
+        GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
+        GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com",
+        GIT_CONFIG_NOSYSTEM="1", HOME=str(tmp_path / "home"),
+    )  # fmt: skip
+    (tmp_path / "home").mkdir()
+    return env
+
+
+def _hook_repository(tmp_path: Path) -> tuple:
+    """A git repository holding the project as it is now; returns (path, rev)."""
+    repo = tmp_path / "lifetime-lint"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    for folder in ("lifetime_lint", "rules", "runtime"):
+        shutil.copytree(ROOT / folder, repo / folder, ignore=ignore)
+    for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
+        shutil.copy2(ROOT / name, repo / name)
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "hook repository")
+    return repo, _git(repo, "rev-parse", "HEAD").strip()
+
+
+def _run_hook(project: Path, env: dict, hook: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", hook, "--all-files", "--color", "never"],
+        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        timeout=540,
+    )  # fmt: skip
+
+
+def test_check_and_fix_hooks_under_real_pre_commit(tmp_path: Path) -> None:
+    env = _environ(tmp_path)
+    hook_repo, rev = _hook_repository(tmp_path)
+
+    project = tmp_path / "model-repo"
+    (project / "pipelines").mkdir(parents=True)
+    (project / "pipelines" / "decode.py").write_text(VIOLATING)
+    (project / "pipelines" / "clean.py").write_text(CLEAN)
+    (project / ".pre-commit-config.yaml").write_text(
+        "repos:\n"
+        f"  - repo: {hook_repo}\n"
+        f"    rev: {rev}\n"
+        "    hooks:\n"
+        "      - id: lifetime-lint\n"
+        "      - id: lifetime-lint-fix\n"
+        "        stages: [manual]\n"
+    )
+    _git(project, "init", "-q")
+    _git(project, "add", ".")
+
+    check = _run_hook(project, env, "lifetime-lint")
+    assert check.returncode == 1, check.stdout
+    assert "pipelines/decode.py:6:5: LL004 [*]" in check.stdout, check.stdout
+    assert "clean.py" not in check.stdout
+    assert (project / "pipelines" / "decode.py").read_text() == VIOLATING  # check never writes
+
+    fix = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", "lifetime-lint-fix", "--all-files",
+         "--hook-stage", "manual", "--color", "never"],
+        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        timeout=300,
+    )  # fmt: skip
+    # pre-commit fails a hook that modified files, so the developer sees the change.
+    assert fix.returncode == 1, fix.stdout
+    assert "files were modified by this hook" in fix.stdout, fix.stdout
+    fixed = (project / "pipelines" / "decode.py").read_text()
+    assert "from lifetime_lint.runtime import reclaim" in fixed
+    assert "    reclaim()\n" in fixed and "empty_cache" not in fixed
+    assert (project / "pipelines" / "clean.py").read_text() == CLEAN
+
+    again = _run_hook(project, env, "lifetime-lint")
+    assert again.returncode == 0, again.stdout
+    assert "Passed" in again.stdout
