@@ -3,8 +3,9 @@
 
 A finding is identified by a fingerprint that survives unrelated edits: its rule code, its
 file (relative to the baseline file's folder, so the baseline is valid in every checkout)
-and the source of the flagged line with one line either side, each stripped of
-indentation and with runs of whitespace collapsed. Line numbers are not part of it, so
+and the source of the flagged line with its neighbours (`context_rows`: the nearest
+non-blank line above, and below within the same block), each stripped of indentation and
+with runs of whitespace collapsed. Line numbers are not part of it, so
 code added above a finding does not make it "new"; re-indenting a block does not either.
 Editing the flagged line or a neighbour does: that code was touched, so it is reviewed.
 
@@ -25,7 +26,6 @@ from lifetime_lint.diagnostics import Diagnostic
 from lifetime_lint.source import SourceError, SourceFile, write_atomic
 
 BASELINE_VERSION = 1
-CONTEXT_LINES = 1
 
 
 class BaselineError(Exception):
@@ -59,14 +59,39 @@ def _relative(path: str, root: str) -> str:
     return rel.replace(os.sep, "/")
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def context_rows(row: int, lines: Sequence[str]) -> List[int]:
+    """The flagged row and its neighbours: the nearest non-blank line above, and the nearest
+    non-blank line below if it is in the same block (indented at least as deep).
+
+    Blank lines never count, and neither does code that merely follows the block (a
+    function appended after the one with the finding).
+    """
+    if not 0 < row <= len(lines):
+        return []
+    rows = [row]
+    above = row - 1
+    while above >= 1 and not lines[above - 1].strip():
+        above -= 1
+    if above >= 1:
+        rows.insert(0, above)
+    below = row + 1
+    while below <= len(lines) and not lines[below - 1].strip():
+        below += 1
+    if below <= len(lines) and _indent(lines[below - 1]) >= _indent(lines[row - 1]):
+        rows.append(below)
+    return rows
+
+
 def fingerprint(d: Diagnostic, rel_path: str, lines: Sequence[str]) -> str:
-    first = max(1, d.start.row - CONTEXT_LINES)
-    last = min(len(lines), d.start.row + CONTEXT_LINES)
-    snippet = "\n".join(_normalise(lines[row - 1]) for row in range(first, last + 1))
-    # The flagged line's own text is marked, so a finding on line 2 and one on line 3 of
-    # the same three lines differ.
-    flagged = _normalise(lines[d.start.row - 1]) if 0 < d.start.row <= len(lines) else ""
-    payload = "\0".join((d.code, rel_path, flagged, snippet))
+    rows = context_rows(d.start.row, lines)
+    snippet = "\n".join(
+        (">" if row == d.start.row else " ") + _normalise(lines[row - 1]) for row in rows
+    )
+    payload = "\0".join((d.code, rel_path, snippet))
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
