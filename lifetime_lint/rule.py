@@ -29,10 +29,11 @@ from typing import (
 )
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodePosition, CodeRange
 
 from lifetime_lint.diagnostics import Fix
 from lifetime_lint.imports import ImportMap
+from lifetime_lint.traversal import NodeOffsets
 
 if TYPE_CHECKING:  # pragma: no cover
     from lifetime_lint.config import Settings
@@ -119,7 +120,7 @@ class FileContext:
         self.ancestors: List[cst.CSTNode] = []
         self.reports: List[RawReport] = []
         self._imports: Optional[ImportMap] = None
-        self._positions: Optional[Mapping[cst.CSTNode, CodeRange]] = None
+        self._offsets: Optional[NodeOffsets] = None
         self._line_starts: Optional[List[int]] = None
 
     # -- names ----------------------------------------------------------------------
@@ -134,10 +135,16 @@ class FileContext:
 
     # -- positions -----------------------------------------------------------------
     def position(self, node: cst.CSTNode) -> CodeRange:
-        if self._positions is None:
-            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._positions = wrapper.resolve(PositionProvider)
-        return self._positions[node]
+        """The node's range as LibCST's PositionProvider gives it (1-based lines)."""
+        start, end = self._raw_span(node)
+        return CodeRange(self._code_position(start), self._code_position(end))
+
+    def _code_position(self, offset: int) -> CodePosition:
+        if offset > len(self.source):
+            # Past the end: LibCST counts a newline it adds to a file that lacks a final one.
+            return CodePosition(len(self.line_starts) + 1, 0)
+        row = self.row_of(offset)
+        return CodePosition(row, offset - self.line_starts[row - 1])
 
     @property
     def line_starts(self) -> List[int]:
@@ -164,11 +171,18 @@ class FileContext:
         return bisect_right(self.line_starts, offset)
 
     def span(self, node: cst.CSTNode) -> Tuple[int, int]:
-        code_range = self.position(node)
-        return (
-            self.offset(code_range.start.line, code_range.start.column),
-            self.offset(code_range.end.line, code_range.end.column),
-        )
+        """The node's (start, end) character offsets in the source (syntactic range)."""
+        return self._raw_span(node, clamp=True)
+
+    def _raw_span(self, node: cst.CSTNode, clamp: bool = False) -> Tuple[int, int]:
+        if self._offsets is None:
+            # One code generation for all of the file's nodes (see lifetime_lint.traversal).
+            self._offsets = NodeOffsets(self.module)
+        start, end = self._offsets[node]
+        if clamp:  # LibCST's added final newline is not in the source
+            size = len(self.source)
+            return min(start, size), min(end, size)
+        return start, end
 
     def line_after(self, node: cst.CSTNode) -> int:
         """Offset of the start of the line after the node's last line."""
