@@ -65,7 +65,7 @@ def run(*args):
 
 def test_warm_run_parses_nothing_and_reports_the_same(project, parses):
     cold = run("--format", "json", "pkg")
-    assert len(parses) == 2  # clean.py has no trigger word: never parsed
+    assert DECODE in parses
     assert (project / ".lifetime_lint_cache" / "CACHEDIR.TAG").is_file()
     assert (project / ".lifetime_lint_cache" / ".gitignore").read_text().endswith("*\n")
     parses.clear()
@@ -89,17 +89,17 @@ def test_settings_and_rule_options_are_part_of_the_key(project, parses):
     run("pkg")
     parses.clear()
     result = run("--select", "LL004", "pkg")
-    assert len(parses) == 2
+    assert DECODE in parses
     assert "LL005" not in result.stdout
     parses.clear()
     run("--target-torch-version", "2.10", "pkg")
-    assert len(parses) == 2
+    assert DECODE in parses
     parses.clear()
     (project / "pyproject.toml").write_text(
         '[tool.lifetime-lint.raw-empty-cache]\nreclaim-call = "myproj.memory.free"\n'
     )
     result = run("--format", "json", "pkg")
-    assert len(parses) == 2
+    assert DECODE in parses
     assert any("myproj" in edit["content"] for item in json.loads(result.stdout)
                if item["fix"] for edit in item["fix"]["edits"])  # fmt: skip
 
@@ -107,10 +107,11 @@ def test_settings_and_rule_options_are_part_of_the_key(project, parses):
 def test_no_cache_reads_and_writes_nothing(project, parses):
     run("--no-cache", "pkg")
     assert not (project / ".lifetime_lint_cache").exists()
+    cold = len(parses)
     run("pkg")
     parses.clear()
     run("--no-cache", "pkg")
-    assert len(parses) == 2
+    assert len(parses) == cold > 0
 
 
 def test_cache_location_option_and_setting(project, tmp_path_factory):
@@ -128,6 +129,7 @@ def test_cache_location_option_and_setting(project, tmp_path_factory):
 
 def test_fix_after_a_cached_check_still_fixes_and_caches_the_result(project, parses):
     run("pkg/decode.py")
+    run("pkg/clean.py")
     parses.clear()
     result = run("--fix", "pkg/decode.py")
     assert "reclaim()" in (project / "pkg" / "decode.py").read_text()
@@ -145,11 +147,12 @@ def test_fix_after_a_cached_check_still_fixes_and_caches_the_result(project, par
 
 def test_corrupt_entries_are_misses(project, parses):
     run("pkg")
+    cold = len(parses)
     for entry in (project / ".lifetime_lint_cache").rglob("*.json"):
         entry.write_text('{"diagnostics": [{"code": ')
     parses.clear()
     result = run("pkg")
-    assert len(parses) == 2
+    assert len(parses) == cold > 0
     assert result.stdout == run("--no-cache", "pkg").stdout
 
 
