@@ -1,0 +1,850 @@
+"""LL003 discarded-all-gather: an all_gather whose result only one rank reads."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from lifetime_lint.devices import in_multi_backend_dispatch
+from lifetime_lint.diagnostics import Applicability, Edit, Fix
+from lifetime_lint.fixes import Target, reference_to
+from lifetime_lint.imports import dotted_name
+from lifetime_lint.rule import Option, Rule
+
+
+def _validate_target(value: str) -> Optional[str]:
+    try:
+        Target.parse(value)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def _validate_wrappers(value: List[str]) -> Optional[str]:
+    for entry in value:
+        if not all(part.isidentifier() for part in entry.split(".")):
+            return f"not a function or method name: {entry!r}"
+    return None
+
+
+class DiscardedAllGather(Rule):
+    """
+    ## What it does
+    Flags an `all_gather` whose result is read on one rank only (under `if rank == 0:`,
+    `if is_root:`, in `return xs if rank == 0 else None`, after an early return of the other
+    ranks), or never read at all: calls resolving to `torch.distributed.all_gather`,
+    `all_gather_into_tensor`, `all_gather_object`, their
+    `torch.distributed._functional_collectives` forms, and configured wrappers (by default
+    any `.all_gather(...)` method, as on a group coordinator).
+
+    Not flagged: results that every rank reads (a CFG-parallel combine, a context-parallel
+    unshard, sequence-parallel attention, sizes gathered to build groups), buffers that come
+    from outside the function (a parameter, an attribute), asynchronous calls
+    (`async_op=True`), and an `all_gather` in a branch that chooses by backend (the guarded
+    path for backends that lack a fast `gather`, such as Ascend's HCCL).
+
+    ## Why is this bad?
+    Every rank allocates `world_size` receive buffers and fills them, and all ranks but one
+    throw them away: (world_size - 1) x the tensor's bytes per rank for nothing, on every
+    rank. In a real 4-GPU distributed VAE decode that is 2,080,899,072 bytes per non-root
+    rank. `dist.gather(t, buffers if rank == dst else None, dst=dst)` moves the same bytes
+    to the destination and leaves the other ranks holding only their send tensor.
+
+    ## Example
+    ```python
+    def gather_tiles(self, tile):
+        buffers = [torch.empty_like(tile) for _ in range(self.world_size)]
+        dist.all_gather(buffers, tile, group=self.group)
+        return buffers if self.rank == 0 else None
+    ```
+
+    ## Use instead
+    ```python
+    from lifetime_lint.runtime import gather_to_root
+
+    def gather_tiles(self, tile):
+        buffers = gather_to_root(tile, group=self.group, group_dst=0)
+        return buffers if self.rank == 0 else None
+    ```
+    `gather_to_root` returns the list `all_gather` would have filled on the destination and
+    `None` elsewhere, and keeps the `all_gather` path on backends listed as emulating
+    `gather` (default: hccl; see `lifetime_lint.runtime.gather`).
+
+    ## Fix safety
+    The fix deletes the receive-buffer allocation and replaces the `all_gather` with the
+    helper; the code that reads the result on the root is kept. It is offered for
+    `dist.all_gather` and `dist.all_gather_into_tensor` with buffers allocated in the same
+    block, and when the root rank is a known value (`rank == 0`, `rank == dst`).
+
+    It is safe when the analysis shows that nothing else can tell the difference: the
+    buffers are `*_like(tensor)` copies of the sent tensor (or one shape per rank, passed
+    on as `shapes=`), and the rank compared against is known to be a global rank
+    (`dist.get_rank()`, giving `dst=`) or a rank in the gathered group
+    (`dist.get_rank(group)`, `group.rank()`, giving `group_dst=`), also through a local or a
+    `self.` attribute set from such a call. It is unsafe when the rank's kind is unknown
+    (the fix then assumes a group rank), when the buffers are shaped after another tensor,
+    and always for `all_gather_into_tensor` (the helper returns the gathered tensors
+    concatenated along dim 0, where the original output may have been a stacked shape).
+
+    No fix for `all_gather_object` (use `dist.gather_object`), functional collectives (they
+    take meshes and are traced by `torch.compile`), wrappers, a root given by a flag
+    (`if is_root:`), and results that are never read.
+
+    ## Options
+    `gather-call` names the helper the fix calls (default
+    `"lifetime_lint.runtime.gather_to_root"`; `"package.module:object.method"` imports
+    `object`). It must accept `tensor, *, group, dst | group_dst, dim, shapes`.
+    `wrappers` lists calls whose return value is an all-gathered tensor: a bare name
+    matches a method (`coordinator.all_gather(x)`) or a local function; a dotted name matches
+    the function it resolves to (`"vllm.distributed.tensor_model_parallel_all_gather"`).
+    """
+
+    code = "LL003"
+    name = "discarded-all-gather"
+    summary = "`all_gather` result read on one rank only: the other ranks' receive buffers are wasted"
+    triggers = ("all_gather",)
+    fix_availability = "sometimes"
+    options = (
+        Option(
+            "gather-call",
+            str,
+            "lifetime_lint.runtime.gather_to_root",
+            "the helper that gathers onto one rank",
+            validate=_validate_target,
+        ),
+        Option(
+            "wrappers",
+            list,
+            ["all_gather"],
+            "calls whose return value is an all-gathered tensor",
+            validate=_validate_wrappers,
+        ),
+    )
+
+    def __init__(self, context, options) -> None:
+        super().__init__(context, options)
+        self._pending: Dict[int, List[_Candidate]] = {}
+
+    # -- triggers ---------------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        kind = self._kind(node)
+        if kind is None:
+            return
+        ancestors = tuple(self.context.ancestors)
+        function = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), None)
+        if function is None:
+            return
+        self._pending.setdefault(id(function), []).append(_Candidate(node, kind, ancestors))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        for candidate in self._pending.pop(id(original_node), ()):
+            self._check(original_node, candidate)
+
+    def _kind(self, call: cst.Call) -> Optional[str]:
+        qualified = self.context.qualified_name(call.func)
+        if qualified is not None:
+            kind = _COLLECTIVES.get(qualified)
+            if kind is not None:
+                return kind
+        for entry in self.settings["wrappers"]:
+            if "." in entry:
+                if qualified == entry:
+                    return WRAPPER
+            elif isinstance(call.func, cst.Attribute) and call.func.attr.value == entry:
+                if qualified is None or not qualified.startswith("torch."):
+                    return WRAPPER
+            elif isinstance(call.func, cst.Name) and call.func.value == entry and qualified is None:
+                return WRAPPER
+        return None
+
+    # -- analysis ---------------------------------------------------------------------
+    def _check(self, function: cst.FunctionDef, candidate: _Candidate) -> None:
+        call, kind, ancestors = candidate.call, candidate.kind, candidate.ancestors
+        site = _call_site(call, kind, ancestors)
+        if site is None or _is_async(call):
+            return
+        if _backend_dispatch(self.context, ancestors):
+            return
+        result, statement, block = site
+        if _declared_nonlocal(function, result) or _is_parameter(function, result):
+            return
+        allocation = None
+        if kind in BUFFER_KINDS:
+            allocation = _allocation_before(block, statement, result)
+            if allocation is None:
+                return  # buffers from elsewhere: not this function's allocation
+        uses = _Uses(result, statement, allocation)
+        function.visit(uses)
+        if uses.disqualified:
+            return
+        guards = [_guard(self.context, chain) for chain in uses.reads]
+        if any(guard is None for guard in guards):
+            return
+        keys = {guard.root for guard in guards}  # type: ignore[union-attr]
+        if len(keys) > 1:
+            return
+        written = self.context.source_of(call.func)
+        if not guards:
+            self.report(
+                call,
+                f"`{written}` fills `{result}` on every rank, but nothing reads it: every rank "
+                f"allocates world_size receive buffers for nothing",
+                statement=statement,
+            )
+            return
+        root = keys.pop()
+        where = f"rank {root}" if root != _FLAG else "the root rank"
+        advice = _ADVICE[kind]
+        fix = None
+        if root != _FLAG and kind in FIXABLE_KINDS and uses.reads_after_call:
+            fix = self._fix(call, kind, result, statement, allocation, ancestors, root, guards)
+        self.report(
+            call,
+            f"`{written}` fills `{result}` on every rank, but only {where} reads it; {advice}",
+            fix,
+            statement=statement,
+        )
+
+    # -- fix ----------------------------------------------------------------------------
+    def _fix(
+        self,
+        call: cst.Call,
+        kind: str,
+        result: str,
+        statement: cst.SimpleStatementLine,
+        allocation: cst.SimpleStatementLine,
+        ancestors: Sequence[cst.CSTNode],
+        root: str,
+        guards: Sequence["_Guard"],
+    ) -> Optional[Fix]:
+        if len(statement.body) != 1 or len(allocation.body) != 1:
+            return None
+        if allocation.trailing_whitespace.comment is not None:
+            return None  # deleting the line would lose the comment
+        arguments = _arguments(call, ("tensor_list", "tensor", "group"))
+        tensor = arguments.get("tensor")
+        if tensor is None or not isinstance(allocation.body[0], cst.Assign):
+            return None
+        tensor_code = self.context.code_for(tensor).strip()
+        group = arguments.get("group")
+        group_code = None
+        if group is not None and not (isinstance(group, cst.Name) and group.value == "None"):
+            group_code = self.context.code_for(group).strip()
+        reasons: List[str] = []
+
+        # Which rank numbering the guard compares against.
+        kinds = {_rank_kind(self.context, guard.rank, ancestors) for guard in guards}
+        rank_kind = kinds.pop() if len(kinds) == 1 else None
+        if group_code is None:
+            destination = f"dst={root}"
+            if rank_kind is None:
+                reasons.append("the rank compared against may not be a global rank")
+        elif rank_kind == _GLOBAL:
+            destination = f"dst={root}"
+        else:
+            destination = f"group_dst={root}"
+            if rank_kind != ("group", _normalise(group_code)):
+                reasons.append(
+                    f"the fix assumes the compared rank is a rank in `{group_code}`; if it is "
+                    f"a global rank, use `dst={root}`"
+                )
+
+        # What the receive buffers looked like.
+        extra = ""
+        value = allocation.body[0].value
+        if kind == LIST:
+            shape = _buffer_shape(self.context, value, tensor_code)
+            if shape is None:
+                return None
+            if shape == _LIKE_OTHER:
+                reasons.append("the receive buffers are not shaped like the sent tensor")
+            elif shape != _LIKE_TENSOR:
+                extra = f", shapes={shape}"
+        else:  # all_gather_into_tensor
+            extra = ", dim=0"
+            reasons.append(
+                "the helper returns the gathered tensors concatenated along dim 0, the "
+                "original output may have had another shape"
+            )
+
+        target = Target.parse(self.settings["gather-call"])
+        reference, import_edits = reference_to(self.context, target, ancestors)
+        group_argument = f", group={group_code}" if group_code is not None else ""
+        replacement = f"{result} = {reference}({tensor_code}{group_argument}, {destination}{extra})"
+        start, end = self.context.span(call)
+        edits = (
+            Edit(self.context.line_start_of(allocation), self.context.line_after(allocation), ""),
+            Edit(start, end, replacement),
+        ) + import_edits
+        message = f"Gather onto {root} only with `{reference}`"
+        return Fix(
+            message=message,
+            edits=edits,
+            applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
+            orphan_import_candidates=_distributed_bindings(self.context, call.func),
+        )
+
+
+def _distributed_bindings(context, func: cst.BaseExpression) -> Tuple[str, ...]:
+    """The import binding the rewritten call used (`dist`, `all_gather`), if it names
+    `torch.distributed` or one of its functions: the fix may leave it unused."""
+    root = func
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not isinstance(root, cst.Name):
+        return ()
+    bindings = context.imports.bindings_for(root.value)
+    if bindings and all(b.qualified.startswith(_DIST) for b in bindings):
+        return (root.value,)
+    return ()
+
+
+# -- what is flagged -----------------------------------------------------------------------
+
+LIST = "list"  # all_gather(tensor_list, tensor)
+INTO = "into"  # all_gather_into_tensor(output, tensor)
+OBJECT = "object"  # all_gather_object(object_list, obj)
+RETURNED = "returned"  # functional collectives: the result is the return value
+WRAPPER = "wrapper"
+BUFFER_KINDS = (LIST, INTO, OBJECT)
+FIXABLE_KINDS = (LIST, INTO)
+
+_DIST = "torch.distributed"
+_C10D = "torch.distributed.distributed_c10d"
+_FUNCOL = "torch.distributed._functional_collectives"
+_COLLECTIVES: Dict[str, str] = {
+    f"{_DIST}.all_gather": LIST,
+    f"{_C10D}.all_gather": LIST,
+    f"{_DIST}.all_gather_into_tensor": INTO,
+    f"{_C10D}.all_gather_into_tensor": INTO,
+    f"{_DIST}._all_gather_base": INTO,
+    f"{_DIST}.all_gather_object": OBJECT,
+    f"{_C10D}.all_gather_object": OBJECT,
+    f"{_FUNCOL}.all_gather_tensor": RETURNED,
+    f"{_FUNCOL}.all_gather_tensor_autograd": RETURNED,
+    f"{_FUNCOL}.all_gather_inplace": LIST,
+    f"{_FUNCOL}.all_gather_tensor_inplace": INTO,
+    f"{_DIST}.nn.functional.all_gather": RETURNED,
+}
+
+_GATHER_ADVICE = "gather to that rank (`dist.gather`) so the others allocate no receive buffers"
+_ADVICE = {
+    LIST: _GATHER_ADVICE,
+    INTO: _GATHER_ADVICE,
+    OBJECT: "use `dist.gather_object` so the others receive nothing",
+    RETURNED: _GATHER_ADVICE,
+    WRAPPER: "gather to that rank (e.g. the group coordinator's `gather`)",
+}
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    call: cst.Call
+    kind: str
+    ancestors: Tuple[cst.CSTNode, ...]
+
+
+def _call_site(
+    call: cst.Call, kind: str, ancestors: Sequence[cst.CSTNode]
+) -> Optional[Tuple[str, cst.SimpleStatementLine, cst.CSTNode]]:
+    """(result name, the statement, its block) for `f(result, ...)` as a statement of its
+    own, or `result = f(...)` for calls that return the result."""
+    if len(ancestors) < 4:
+        return None
+    parent, statement, block = ancestors[-2], ancestors[-3], ancestors[-4]
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return None
+    if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return None
+    if kind in BUFFER_KINDS:
+        first = _arguments(call, ("tensor_list", "tensor")).get("tensor_list")
+        if not isinstance(parent, cst.Expr) or not isinstance(first, cst.Name):
+            return None
+        return first.value, statement, block
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0].target
+        if isinstance(target, cst.Name):
+            return target.value, statement, block
+    if isinstance(parent, cst.AnnAssign) and isinstance(parent.target, cst.Name):
+        return parent.target.value, statement, block
+    return None
+
+
+def _arguments(call: cst.Call, names: Sequence[str]) -> Dict[str, cst.BaseExpression]:
+    """Arguments by parameter name: positional ones in the order of `names`, plus keywords.
+
+    The first positional parameter of the buffer collectives has several spellings
+    (`tensor_list`, `output_tensor`, `object_list`); keywords for it map to the first name.
+    """
+    found: Dict[str, cst.BaseExpression] = {}
+    position = 0
+    aliases = {"tensor_list": 0, "output_tensor": 0, "object_list": 0, "input_tensor": 1, "obj": 1}
+    for argument in call.args:
+        if argument.star:
+            return found
+        if argument.keyword is None:
+            if position < len(names):
+                found[names[position]] = argument.value
+            position += 1
+        else:
+            keyword = argument.keyword.value
+            index = aliases.get(keyword)
+            if index is not None and index < len(names):
+                found[names[index]] = argument.value
+            else:
+                found[keyword] = argument.value
+    return found
+
+
+def _is_async(call: cst.Call) -> bool:
+    for argument in call.args:
+        if argument.keyword is not None and argument.keyword.value == "async_op":
+            return not (isinstance(argument.value, cst.Name) and argument.value.value == "False")
+    return len([a for a in call.args if a.keyword is None]) >= 4  # positional async_op
+
+
+_BACKEND_WORDS = re.compile(r"\b(hccl|backend|get_backend|torch_npu|npu|is_npu)\b", re.IGNORECASE)
+
+
+def _backend_dispatch(context, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Inside a branch that chooses by backend or device (the guarded all_gather path)."""
+    if in_multi_backend_dispatch(context, ancestors):
+        return True
+    for node in ancestors:
+        if isinstance(node, (cst.If, cst.IfExp)) and _BACKEND_WORDS.search(
+            context.code_for(node.test)
+        ):
+            return True
+    return False
+
+
+def _declared_nonlocal(function: cst.FunctionDef, name: str) -> bool:
+    finder = _DeclarationFinder(name)
+    function.visit(finder)
+    return finder.found
+
+
+class _DeclarationFinder(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.found = False
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.found |= any(item.name.value == self.name for item in node.names)
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        self.found |= any(item.name.value == self.name for item in node.names)
+
+
+def _is_parameter(function: cst.FunctionDef, name: str) -> bool:
+    params = function.params
+    every = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            every.append(star)
+    return any(param.name.value == name for param in every)
+
+
+def _allocation_before(
+    block: cst.CSTNode, statement: cst.SimpleStatementLine, name: str
+) -> Optional[cst.SimpleStatementLine]:
+    """The nearest earlier statement of the block that assigns `name` (`name = ...`)."""
+    body = list(block.body)  # type: ignore[attr-defined]
+    index = next(i for i, s in enumerate(body) if s is statement)
+    for earlier in reversed(body[:index]):
+        if isinstance(earlier, cst.SimpleStatementLine):
+            for small in earlier.body:
+                if isinstance(small, cst.Assign) and any(
+                    isinstance(t.target, cst.Name) and t.target.value == name
+                    for t in small.targets
+                ):
+                    return earlier if _is_fresh(small.value) else None
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    if small.target.value == name and small.value is not None:
+                        return earlier if _is_fresh(small.value) else None
+    return None
+
+
+_ALLOCATORS = re.compile(
+    r"^(empty|zeros|ones|full|empty_like|zeros_like|ones_like|full_like|rand_like|randn_like|"
+    r"empty_strided|new_empty|new_zeros|new_ones|new_full|clone)$"
+)
+
+
+def _is_fresh(value: cst.BaseExpression) -> bool:
+    """A new list of buffers (`[... for _ in range(n)]`, `[None] * n`) or a new tensor
+    (`torch.empty(...)`, `x.new_empty(...)`): not a buffer owned by someone else."""
+    if isinstance(value, (cst.ListComp, cst.List)):
+        return True
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+        return isinstance(value.left, cst.List) or isinstance(value.right, cst.List)
+    if isinstance(value, cst.Call):
+        name = _last_name(value.func)
+        return name is not None and bool(_ALLOCATORS.match(name))
+    return False
+
+
+class _Uses(cst.CSTVisitor):
+    """Every read and rebinding of `name` in a function (with its ancestor chain); a
+    binding before the collective (other than the allocation) disqualifies the name."""
+
+    def __init__(
+        self,
+        name: str,
+        statement: cst.SimpleStatementLine,
+        allocation: Optional[cst.SimpleStatementLine],
+    ) -> None:
+        self.name = name
+        self.statement = statement
+        self.allocation = allocation
+        self.chain: List[cst.CSTNode] = []
+        self.reads: List[Tuple[cst.CSTNode, ...]] = []
+        self.disqualified = False
+        self.reads_after_call = True
+        self._passed_call = False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node is self.statement:
+            self._passed_call = True
+            return False  # the collective itself (and, for returns, its binding)
+        if node is self.allocation:
+            return False
+        self.chain.append(node)
+        if isinstance(node, cst.Name) and node.value == self.name:
+            self._name(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if self.chain and self.chain[-1] is original_node:
+            self.chain.pop()
+
+    def _name(self, node: cst.Name) -> None:
+        parent = self.chain[-2] if len(self.chain) > 1 else None
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            return
+        if isinstance(parent, (cst.Arg,)) and parent.keyword is node:
+            return
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is node:
+            return
+        if _in_store_or_del(self.chain):
+            if any(isinstance(a, cst.Del) for a in self.chain):
+                return
+            # A rebinding counts like a read: it must happen after the collective, on the
+            # root only (`gathered = torch.cat(gathered)` under `if rank == 0:`).
+            if not self._passed_call:
+                self.disqualified = True
+            self.reads.append(tuple(self.chain))
+            return
+        if not self._passed_call:
+            self.reads_after_call = False
+        self.reads.append(tuple(self.chain))
+
+
+def _in_store_or_del(chain: Sequence[cst.CSTNode]) -> bool:
+    """Whether the last node of the chain is (part of) a binding target or a `del`."""
+    node = chain[-1]
+    for parent in reversed(chain[:-1]):
+        if isinstance(parent, (cst.Tuple, cst.List, cst.StarredElement, cst.Element)):
+            node = parent
+            continue
+        if isinstance(parent, (cst.AssignTarget, cst.Del, cst.AsName, cst.Param)):
+            return True
+        if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr)):
+            return parent.target is node
+        if isinstance(parent, (cst.For, cst.CompFor)):
+            return parent.target is node
+        if isinstance(parent, (cst.Global, cst.Nonlocal, cst.NameItem)):
+            return True
+        return False
+    return False
+
+
+# -- root guards ---------------------------------------------------------------------------
+
+_FLAG = "<flag>"
+
+
+@dataclass(frozen=True)
+class _Guard:
+    root: str  # the root rank as code ("0", "dst"), or _FLAG for `if is_root:`
+    rank: Optional[cst.BaseExpression]  # the rank expression compared, if any
+
+
+_RANK_NAME = re.compile(r"^_?(rank|global_rank|group_rank|rank_in_group|my_rank|cur_rank|"
+                        r"current_rank|world_rank|[a-z0-9]+_rank|rank_id|rank_idx)$")
+_NOT_RANK = re.compile(r"(^|_)(local|node|src|dst|root|target|master|leader|peer|next|prev|"
+                       r"last|first|num|max|min)(_|$)")
+_ROOT_VALUE = re.compile(r"^_?(dst|root|src|master|leader|target|main)(_?rank|_?idx|_?id)?$|"
+                         r"^_?[a-z0-9]+_(dst|root|src)$")
+_ROOT_FLAGS = {
+    "is_root", "is_root_rank", "is_master", "is_main_process", "is_main_rank", "is_rank_zero",
+    "is_rank0", "is_rank_0", "is_leader", "is_world_process_zero", "is_global_zero",
+    "is_master_process", "is_dst", "is_first_rank",
+}  # fmt: skip
+
+
+def _guard(context, chain: Sequence[cst.CSTNode]) -> Optional[_Guard]:
+    """The root-only condition that protects the last node of the chain, if any."""
+    for index in range(len(chain) - 2, -1, -1):
+        node, child = chain[index], chain[index + 1]
+        found: Optional[_Guard] = None
+        if isinstance(node, cst.FunctionDef) and index == 0:
+            return None
+        if isinstance(node, cst.If):
+            if child is node.body:
+                found = _root_when(context, node.test, True)
+            elif child is node.orelse:
+                found = _root_when(context, node.test, False)
+        elif isinstance(node, cst.IfExp):
+            if child is node.body:
+                found = _root_when(context, node.test, True)
+            elif child is node.orelse:
+                found = _root_when(context, node.test, False)
+        elif isinstance(node, cst.BooleanOperation) and child is node.right:
+            found = _root_when(context, node.left, isinstance(node.operator, cst.And))
+        elif isinstance(node, (cst.IndentedBlock, cst.Module)):
+            found = _early_exit_guard(context, node, child)
+        if found is not None:
+            return found
+    return None
+
+
+def _early_exit_guard(context, block: cst.CSTNode, child: cst.CSTNode) -> Optional[_Guard]:
+    """`if rank != 0: return` earlier in the same block: the rest runs on the root only."""
+    for statement in block.body:  # type: ignore[attr-defined]
+        if statement is child:
+            return None
+        if isinstance(statement, cst.If) and statement.orelse is None and _exits(statement.body):
+            found = _root_when(context, statement.test, False)
+            if found is not None:
+                return found
+    return None
+
+
+def _exits(body: cst.BaseSuite) -> bool:
+    if isinstance(body, cst.IndentedBlock):
+        statements = list(body.body)
+        if not statements:
+            return False
+        last = statements[-1]
+        if isinstance(last, cst.SimpleStatementLine):
+            return isinstance(last.body[-1], (cst.Return, cst.Raise, cst.Continue, cst.Break))
+        return False
+    if isinstance(body, cst.SimpleStatementSuite):
+        return isinstance(body.body[-1], (cst.Return, cst.Raise, cst.Continue, cst.Break))
+    return False
+
+
+def _root_when(context, test: cst.BaseExpression, truth: bool) -> Optional[_Guard]:
+    """The guard that holds when `test` evaluates to `truth`: exactly one rank passes."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _root_when(context, test.expression, not truth)
+    if isinstance(test, cst.BooleanOperation):
+        conjunction = isinstance(test.operator, cst.And)
+        if conjunction == truth:  # `a and b` true / `a or b` false: both parts hold
+            return _root_when(context, test.left, truth) or _root_when(context, test.right, truth)
+        return None
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        left, target = test.left, test.comparisons[0]
+        right, operator = target.comparator, target.operator
+        rank, value = None, None
+        if _is_rank(context, left) and _is_root_value(right):
+            rank, value = left, right
+        elif _is_rank(context, right) and _is_root_value(left):
+            rank, value = right, left
+            operator = _mirrored(operator)
+        if rank is None or value is None:
+            return None
+        value_code = context.code_for(value).strip()
+        if isinstance(operator, cst.Equal) and truth:
+            return _Guard(value_code, rank)
+        if isinstance(operator, cst.NotEqual) and not truth:
+            return _Guard(value_code, rank)
+        # `rank > 0` false / `rank >= 1` false / `rank <= 0` true: rank 0 (ranks are >= 0).
+        if value_code == "0" and (
+            (isinstance(operator, cst.GreaterThan) and not truth)
+            or (isinstance(operator, cst.LessThanEqual) and truth)
+        ):
+            return _Guard("0", rank)
+        if value_code == "1" and (
+            (isinstance(operator, cst.GreaterThanEqual) and not truth)
+            or (isinstance(operator, cst.LessThan) and truth)
+        ):
+            return _Guard("0", rank)
+        return None
+    if _is_rank(context, test) and not truth:  # `if rank: return`
+        return _Guard("0", test)
+    if truth and _last_name(test) in _ROOT_FLAGS:
+        return _Guard(_FLAG, None)
+    return None
+
+
+def _mirrored(operator: cst.BaseCompOp) -> cst.BaseCompOp:
+    swaps = {
+        cst.GreaterThan: cst.LessThan,
+        cst.LessThan: cst.GreaterThan,
+        cst.GreaterThanEqual: cst.LessThanEqual,
+        cst.LessThanEqual: cst.GreaterThanEqual,
+    }
+    swapped = swaps.get(type(operator))
+    return swapped() if swapped is not None else operator
+
+
+def _last_name(node: cst.BaseExpression) -> Optional[str]:
+    if isinstance(node, cst.Call) and not node.args:
+        node = node.func
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
+def _is_rank(context, node: cst.BaseExpression) -> bool:
+    """`rank`, `self.rank`, `sp_rank`, `dist.get_rank(...)`, `group.rank()`,
+    `get_tensor_model_parallel_rank()`; not `local_rank` or `node_rank` (one per machine)."""
+    if isinstance(node, cst.Call):
+        qualified = context.qualified_name(node.func)
+        if qualified in (f"{_DIST}.get_rank", f"{_C10D}.get_rank"):
+            return True
+        name = _last_name(node.func)
+        if name is None:
+            return False
+        if name == "rank" and isinstance(node.func, cst.Attribute) and not node.args:
+            return True
+        return (
+            name == "get_rank" or re.match(r"^get_[a-z0-9_]*rank$", name) is not None
+        ) and not _NOT_RANK.search(name[4:])
+    name = _last_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+    return name is not None and bool(_RANK_NAME.match(name)) and not _NOT_RANK.search(name)
+
+
+def _is_root_value(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Integer):
+        return True
+    name = _last_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+    return name is not None and bool(_ROOT_VALUE.match(name))
+
+
+# -- what the fix needs to know ----------------------------------------------------------
+
+_GLOBAL = "global"
+_LIKE_TENSOR = "<like tensor>"
+_LIKE_OTHER = "<like other>"
+_LIKE_FACTORIES = {
+    f"torch.{name}" for name in ("empty_like", "zeros_like", "ones_like", "full_like",
+                                 "rand_like", "randn_like")
+}  # fmt: skip
+_SHAPE_FACTORIES = {"torch.empty", "torch.zeros", "torch.ones"}
+
+
+def _rank_kind(context, rank: Optional[cst.BaseExpression], ancestors) -> object:
+    """`_GLOBAL`, `("group", code)` or None (unknown) for the rank a guard compares."""
+    if rank is None:
+        return None
+    if isinstance(rank, cst.Call):
+        return _rank_call_kind(context, rank)
+    value = _assigned_value(rank, ancestors)
+    if isinstance(value, cst.Call):
+        return _rank_call_kind(context, value)
+    return None
+
+
+def _rank_call_kind(context, call: cst.Call) -> object:
+    qualified = context.qualified_name(call.func)
+    if qualified in (f"{_DIST}.get_rank", f"{_C10D}.get_rank"):
+        group = _arguments(call, ("group",)).get("group")
+        if group is None or (isinstance(group, cst.Name) and group.value == "None"):
+            return _GLOBAL
+        return ("group", _normalise(context.code_for(group)))
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "rank" and not call.args:
+        return ("group", _normalise(context.code_for(call.func.value)))
+    return None
+
+
+def _assigned_value(
+    node: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]
+) -> Optional[cst.BaseExpression]:
+    """The value of the single `name = ...` in the enclosing function, or of the single
+    `self.attr = ...` in the enclosing class's methods."""
+    if isinstance(node, cst.Name):
+        scope = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), None)
+        target = node.value
+    elif (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == "self"
+    ):
+        scope = next((a for a in reversed(ancestors) if isinstance(a, cst.ClassDef)), None)
+        target = f"self.{node.attr.value}"
+    else:
+        return None
+    if scope is None:
+        return None
+    finder = _AssignmentFinder(target)
+    scope.visit(finder)
+    return finder.values[0] if len(finder.values) == 1 else None
+
+
+class _AssignmentFinder(cst.CSTVisitor):
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.values: List[cst.BaseExpression] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if dotted_name(target.target) == self.target:
+                self.values.append(node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and dotted_name(node.target) == self.target:
+            self.values.append(node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if dotted_name(node.target) == self.target:
+            self.values.append(node.value)
+
+
+def _buffer_shape(context, value: cst.BaseExpression, tensor_code: str) -> Optional[str]:
+    """How the receive buffers were made: `_LIKE_TENSOR` (copies of the sent tensor's shape),
+    the code of a per-rank shapes iterable, `_LIKE_OTHER`, or None (not a buffer list)."""
+    if not isinstance(value, cst.ListComp) or value.for_in.inner_for_in is not None:
+        return None
+    if value.for_in.ifs:
+        return None
+    element = value.elt
+    if not isinstance(element, cst.Call):
+        return None
+    qualified = context.qualified_name(element.func)
+    positional = [a.value for a in element.args if a.keyword is None and not a.star]
+    if qualified in _LIKE_FACTORIES and positional:
+        template = context.code_for(positional[0]).strip()
+        return _LIKE_TENSOR if template == tensor_code else _LIKE_OTHER
+    if isinstance(element.func, cst.Attribute) and not element.args:
+        if element.func.attr.value in ("clone", "detach") or element.func.attr.value.endswith("_like"):
+            owner = context.code_for(element.func.value).strip()
+            return _LIKE_TENSOR if owner == tensor_code else _LIKE_OTHER
+    target = value.for_in.target
+    per_rank_shape = (
+        positional
+        and isinstance(target, cst.Name)
+        and isinstance(positional[0], cst.Name)
+        and positional[0].value == target.value
+    )
+    if per_rank_shape and (
+        qualified in _SHAPE_FACTORIES
+        or (isinstance(element.func, cst.Attribute) and element.func.attr.value == "new_empty")
+    ):
+        return context.code_for(value.for_in.iter).strip()
+    if qualified in _SHAPE_FACTORIES or (
+        isinstance(element.func, cst.Attribute) and element.func.attr.value == "new_empty"
+    ):
+        return _LIKE_OTHER
+    return None
+
+
+def _normalise(code: str) -> str:
+    return re.sub(r"\s+", "", code)
