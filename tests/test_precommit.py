@@ -1,6 +1,6 @@
 """The pre-commit hooks, run by the real `pre-commit` from a plain .pre-commit-config.yaml.
 
-The hook repository is a committed copy of this project's current tree (pre-commit clones a
+The hook repository is a committed copy of this project's tracked files (pre-commit clones a
 repo at a rev, so uncommitted work must be committed somewhere); pre-commit builds its own
 virtual environment for it and pip-installs it (libcst and click, no torch), exactly as a
 model repository's developers would get it. PRE_COMMIT_HOME is a temporary folder, so
@@ -62,11 +62,14 @@ def _environ(tmp_path: Path) -> dict:
 def _hook_repository(tmp_path: Path) -> tuple:
     """A git repository holding the project as it is now; returns (path, rev)."""
     repo = tmp_path / "lifetime-lint"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for folder in ("lifetime_lint", "rules", "runtime"):
-        shutil.copytree(ROOT / folder, repo / folder, ignore=ignore)
-    for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
-        shutil.copy2(ROOT / name, repo / name)
+    # The files git tracks (as they are in the working tree): what a clone would hold, so
+    # a module missing from pyproject's package list fails here as it would for users.
+    tracked = _git(ROOT, "ls-files", "-z", "--", "lifetime_lint", "rules", "runtime",
+                   "pyproject.toml", "README.md", ".pre-commit-hooks.yaml").split("\0")  # fmt: skip
+    for name in filter(None, tracked):
+        if (ROOT / name).is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "hook repository")
