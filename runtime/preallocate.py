@@ -23,9 +23,11 @@ Contract (what `result()` equals, and when):
   chunks than `count`), the buffer is reallocated to what is written plus this chunk's
   length for every chunk still expected, copying what is written (correct, and early, but
   a transient copy). A
-  shorter total (a short last chunk, fewer chunks) is trimmed: a view of the buffer when
-  the concatenation dimension is the outermost non-trivial one, else one contiguous copy.
-  Passing the exact `size` avoids both.
+  shorter total (a short last chunk, fewer chunks) is trimmed without a second buffer: a
+  view of the buffer when the concatenation dimension is the outermost non-trivial one,
+  else the written data is compacted in place to a contiguous layout (a few strided copies
+  inside the buffer; under autograd, one contiguous copy instead). Passing the exact
+  `size` avoids both.
 - Without `count` or `size` nothing can be preallocated: the writer keeps the chunks and
   concatenates in `result()`, exactly like the original code (no saving, no cost).
 - A chunk with another dtype promotes the buffer as `torch.cat` would (one reallocation).
@@ -164,6 +166,10 @@ class ChunkWriter:
             trimmed = buffer.narrow(dim, 0, self._filled)
             if all(size == 1 for size in buffer.shape[:dim]) and not self._channels_last_result():
                 return trimmed  # still contiguous: no copy
+            if buffer.is_contiguous() and not buffer.requires_grad:
+                compacted = _compact(buffer, dim, self._filled)
+                if compacted is not None:
+                    return compacted
             return trimmed.clone(memory_format=self._memory_format(torch, buffer))
         finally:
             self._buffer = None
@@ -310,6 +316,49 @@ class ChunkWriter:
         if self._channels_last and tensor.dim() == 5:
             return torch.channels_last_3d
         return torch.contiguous_format
+
+
+# Compaction gives up (and copies once) past this many strided copies.
+_MAX_COMPACTION_COPIES = 64
+
+
+def _compact(buffer: "torch.Tensor", dim: int, filled: int) -> Optional["torch.Tensor"]:
+    """Move the first `filled` entries along `dim` of a contiguous buffer into a contiguous
+    tensor of that length, in place, and return it (a view of the buffer's storage).
+
+    Outer block `o` moves from offset `o*cap*inner` to `o*filled*inner`, in increasing order,
+    so a move never overwrites data not yet moved. Blocks `[a, b)` move in one strided copy
+    when their destination ends before their source starts (`b*filled <= a*cap`), so the
+    groups grow geometrically; a block whose move overlaps itself goes through a
+    temporary of one block.
+    """
+    shape = list(buffer.shape)
+    cap = shape[dim]
+    outer = 1
+    for size in shape[:dim]:
+        outer *= size
+    inner = 1
+    for size in shape[dim + 1 :]:
+        inner *= size
+    flat = buffer.view(-1)
+    block = filled * inner
+    moves = []
+    start = 1
+    while start < outer:
+        end = min(outer, max(start + 1, (start * cap) // filled if filled else outer))
+        moves.append((start, end))
+        start = end
+        if len(moves) > _MAX_COMPACTION_COPIES:
+            return None
+    for start, end in moves:
+        count = end - start
+        source = flat.as_strided((count, block), (cap * inner, 1), flat.storage_offset() + start * cap * inner)
+        target = flat.narrow(0, start * block, count * block).view(count, block)
+        if end * block > start * cap * inner:  # the move overlaps its own source
+            source = source.clone()
+        target.copy_(source)
+    shape[dim] = filled
+    return flat.narrow(0, 0, outer * block).view(shape)
 
 
 def _exact_cast(torch: Any, source: "torch.dtype", target: "torch.dtype") -> bool:

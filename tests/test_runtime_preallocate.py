@@ -214,3 +214,20 @@ def test_extend_iadd_len_and_reuse() -> None:
     assert len(writer) == 4
     _same(writer.result(), torch.cat(chunks))
     assert len(writer) == 0
+
+
+@FAST
+@given(
+    st.integers(1, 5), st.integers(1, 4), st.integers(1, 6), st.integers(0, 5), st.integers(1, 3)
+)
+def test_short_last_chunk_on_an_inner_dim_is_compacted_in_place(outer, length, n, last, inner) -> None:
+    chunks = [torch.randn(outer, length, inner) for _ in range(n - 1)]
+    chunks.append(torch.randn(outer, last, inner))
+    writer = ChunkWriter(1, count=n)
+    for chunk in chunks:
+        writer.append(chunk)
+    storage = writer._buffer.untyped_storage().data_ptr() if writer._buffer is not None else None
+    actual = writer.result()
+    _same(actual, torch.cat(chunks, 1))
+    if storage is not None and outer * (n - 1) * length < 64 * outer:
+        assert actual.untyped_storage().data_ptr() == storage  # no second buffer
