@@ -37,17 +37,22 @@ _FORMAT = 1  # bump when the entry layout changes
 
 @functools.lru_cache(maxsize=None)
 def code_fingerprint() -> str:
-    """The tool's version plus size and mtime of every module of the installed package."""
+    """The tool's version plus size and mtime of every module of the installed package
+    (subpackages included), so editing a rule invalidates the cache."""
     import lifetime_lint
     import lifetime_lint.rules
 
     digest = hashlib.sha256(f"{__version__}/{_FORMAT}".encode())
     for package in (lifetime_lint, lifetime_lint.rules):
-        for folder in package.__path__:
-            for name in sorted(os.listdir(folder)):
-                if name.endswith(".py"):
-                    stat = os.stat(os.path.join(folder, name))
-                    digest.update(f"{folder}/{name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+        for top in package.__path__:
+            for folder, subfolders, names in os.walk(top):
+                subfolders.sort()
+                for name in sorted(names):
+                    if name.endswith(".py"):
+                        stat = os.stat(os.path.join(folder, name))
+                        digest.update(
+                            f"{folder}/{name}:{stat.st_size}:{stat.st_mtime_ns};".encode()
+                        )
     return digest.hexdigest()
 
 
@@ -59,8 +64,10 @@ class Cache:
         self.settings = settings
         rule_part = repr(sorted((rule.code, repr(sorted(settings.options_for(rule).items())))
                                 for rule in rules))  # fmt: skip
+        # Keys other modules add to the config land in `extra`; any of them may change results.
+        extra = repr(sorted((k, repr(v)) for k, v in settings.extra.items() if k != "cache-dir"))
         fingerprint = hashlib.sha256(
-            "\0".join((code_fingerprint(), settings.fingerprint(), rule_part)).encode()
+            "\0".join((code_fingerprint(), settings.fingerprint(), rule_part, extra)).encode()
         ).hexdigest()
         self.folder = os.path.join(self.root, fingerprint[:16])
         self._prepared = False
