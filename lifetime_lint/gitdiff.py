@@ -1,9 +1,10 @@
 """Which lines changed since a git revision, for `--diff-base REV`.
 
 A pull-request gate should fail on what the pull request adds, not on the code it touches
-in passing. `changed_lines(REV)` compares REV with the working tree (`git diff -U0 REV`,
-renames followed, so a moved file is not "all new"); files git does not track yet count as
-entirely new. A diagnostic is kept if any row of its span was added or changed. Lines that
+in passing. `changed_lines(REV)` compares the working tree with the point where the current
+branch left REV (their merge base, as `git diff REV...` does; REV itself if there is no
+common history), with `git diff -U0`, renames followed so a moved file is not "all new";
+files git does not track yet count as entirely new. A diagnostic is kept if any row of its span was added or changed. Lines that
 were only deleted leave nothing to flag.
 """
 
@@ -67,6 +68,11 @@ def changed_lines(base: str, cwd: Optional[str] = None) -> ChangedLines:
         commit = _git(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], top).strip()
     except GitDiffError:
         raise GitDiffError(f"unknown git revision {base!r}") from None
+    try:
+        # Changes since the branch left `base`: what `base` gained meanwhile is not ours.
+        commit = _git(["merge-base", commit, "HEAD"], top).strip() or commit
+    except GitDiffError:
+        pass  # no common history (or a shallow clone): compare with `base` itself
     diff = _git(
         ["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/",
          "--dst-prefix=b/", "-U0", "-M", commit, "--"],

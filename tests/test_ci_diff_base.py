@@ -91,6 +91,22 @@ def test_untracked_and_committed_changes_since_base(repo):
     assert reported == ["pipe/committed.py", "pipe/new_stage.py"]
 
 
+def test_changes_on_the_base_branch_since_branching_are_not_ours(repo):
+    git(repo, "checkout", "-q", "-b", "feature")
+    git(repo, "checkout", "-q", "main")
+    # main rewrites the old call after the feature branch left it ...
+    (repo / "pipe" / "decode.py").write_text(OLD.replace("torch.cuda.empty_cache()", "reclaim()"))
+    git(repo, "commit", "-q", "-am", "main moves on")
+    git(repo, "checkout", "-q", "feature")
+    # ... so against main's tip the feature's untouched old line looks "added"; it is not.
+    assert run("--diff-base", "main", "pipe").exit_code == 0
+    (repo / "pipe" / "decode.py").write_text(OLD + "torch.cuda.synchronize()\n")
+    result = run("--diff-base", "main", "pipe")
+    assert [line.split(": ")[0] for line in result.stdout.splitlines() if ": LL" in line] == [
+        "pipe/decode.py:8:1"
+    ]
+
+
 def test_multiline_finding_reported_when_any_of_its_rows_changed(repo):
     (repo / "pipe" / "span.py").write_text("import torch\n\ntorch.cuda.synchronize(\n)\n")
     git(repo, "add", ".")
