@@ -462,7 +462,7 @@ class AccumulateThenConcat(Rule):
         for c in clauses:
             targets |= _names_in(c.target)
         element = comprehension.elt
-        if _expression_kind(self.context, element, targets) != "fresh":
+        if _expression_kind(self.context, element, targets) != "fresh" or not _runs_a_model(element):
             return
         written = self.context.source_of(call.func)
         self.report(
@@ -537,10 +537,15 @@ _METADATA_CALLS = {
 _METADATA_BUILTINS = {"len", "int", "float", "bool", "str", "tuple", "list", "range", "max", "min", "sum", "round", "abs"}
 _METADATA_METHODS = {"item", "tolist", "size", "dim", "numel", "nelement", "stride", "data_ptr"}
 _METADATA_ATTRIBUTES = {"shape", "ndim", "dtype", "device"}
-_METADATA_NAME = re.compile(
-    r"(^|_)(ids?|idx|idxs|index|indices|indexes|tokens?|positions?|pos|shapes?|sizes?|lens?|"
-    r"lengths?|offsets?|coeffs?|coefficients?|sigmas?|timesteps?|ts|steps?|masks?|labels?|"
-    r"scores?|logprobs?|probs?|counts?|nums?|seeds?|seq_lens?|cu_seqlens?|starts?|ends?)$"
+# A list or chunk named with one of these words holds metadata or conditioning (ids,
+# positions, rotary tables, prompt embeddings, masks): small next to decoded outputs.
+_METADATA_WORDS = frozenset(
+    """id ids idx idxs index indices indexes token tokens position positions pos shape shapes
+    size sizes len lens length lengths offset offsets coef coeff coeffs coefficient
+    coefficients sigma sigmas timestep timesteps ts step steps mask masks label labels score
+    scores logprob logprobs prob probs count counts num nums seed seeds seqlen seqlens
+    cu start starts end ends cos sin freq freqs rope coord coords grid grids embed embeds
+    embedding embeddings emb embs prompt prompts text caption captions""".split()
 )
 # Views of their input: a list of them holds no memory of its own.
 _VIEW_METHODS = {
@@ -552,9 +557,19 @@ _MODEL_AXIS = re.compile(
     r"(layers?|blocks?|heads?|modules?|experts?|convs?|branch(es)?|stages?|levels?|scales?|"
     r"resolutions?|towers?|resnets?|attentions?|attns?|projs?|projections?|embeddings?|"
     r"embedders?|norms?|children|parameters|named_parameters|params|buffers|"
-    r"encoders?|decoders?|adapters?|loras?|down_blocks|up_blocks|mid_blocks|samplers?)$"
+    r"encoders?|decoders?|adapters?|loras?|down_blocks|up_blocks|mid_blocks|samplers?|"
+    r"axes|hidden_states|tokenizers?)$"
 )
-_MODEL_COUNT = re.compile(r"^(num|n)_?(layers|heads|blocks|experts|stages|levels|scales|groups|kv_heads|attention_heads|hidden_layers)")
+_MODEL_COUNT = re.compile(
+    r"^(num|n)_?(layers|heads|blocks|experts|stages|levels|scales|groups|kv_heads|"
+    r"attention_heads|hidden_layers|axes|dims|encoders|branches)"
+)
+# A comprehension is reported only when its element runs a model (reported without a fix,
+# so it must be worth a hand rewrite): decode/encode/forward-like calls.
+_HEAVY_CALL = re.compile(
+    r"(decode|encode|decoder|encoder|forward|vae|unet|transformer|model|render|upsample|"
+    r"upscale|generate|denoise|synthesi[sz]e|vocoder)$"
+)
 
 
 # -- the per-function index -----------------------------------------------------------------
@@ -769,6 +784,17 @@ def _expression_kind(context, expr: cst.BaseExpression, targets: Set[str]) -> st
     return "unknown"
 
 
+def _runs_a_model(expr: cst.BaseExpression) -> bool:
+    """`self._decode(x).sample`, `vae.decode(x)`, `self.decoder(x)`: a model call."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    if not isinstance(expr, cst.Call):
+        return False
+    func = expr.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+    return bool(_HEAVY_CALL.search(name.lower().lstrip("_")))
+
+
 def _bound_in(name: str, loop: cst.CSTNode, index: _FunctionIndex) -> Optional[cst.BaseExpression]:
     """The value of the one `name = value` in this loop, if it is the only binding there."""
     values = []
@@ -788,7 +814,7 @@ def _bound_in(name: str, loop: cst.CSTNode, index: _FunctionIndex) -> Optional[c
 
 
 def _is_metadata_name(name: str) -> bool:
-    return bool(_METADATA_NAME.search(name.lower()))
+    return any(word in _METADATA_WORDS for word in name.lower().strip("_").split("_"))
 
 
 # -- loops ----------------------------------------------------------------------------------

@@ -43,10 +43,20 @@ Contract (what `result()` equals, and when):
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
+
+
+class _Meta:
+    """The shape and dtype of the result so far."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: Tuple[int, ...], dtype: "torch.dtype") -> None:
+        self.shape = shape
+        self.dtype = dtype
 
 
 class ChunkWriter:
@@ -91,7 +101,7 @@ class ChunkWriter:
         self._appended = 0  # chunks appended, legacy empty ones included
         # Chunks kept as they are: no hint, or only legacy empty 1-D chunks so far.
         self._held: List["torch.Tensor"] = []
-        self._template: Optional["torch.Tensor"] = None  # a meta tensor: the result so far
+        self._template: Optional[_Meta] = None  # shape and dtype of the result so far
         self._sources: set = set()  # dtypes of the chunks written into the buffer
         self._channels_last = True  # every chunk so far is channels-last (4-D/5-D)
 
@@ -180,8 +190,13 @@ class ChunkWriter:
             self._sources = set()
 
     # -- validation: torch's own checks and messages --------------------------------------
-    def _validate(self, torch: Any, chunk: Any) -> "torch.Tensor":
-        """Raise what torch would for this chunk; return the result-so-far as a meta tensor."""
+    def _validate(self, torch: Any, chunk: Any) -> "_Meta":
+        """Raise what torch would for this chunk; return the shape and dtype of the result so far.
+
+        Checked by hand (no meta tensors: their first use imports torch's meta registrations,
+        seconds); on a failure the real op runs on allocation-free stand-ins, for torch's own
+        error.
+        """
         op = torch.stack if self.stack else torch.cat
         if not isinstance(chunk, torch.Tensor):
             op(self._stand_ins(torch, None) + [chunk], self.dim)  # raises torch's TypeError
@@ -193,21 +208,46 @@ class ChunkWriter:
                 f"Expected all tensors to be on the same device, but found {reference} and "
                 f"{chunk.device}"
             )
-        meta = torch.empty(chunk.shape, dtype=chunk.dtype, device="meta")
-        try:
-            if self._template is None:
-                return op([meta], self.dim)
-            if self.stack:
-                if tuple(chunk.shape) != tuple(self._template.shape[:self._dim(chunk)]) + tuple(
-                    self._template.shape[self._dim(chunk) + 1 :]
-                ):
-                    raise RuntimeError("shape mismatch")
-                return torch.cat([self._template, meta.unsqueeze(self._dim(chunk))], self._dim(chunk))
-            return torch.cat([self._template, meta], self.dim)
-        except (RuntimeError, IndexError, ValueError, TypeError) as meta_error:
-            # Reproduce the failure with stand-ins on the real device for torch's message.
+        result = self._combine(chunk)
+        if result is None:
             op(self._stand_ins(torch, chunk.device) + [chunk], self.dim)
-            raise meta_error
+            raise RuntimeError(f"cannot concatenate a chunk of shape {tuple(chunk.shape)}")
+        return result
+
+    def _combine(self, chunk: "torch.Tensor") -> Optional["_Meta"]:
+        """The result's shape and dtype with this chunk added, or None where torch fails."""
+        import torch
+
+        shape = list(chunk.shape)
+        ndim = len(shape)
+        template = self._template
+        dtype = chunk.dtype if template is None else torch.promote_types(template.dtype, chunk.dtype)
+        if self.stack:
+            if not -(ndim + 1) <= self.dim <= ndim:
+                return None
+            dim = self.dim + ndim + 1 if self.dim < 0 else self.dim
+            if template is None:
+                return _Meta(tuple(shape[:dim] + [1] + shape[dim:]), dtype)
+            expected = list(template.shape)
+            count = expected.pop(dim)
+            if expected != shape:
+                return None
+            return _Meta(tuple(shape[:dim] + [count + 1] + shape[dim:]), dtype)
+        legacy = ndim == 1 and shape[0] == 0
+        if ndim == 0 or not -ndim <= self.dim < ndim:
+            return None
+        if template is None or template.shape == (0,):
+            return _Meta(tuple(shape), dtype)
+        if legacy:
+            return _Meta(template.shape, dtype)
+        if len(template.shape) != ndim:
+            return None
+        dim = self.dim + ndim if self.dim < 0 else self.dim
+        expected = list(template.shape)
+        if expected[:dim] + expected[dim + 1 :] != shape[:dim] + shape[dim + 1 :]:
+            return None
+        expected[dim] += shape[dim]
+        return _Meta(tuple(expected), dtype)
 
     def _stand_ins(self, torch: Any, device: Any) -> List["torch.Tensor"]:
         """One allocation-free tensor per chunk appended so far, shaped like the first."""
@@ -216,9 +256,9 @@ class ChunkWriter:
         template = self._template
         shape = list(template.shape) if template is not None else [0]
         if self.stack and template is not None:
-            del shape[self._dim_of(template.dim())]
-        elif template is not None and template.dim() > 0 and shape != [0]:
-            shape[self._dim_of(template.dim())] = 1
+            del shape[self._dim_of(len(shape))]
+        elif template is not None and shape and shape != [0]:
+            shape[self._dim_of(len(shape))] = 1
         dtype = template.dtype if template is not None else torch.float32
         one = torch.empty((), dtype=dtype, device=device if device is not None else "cpu")
         return [one.expand(shape)] * self._appended
