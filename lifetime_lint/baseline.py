@@ -102,6 +102,7 @@ class Baseline:
     root: str  # the folder paths are relative to
     counts: Counter
     paths: Dict[str, str]  # fingerprint -> relative path, to tell which files were checked
+    codes: Dict[str, str]  # fingerprint -> rule code, to tell which rules were enabled
     unmatched: Optional[Counter] = None  # what the last `filter` did not see
 
     @classmethod
@@ -119,13 +120,15 @@ class Baseline:
                                 f"{BASELINE_VERSION} expected)")  # fmt: skip
         counts: Counter = Counter()
         paths: Dict[str, str] = {}
+        codes: Dict[str, str] = {}
         try:
             for item in data["findings"]:
                 counts[item["fingerprint"]] += int(item.get("count", 1))
                 paths[item["fingerprint"]] = item["path"]
+                codes[item["fingerprint"]] = item["code"]
         except (KeyError, TypeError, ValueError):
             raise BaselineError(f"{path}: malformed baseline entry") from None
-        return cls(os.path.dirname(os.path.abspath(path)), counts, paths)
+        return cls(os.path.dirname(os.path.abspath(path)), counts, paths, codes)
 
     def filter(self, diagnostics: Iterable[Diagnostic]) -> Tuple[List[Diagnostic], int]:
         """The diagnostics not in the baseline, and how many baselined ones were matched.
@@ -149,11 +152,14 @@ class Baseline:
                 new.append(d)
         return new, matched
 
-    def stale(self, checked_paths: Iterable[str]) -> int:
-        """Baselined findings in the checked files that `filter` no longer saw (fixed)."""
+    def stale(self, checked_paths: Iterable[str], enabled_codes: Iterable[str]) -> int:
+        """Baselined findings of the enabled rules in the checked files that `filter` no
+        longer saw: they were fixed (or their code was edited)."""
         checked = {_relative(path, self.root) for path in checked_paths}
+        enabled = set(enabled_codes)
         unmatched = self.counts if self.unmatched is None else self.unmatched
-        return sum(count for key, count in unmatched.items() if self.paths.get(key) in checked)
+        return sum(count for key, count in unmatched.items()
+                   if self.paths.get(key) in checked and self.codes.get(key) in enabled)  # fmt: skip
 
 
 def write_baseline(path: str, diagnostics: Iterable[Diagnostic]) -> int:

@@ -174,16 +174,12 @@ def check(
         sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
 
     notes: List[str] = []
-    if changed is not None:
-        for r in results:
-            r.diagnostics = [d for d in r.diagnostics
-                             if d.is_error or changed.touches(d.path, d.start.row, d.end.row)]
     if baseline is not None:
         kept, matched = baseline.filter(d for r in results for d in r.diagnostics)
         keep = {id(d) for d in kept}
         for r in results:
             r.diagnostics = [d for d in r.diagnostics if id(d) in keep]
-        stale = baseline.stale(files)
+        stale = baseline.stale(files, [rule.code for rule in settings.enabled_rules(rules)])
         if matched:
             notes.append(f"{matched} baselined {'diagnostic' if matched == 1 else 'diagnostics'}"
                          f" not shown ({baseline_path}).")  # fmt: skip
@@ -191,6 +187,10 @@ def check(
             notes.append(f"{stale} baselined {'diagnostic is' if stale == 1 else 'diagnostics are'}"
                          f" gone; run --write-baseline {baseline_path} to drop "
                          f"{'it' if stale == 1 else 'them'}.")  # fmt: skip
+    if changed is not None:
+        for r in results:
+            r.diagnostics = [d for d in r.diagnostics
+                             if d.is_error or changed.touches(d.path, d.start.row, d.end.row)]
     code = _report(results, settings, mode, output_format, quiet, statistics, exit_zero,
                    show_fixes)  # fmt: skip
     if notes and not quiet:

@@ -111,6 +111,27 @@ def test_fixed_findings_are_reported_as_stale(project):
     result = run("--baseline", "b.json", "pipe")
     assert result.exit_code == 0
     assert "1 baselined diagnostic is gone; run --write-baseline b.json to drop it." in result.stderr
+    # Not stale: findings of rules this run does not check, or in files it does not check.
+    (project / "pipe" / "decode.py").write_text(CODE)
+    (project / "pipe" / "extra.py").write_text("import torch\n\ntorch.cuda.synchronize()\n")
+    run("--write-baseline", "b.json", "pipe")
+    assert "gone" not in run("--baseline", "b.json", "--select", "LL004", "pipe").stderr
+    assert "gone" not in run("--baseline", "b.json", "pipe/extra.py").stderr
+
+
+def test_baseline_and_diff_base_together(project, monkeypatch):
+    import subprocess
+
+    for key, value in (("GIT_AUTHOR_NAME", "t"), ("GIT_AUTHOR_EMAIL", "t@example.com"),
+                       ("GIT_COMMITTER_NAME", "t"), ("GIT_COMMITTER_EMAIL", "t@example.com"),
+                       ("GIT_CONFIG_NOSYSTEM", "1"), ("HOME", str(project))):  # fmt: skip
+        monkeypatch.setenv(key, value)
+    run("--write-baseline", "b.json", "pipe")
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "x"]):
+        subprocess.run(["git", *args], cwd=project, check=True, capture_output=True)
+    result = run("--baseline", "b.json", "--diff-base", "HEAD", "pipe")
+    assert result.exit_code == 0
+    assert "gone" not in result.stderr
 
 
 def test_baseline_is_relative_to_its_own_folder(project, monkeypatch):
