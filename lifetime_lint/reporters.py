@@ -17,21 +17,22 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from pathlib import Path
-from urllib.parse import quote
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
+from urllib.parse import quote
 
 from lifetime_lint import __version__
 from lifetime_lint.diagnostics import Diagnostic
 from lifetime_lint.source import SourceError, SourceFile
 
-# Where each rule's documentation lives (the README's rule table links the same anchors).
+# The published rule documentation: `lifetime-lint rule --all` rendered as Markdown, one
+# `# name (CODE)` heading per rule, which is the anchor `rule_url` points at.
 DOCS_URL = "https://github.com/lifetime-lint/lifetime-lint/blob/main/docs/rules.md"
 
 
 def rule_url(code: str, name: str) -> str:
-    return f"{DOCS_URL}#{code.lower()}-{name}"
+    return f"{DOCS_URL}#{name}-{code.lower()}"
 
 
 @dataclass

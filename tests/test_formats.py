@@ -180,7 +180,7 @@ def test_json_links_each_rule(project):
     result = run("--format", "json", "pipelines/video")
     items = json.loads(result.stdout)
     assert [item["code"] for item in items] == ["LL004", "LL005"]
-    assert items[0]["url"].endswith("#ll004-raw-empty-cache")
+    assert items[0]["url"].endswith("/docs/rules.md#raw-empty-cache-ll004")
 
 
 def test_machine_formats_keep_stdout_parseable(project):
