@@ -460,7 +460,7 @@ class _Analysis:
         for info, name in self._dead_points(flow, candidates):
             sites = flow.reaching(flow.reach_out[info.exit.index], name)  # type: ignore[union-attr]
             real = [s for s in sites if s.kind not in ("unbound", "deleted")]
-            if not real or any(self.kinds.get(s.index) != _FRESH for s in real):
+            if not real or any(self.kinds.get(s.index) not in (_FRESH, "list") for s in real):
                 continue
             heavy = self._heavy_after(info, name)
             if heavy is None:
@@ -475,11 +475,13 @@ class _Analysis:
             groups.setdefault(id(info), []).append((name, info, status))
             self._pending_reports.append((name, info, status, heavy))
         self._report(groups)
+        self._consumed_lists(flow)
 
     # -- which names can be findings ---------------------------------------------------
     def _candidate_names(self) -> Set[str]:
         cfg = self.cfg
         excluded: Set[str] = set(cfg.declared) | set(cfg.captured)
+        self.excluded = excluded
         fresh_sites: Set[str] = set()
         for node in cfg.nodes:
             excluded |= node.escapes
@@ -535,11 +537,49 @@ class _Analysis:
                 self.kinds[site.index] = _OTHER
         for site, _ in views:
             self.kinds[site.index] = _OTHER
+        self.tensorish = tensorish
+        self.lists = self._tensor_lists(excluded, tensorish)
         return {
             name
             for name in fresh_sites
             if name not in excluded and not _SMALL_NAMES.search(name.lower())
-        }
+        } | self.lists
+
+    def _tensor_lists(self, excluded: Set[str], tensorish: Set[str]) -> Set[str]:
+        """Local lists that hold fresh tensors: `[f(x) for ...]`, or `[]` filled by
+        `.append(t)`/`.extend(...)` of tensor-like values, and nothing else."""
+        filled: Dict[str, bool] = {}
+        for node in self.cfg.nodes:
+            for call in node.calls:
+                func = call.func
+                if (
+                    isinstance(func, cst.Attribute)
+                    and isinstance(func.value, cst.Name)
+                    and func.attr.value in ("append", "extend", "insert")
+                    and call.args
+                ):
+                    value = call.args[-1].value
+                    fresh = (
+                        isinstance(value, cst.Name) and value.value in tensorish
+                    ) or self._classify(value, False)[0] == _FRESH
+                    name = func.value.value
+                    filled[name] = filled.get(name, True) and fresh
+        lists: Set[str] = set()
+        for site in self.cfg.defs:
+            if site.kind not in ("assign", "annassign") or site.unpacked:
+                continue
+            value = site.value
+            if isinstance(value, cst.ListComp):
+                element = value.elt
+                if (
+                    isinstance(element, cst.Name) and element.value in tensorish
+                ) or self._classify(element, False)[0] == _FRESH:
+                    self.kinds[site.index] = "list"
+                    lists.add(site.name)
+            elif isinstance(value, cst.List) and not value.elements and filled.get(site.name):
+                self.kinds[site.index] = "list"
+                lists.add(site.name)
+        return {name for name in lists if name not in excluded}
 
     def _resolve_kinds(self, flow: Dataflow, candidates: Set[str]) -> None:
         """`x = x.to(...)`, `x += y`: the new binding is fresh iff the old one was."""
@@ -626,6 +666,13 @@ class _Analysis:
         if qualified is not None and (qualified == "torch" or qualified.startswith("torch.")):
             return self._classify_torch(qualified, call, unpacked)
         method = func.attr.value
+        if (
+            method == "pop"
+            and len(call.args) == 2
+            and isinstance(call.args[1].value, cst.Name)
+        ):
+            # `x = callback_outputs.pop("x", x)`: the callback's replacement or x itself.
+            return "view", (call.args[1].value.value,)
         if self.rule.heavy_call(call, self.submodules):
             return _FRESH, ()
         if method in _SCALAR_METHODS:
@@ -750,6 +797,62 @@ class _Analysis:
                 continue
             queue.extend(node.succ)
         return None
+
+    # -- lists consumed by a loop -----------------------------------------------------
+    def _consumed_lists(self, flow: Dataflow) -> None:
+        """`for tile in tiles:` over a local list of fresh tensors that nothing reads after
+        the loop starts: every consumed tile stays referenced by the list until the loop
+        ends. Unsafe fix: `for tile in release(tiles):`."""
+        if not self.lists:
+            return
+        for info in self.cfg.statements:
+            statement = info.statement
+            if not isinstance(statement, cst.For):
+                continue
+            iterable = statement.iter
+            if (  # `enumerate(tiles)`: release the list inside it
+                isinstance(iterable, cst.Call)
+                and isinstance(iterable.func, cst.Name)
+                and iterable.func.value == "enumerate"
+                and iterable.args
+                and iterable.args[0].keyword is None
+                and not iterable.args[0].star
+            ):
+                iterable = iterable.args[0].value
+            if not isinstance(iterable, cst.Name):
+                continue
+            name = iterable.value
+            if name not in self.lists:
+                continue
+            iterate = info.entry
+            header = iterate.succ[0] if iterate.succ else None
+            if header is None or header.kind != "for" or not header.loop_body:
+                continue
+            if flow.live_in[header.index] & flow.name_bit(name):
+                continue  # read again in the loop, its `else` or after it
+            if any(node.dynamic for node in header.loop_body):
+                continue
+            sites = flow.reaching(flow.reach_in[iterate.index], name)
+            if not sites or any(self.kinds.get(s.index) != "list" for s in sites):
+                continue
+            if not any(self._computes(node) for node in header.loop_body):
+                continue
+            target = Target.parse(self.rule.settings["release-call"])
+            reference, imports = reference_to(self.context, target, self.context.ancestors)
+            start, end = self.context.span(iterable)
+            fix = Fix(
+                message=f"Iterate over `{reference}({name})`",
+                edits=(Edit(start, end, f"{reference}({name})"),) + imports,
+                applicability=Applicability.UNSAFE,
+            )
+            row = self.context.position(statement).start.line
+            self.rule.report(
+                iterable,
+                f"`{name}` keeps every item alive until the loop at line {row} ends; iterate "
+                f"with `{reference}({name})` to free each item once it is consumed",
+                fix,
+                statement=statement,
+            )
 
     # -- reporting ---------------------------------------------------------------------
     def _report(self, groups: Dict[int, List[Tuple[str, StatementInfo, int]]]) -> None:
