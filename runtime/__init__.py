@@ -8,5 +8,6 @@ gets platform-neutral memory management.
 from lifetime_lint.runtime.gather import gather_to_root
 from lifetime_lint.runtime.preallocate import ChunkWriter
 from lifetime_lint.runtime.reclaim import active_device_type, reclaim
+from lifetime_lint.runtime.release import release
 
-__all__ = ["ChunkWriter", "active_device_type", "gather_to_root", "reclaim"]
+__all__ = ["ChunkWriter", "active_device_type", "gather_to_root", "reclaim", "release"]
