@@ -164,7 +164,7 @@ class DiscardedAllGather(Rule):
     def _check(self, function: cst.FunctionDef, candidate: _Candidate) -> None:
         call, kind, ancestors = candidate.call, candidate.kind, candidate.ancestors
         site = _call_site(call, kind, ancestors)
-        if site is None or _is_async(call):
+        if site is None or _is_async(call, kind):
             return
         if _backend_dispatch(self.context, ancestors):
             return
@@ -183,6 +183,9 @@ class DiscardedAllGather(Rule):
         guards = [_guard(self.context, chain) for chain in uses.reads]
         if any(guard is None for guard in guards):
             return
+        loop_names = _loop_targets(function)
+        if any(isinstance(g.rank, cst.Name) and g.rank.value in loop_names for g in guards):
+            return  # `for rank in range(world_size): if rank == 0:` is not this rank
         keys = {guard.root for guard in guards}  # type: ignore[union-attr]
         if len(keys) > 1:
             return
@@ -279,7 +282,7 @@ class DiscardedAllGather(Rule):
             Edit(self.context.line_start_of(allocation), self.context.line_after(allocation), ""),
             Edit(start, end, replacement),
         ) + import_edits
-        message = f"Gather onto {root} only with `{reference}`"
+        message = f"Gather onto rank {root} only, with `{reference}`"
         return Fix(
             message=message,
             edits=edits,
@@ -399,11 +402,12 @@ def _arguments(call: cst.Call, names: Sequence[str]) -> Dict[str, cst.BaseExpres
     return found
 
 
-def _is_async(call: cst.Call) -> bool:
+def _is_async(call: cst.Call, kind: str) -> bool:
     for argument in call.args:
         if argument.keyword is not None and argument.keyword.value == "async_op":
             return not (isinstance(argument.value, cst.Name) and argument.value.value == "False")
-    return len([a for a in call.args if a.keyword is None]) >= 4  # positional async_op
+    # all_gather(tensor_list, tensor, group, async_op): a fourth positional argument.
+    return kind in (LIST, INTO) and len([a for a in call.args if a.keyword is None]) >= 4
 
 
 _BACKEND_WORDS = re.compile(r"\b(hccl|backend|get_backend|torch_npu|npu|is_npu)\b", re.IGNORECASE)
@@ -437,6 +441,30 @@ class _DeclarationFinder(cst.CSTVisitor):
 
     def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
         self.found |= any(item.name.value == self.name for item in node.names)
+
+
+def _loop_targets(function: cst.FunctionDef) -> set:
+    finder = _LoopTargets()
+    function.visit(finder)
+    return finder.names
+
+
+class _LoopTargets(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set = set()
+
+    def _add(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            self.names.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._add(element.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._add(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._add(node.target)
 
 
 def _is_parameter(function: cst.FunctionDef, name: str) -> bool:
