@@ -14,7 +14,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Union
 
 import libcst as cst
 
-from lifetime_lint.traversal import walk
+from lifetime_lint.traversal import subclass_test, walk
 
 
 def dotted_name(node: cst.BaseExpression) -> Optional[str]:
@@ -105,8 +105,13 @@ class ImportMap:
         return name in self._by_local
 
 
+_cannot_hold_imports = subclass_test(
+    cst.BaseExpression, cst.Import, cst.ImportFrom, cst.BaseParenthesizableWhitespace
+)
+
+
 def _may_hold_imports(node: cst.CSTNode) -> bool:
-    return not isinstance(node, (cst.BaseExpression, cst.Import, cst.ImportFrom))
+    return not _cannot_hold_imports(node)
 
 
 class _ImportCollector(cst.CSTVisitor):
@@ -116,15 +121,17 @@ class _ImportCollector(cst.CSTVisitor):
 
     # Driven by `traversal.walk` (cheaper than `module.visit`), routed like a visitor.
     def enter(self, node: cst.CSTNode) -> None:
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        kind = type(node)
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
             self._scopes.append(node)
-        elif isinstance(node, cst.Import):
-            self.visit_Import(node)
-        elif isinstance(node, cst.ImportFrom):
-            self.visit_ImportFrom(node)
+        elif kind is cst.Import:
+            self.visit_Import(node)  # type: ignore[arg-type]
+        elif kind is cst.ImportFrom:
+            self.visit_ImportFrom(node)  # type: ignore[arg-type]
 
     def leave(self, node: cst.CSTNode) -> None:
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        kind = type(node)
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
             self._scopes.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:

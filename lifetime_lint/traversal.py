@@ -89,22 +89,51 @@ def walk(
     """
     enter(node)
     if descend is None or descend(node):
-        fields = _CHILD_FIELDS.get(type(node), _UNKNOWN)
+        node_type = type(node)
+        fields = _CHILD_FIELDS.get(node_type, _UNKNOWN)
         if fields is _UNKNOWN:
-            fields = child_fields(type(node))
+            fields = child_fields(node_type)
         if fields is None:
             for child in node.children:
                 walk(child, enter, leave, descend)
         else:
             for name in fields:
                 value = getattr(node, name)
-                if isinstance(value, cst.CSTNode):
-                    walk(value, enter, leave, descend)
-                elif type(value) is tuple or type(value) is list:
+                kind = type(value)
+                if kind is tuple or kind is list:
                     for item in value:
-                        if isinstance(item, cst.CSTNode):
+                        if _is_node(type(item)):
                             walk(item, enter, leave, descend)
+                elif _is_node(kind):
+                    walk(value, enter, leave, descend)
     leave(node)
+
+
+# isinstance() against LibCST's abstract base classes is slow; the answer per type is not.
+_NODE_TYPES: Dict[type, bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    try:
+        return _NODE_TYPES[kind]
+    except KeyError:
+        answer = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
+        return answer
+
+
+def subclass_test(*types: type) -> Callable[[cst.CSTNode], bool]:
+    """A fast `isinstance(node, types)` for nodes: the answer is cached per node type."""
+    answers: Dict[type, bool] = {}
+
+    def test(node: cst.CSTNode) -> bool:
+        kind = type(node)
+        try:
+            return answers[kind]
+        except KeyError:
+            answer = answers[kind] = issubclass(kind, types)
+            return answer
+
+    return test
 
 
 class _SyntacticRange:

@@ -1,0 +1,366 @@
+"""Lint speed, side by side: lifetime-lint against Fixit, TorchFix, Ruff and raw LibCST parsing.
+
+    python benchmarks/lint_speed.py setup                  # tool venvs under .bench/venvs/
+    python benchmarks/lint_speed.py run                    # torch-nn, all tools
+    python benchmarks/lint_speed.py run --corpus diffusers --corpus transformers --fast-only
+    python benchmarks/lint_speed.py run --repeats 5 --slow-repeats 2 --json out.json
+
+Every tool runs as a fresh process over the same working copy of a corpus
+(`.bench/work/<corpus>`, copied from `.corpus/` by `benchmarks/corpus.py`), and the wall
+time of the whole process is measured, start-up included. The tools run in turn inside each
+repeat (A B C, A B C, ...), so a burst of load on the shared machine hits all of them; the
+table shows the median of the repeats (and the spread, min-max).
+
+What is measured:
+- `lifetime-lint cold`: all rules (`--select ALL`), with the cache emptied first (or
+  `--no-cache` where the cache exists); `--jobs 1` as well where `--jobs` exists.
+- `lifetime-lint warm`: the same command again, with the cache the cold run left.
+- `lifetime-lint 10 changed (cache)`: 10 files edited (a comment appended), the whole tree.
+- `lifetime-lint 10 named files`: the 10 edited files named on the command line, no cache
+  (what pre-commit runs).
+- `libcst parse (all)`: `libcst.parse_module` of every file, in one process (decoding as
+  lifetime-lint does, start-up and `import libcst` included).
+- `libcst parse (triggered)`: the same over the files lifetime-lint must parse, those where
+  some enabled rule's trigger words occur (computed with lifetime_lint itself).
+- `ruff check` (default rules, `--isolated --no-cache`), `fixit lint` (Fixit 2.2.1, default
+  rules), `torchfix` (TorchFix 0.7.0, default rules), each from its own venv; the last two
+  are slow (about a minute on torch/nn), so they get `--slow-repeats` runs (default 2) and
+  are skipped with `--fast-only`.
+
+Tools that are not installed are reported as missing, not timed. Results are printed as a
+Markdown table with ratios, and written as JSON (`--json`, default
+`.bench/results/lint_speed.json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+BENCH = os.path.join(REPO, ".bench")
+VENVS = os.path.join(BENCH, "venvs")
+WORK = os.path.join(BENCH, "work")
+sys.path.insert(0, HERE)
+
+import corpus  # noqa: E402  (benchmarks/corpus.py)
+
+LIFETIME_LINT = os.path.join(os.path.dirname(sys.executable), "lifetime-lint")
+
+TOOL_VENVS = {
+    "ruff": ["ruff"],
+    "fixit": ["fixit==2.2.1"],
+    # TorchFix declares torch as a dependency but never imports it: skip the (CUDA) wheel.
+    "torchfix": ["--no-deps", "torchfix==0.7.0", "libcst>=1.1", "PyYAML", "flake8"],
+}
+
+# Makes each working copy its own project: no tool reads the repository's configuration.
+WORK_PYPROJECT = """\
+[tool.fixit]
+root = true
+"""
+
+CHANGED = 10
+CACHE_DIR = ".lifetime_lint_cache"
+
+
+# -- preparing -------------------------------------------------------------------------------
+
+
+def setup_venvs() -> None:
+    """One venv per comparison tool, under .bench/venvs/ (git-ignored)."""
+    for name, requirements in TOOL_VENVS.items():
+        venv = os.path.join(VENVS, name)
+        if not os.path.exists(os.path.join(venv, "bin", "python")):
+            subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        no_deps = [r for r in requirements if r == "--no-deps"]
+        packages = [r for r in requirements if r != "--no-deps"]
+        pip = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "-q"]
+        # `--no-deps` applies to the tool itself; its listed non-torch deps come after.
+        subprocess.run(pip + no_deps + packages[:1], check=True)
+        if packages[1:]:
+            subprocess.run(pip + packages[1:], check=True)
+        print(f"{name}: {venv}")
+
+
+def tool_binary(name: str) -> Optional[str]:
+    path = os.path.join(VENVS, name, "bin", name)
+    return path if os.path.exists(path) else None
+
+
+def working_copy(name: str) -> str:
+    """A fresh copy of corpus `name` that the benchmark may edit."""
+    source = corpus.prepare(name)
+    target = os.path.join(WORK, name)
+    if os.path.exists(target):
+        shutil.rmtree(target)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(os.path.join(target, "pyproject.toml"), "w", encoding="utf-8") as handle:
+        handle.write(WORK_PYPROJECT)
+    return target
+
+
+def cli_supports(flag: str) -> bool:
+    help_text = subprocess.run(
+        [LIFETIME_LINT, "check", "--help"], capture_output=True, text=True
+    ).stdout
+    return flag in help_text
+
+
+def triggered_files(files: Sequence[str]) -> List[str]:
+    """The files lifetime-lint parses: those where an enabled rule's trigger occurs."""
+    from lifetime_lint.config import Settings
+    from lifetime_lint.engine import Linter
+    from lifetime_lint.source import SourceError, SourceFile
+
+    settings = Settings()
+    settings.select = ["ALL"]
+    rules = Linter(settings).rules
+    chosen = []
+    for path in files:
+        try:
+            text = SourceFile.read(path).text
+        except SourceError:
+            continue
+        if any(not rule.triggers or any(t in text for t in rule.triggers) for rule in rules):
+            chosen.append(path)
+    return chosen
+
+
+def parse_files(list_file: str) -> None:
+    """`_parse LIST`: what the raw-parse baseline runs (in its own process)."""
+    import libcst
+
+    from lifetime_lint.source import SourceError, SourceFile
+
+    with open(list_file, encoding="utf-8") as handle:
+        paths = [line.rstrip("\n") for line in handle if line.strip()]
+    errors = 0
+    for path in paths:
+        try:
+            libcst.parse_module(SourceFile.read(path).text)
+        except (SourceError, libcst.ParserSyntaxError, RecursionError):
+            errors += 1
+    print(f"parsed {len(paths) - errors} files, {errors} errors")
+
+
+# -- measuring -------------------------------------------------------------------------------
+
+
+@dataclass
+class Measure:
+    label: str
+    command: List[str]
+    slow: bool = False
+    before: Optional[callable] = None  # type: ignore[valid-type]
+    after: Optional[callable] = None  # type: ignore[valid-type]
+    times: List[float] = field(default_factory=list)
+    exit_codes: List[int] = field(default_factory=list)
+
+    def run(self, cwd: str) -> None:
+        if self.before is not None:
+            self.before()
+        started = time.perf_counter()
+        completed = subprocess.run(
+            self.command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        self.times.append(time.perf_counter() - started)
+        self.exit_codes.append(completed.returncode)
+        if completed.returncode not in (0, 1):
+            tail = completed.stderr.decode(errors="replace")[-400:]
+            print(f"  ! {self.label}: exit {completed.returncode}: {tail}", file=sys.stderr)
+        if self.after is not None:
+            self.after()
+
+    @property
+    def median(self) -> Optional[float]:
+        return statistics.median(self.times) if self.times else None
+
+
+def measure_corpus(name: str, repeats: int, slow_repeats: int, fast_only: bool) -> Dict:
+    root = working_copy(name)
+    files = corpus.python_files(root)
+    lines = 0
+    for path in files:
+        with open(path, "rb") as handle:
+            lines += handle.read().count(b"\n")
+    triggered = triggered_files(files)
+    lists = {}
+    for label, chosen in (("all", files), ("triggered", triggered)):
+        lists[label] = os.path.join(BENCH, f"{name}-{label}.txt")
+        with open(lists[label], "w", encoding="utf-8") as handle:
+            handle.write("\n".join(chosen) + "\n")
+
+    # The 10 edited files: spread evenly over the files lifetime-lint parses.
+    pool = triggered or files
+    step = max(len(pool) // CHANGED, 1)
+    changed = pool[::step][:CHANGED]
+    originals = {}
+    for path in changed:
+        with open(path, "rb") as handle:
+            originals[path] = handle.read()
+
+    def edit_changed() -> None:
+        for index, path in enumerate(changed):
+            with open(path, "ab") as handle:
+                handle.write(f"\n# lint_speed edit {time.time_ns()} {index}\n".encode())
+
+    def restore_changed() -> None:
+        for path, data in originals.items():
+            with open(path, "wb") as handle:
+                handle.write(data)
+
+    def empty_cache() -> None:
+        shutil.rmtree(os.path.join(root, CACHE_DIR), ignore_errors=True)
+
+    has_cache = cli_supports("--no-cache")
+    has_jobs = cli_supports("--jobs")
+    base = [LIFETIME_LINT, "check", "--select", "ALL", "--exit-zero", "-q"]
+    measures: List[Measure] = []
+    measures.append(Measure("lifetime-lint cold", base + ["."], before=empty_cache))
+    if has_cache:
+        measures.append(Measure("lifetime-lint warm", base + ["."]))
+        measures.append(
+            Measure(
+                f"lifetime-lint {CHANGED} changed (cache)",
+                base + ["."],
+                before=edit_changed,
+                after=restore_changed,
+            )
+        )
+    if has_jobs:
+        measures.append(
+            Measure("lifetime-lint cold --jobs 1", base + ["--jobs", "1", "."], before=empty_cache)
+        )
+    named = base + (["--no-cache"] if has_cache else []) + [os.path.relpath(p, root) for p in changed]
+    measures.append(Measure(f"lifetime-lint {CHANGED} named files", named))
+    parse = [sys.executable, os.path.abspath(__file__), "_parse"]
+    measures.append(Measure("libcst parse (all)", parse + [lists["all"]]))
+    measures.append(Measure("libcst parse (triggered)", parse + [lists["triggered"]]))
+    ruff = tool_binary("ruff")
+    if ruff:
+        measures.append(Measure("ruff check", [ruff, "check", "--isolated", "--no-cache", "--exit-zero", "."]))
+    if not fast_only:
+        fixit = tool_binary("fixit")
+        if fixit:
+            measures.append(Measure("fixit lint", [fixit, "lint", "."], slow=True))
+        torchfix = tool_binary("torchfix")
+        if torchfix:
+            measures.append(Measure("torchfix", [torchfix, "."], slow=True))
+
+    print(
+        f"\n## {name}: {len(files)} files, {lines} lines; lifetime-lint parses "
+        f"{len(triggered)} of them (cache: {'yes' if has_cache else 'no'}, "
+        f"--jobs: {'yes' if has_jobs else 'no'})",
+        flush=True,
+    )
+    for repeat in range(repeats):
+        for m in measures:
+            if m.slow and repeat >= slow_repeats:
+                continue
+            m.run(root)
+            print(f"  [{repeat + 1}/{repeats}] {m.label}: {m.times[-1]:.2f} s", flush=True)
+    empty_cache()
+
+    results = {m.label: m for m in measures}
+    report = {
+        "corpus": name,
+        "files": len(files),
+        "lines": lines,
+        "triggered_files": len(triggered),
+        "cache": has_cache,
+        "jobs": has_jobs,
+        "tools": {
+            m.label: {
+                "median_s": m.median,
+                "times_s": m.times,
+                "exit_codes": m.exit_codes,
+                "command": " ".join(os.path.basename(c) if i == 0 else c for i, c in enumerate(m.command[:8])),
+            }
+            for m in measures
+        },
+    }
+    print_table(report, results)
+    return report
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> str:
+    if a is None or b is None or b == 0:
+        return "n/a"
+    return f"{a / b:.2f}x"
+
+
+def print_table(report: Dict, results: Dict[str, Measure]) -> None:
+    cold = results.get("lifetime-lint cold")
+    cold_median = cold.median if cold else None
+    parse_all = results["libcst parse (all)"].median
+    parse_triggered = results["libcst parse (triggered)"].median
+    print()
+    print("| tool | median s | min-max s | runs | vs lifetime-lint cold |")
+    print("|---|---:|---:|---:|---:|")
+    for label, m in results.items():
+        if not m.times:
+            continue
+        print(
+            f"| {label} | {m.median:.2f} | {min(m.times):.2f}-{max(m.times):.2f} | "
+            f"{len(m.times)} | {_ratio(m.median, cold_median)} |"
+        )
+    print()
+    print(f"- cold / parse(triggered): {_ratio(cold_median, parse_triggered)} (target <= 1.5x)")
+    print(f"- cold / parse(all): {_ratio(cold_median, parse_all)}")
+    for slow in ("fixit lint", "torchfix"):
+        if slow in results and results[slow].times:
+            print(f"- cold / {slow}: {_ratio(cold_median, results[slow].median)} (target <= 0.05x)")
+    warm = results.get("lifetime-lint warm")
+    if warm is not None and warm.times:
+        print(f"- warm / cold: {_ratio(warm.median, cold_median)} (target <= 0.02x)")
+    for label in (f"lifetime-lint {CHANGED} changed (cache)", f"lifetime-lint {CHANGED} named files"):
+        if label in results and results[label].times:
+            print(f"- {label}: {results[label].median:.2f} s (target < 2 s)")
+
+
+def main(argv: Sequence[str]) -> None:
+    if argv[:1] == ["_parse"]:
+        parse_files(argv[1])
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("setup", help="create the tool venvs under .bench/venvs/")
+    run = sub.add_parser("run", help="measure")
+    run.add_argument("--corpus", action="append", choices=["torch-nn", *corpus.PINNED])
+    run.add_argument("--repeats", type=int, default=5)
+    run.add_argument("--slow-repeats", type=int, default=2, help="runs of Fixit and TorchFix")
+    run.add_argument("--fast-only", action="store_true", help="skip Fixit and TorchFix")
+    run.add_argument("--json", default=os.path.join(BENCH, "results", "lint_speed.json"))
+    args = parser.parse_args(argv)
+    if args.command == "setup":
+        setup_venvs()
+        return
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"# lint speed: {platform.python_implementation()} {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, load average {load:.2f} at start, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
+    reports = [
+        measure_corpus(name, args.repeats, args.slow_repeats, args.fast_only)
+        for name in (args.corpus or ["torch-nn"])
+    ]
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w", encoding="utf-8") as handle:
+        json.dump({"load_average_at_start": load, "corpora": reports}, handle, indent=2)
+    print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,128 @@
+"""The engine's fast tree walk and node positions give exactly LibCST's answers.
+
+`traversal.walk` must visit in `node.visit` order, and `FileContext.position` must equal
+LibCST's PositionProvider for every node, on realistic code and on awkward text (CRLF, lone
+CR, no final newline, tabs, form feeds, BOM-less Unicode, nested f-strings, `match`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from lifetime_lint import traversal
+from lifetime_lint.config import Settings
+from lifetime_lint.imports import ImportMap, _ImportCollector
+from lifetime_lint.rule import FileContext
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+AWKWARD = {
+    "crlf": "import torch\r\n\r\ndef f(x):\r\n    return x.cuda()\r\n",
+    "lone_cr": "a = 1\rb = (2,\r     3)\r",
+    "no_final_newline": "def f():\n    return 1",
+    "empty": "",
+    "only_newline": "\n",
+    "comment_only": "# c",
+    "tabs_formfeed": "class A:\n\tdef f(self):\n\t\treturn 1\n\x0c\nx = 1\n",
+    "unicode": "s = 'd\u00e9j\u00e0 \U0001f600'\nt = f'{s!r:>{10}} {s}'\n",
+    "match": "match p:\n    case Point(x=0, y=b) if b:\n        pass\n    case [1, *rest]:\n        pass\n",
+    "nested_imports": (
+        "import torch as t\n"
+        "if t:\n    from a import b as c\n"
+        "class A:\n    import x.y\n    def f(self):\n        from p.q import (r, s as u)\n"
+        "try:\n    import z\nexcept ImportError:\n    z = None\n"
+        "from . import rel\nfrom m import *\n"
+    ),
+    "decorators_lambda": "@d(lambda x: x + 1)\nasync def f(a, /, b=2, *c, d, **e) -> int:\n    await g()\n",
+}
+
+
+def _texts():
+    texts = dict(AWKWARD)
+    for path in sorted(FIXTURES.rglob("*.py")):
+        text = path.read_bytes().decode("utf-8")
+        texts[str(path.relative_to(FIXTURES))] = text
+    return texts
+
+
+TEXTS = _texts()
+
+
+class _Recorder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.events = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.events.append(("enter", id(node)))
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.events.append(("leave", id(original_node)))
+
+
+def _walk_events(module: cst.Module):
+    events = []
+    traversal.walk(
+        module,
+        lambda node: events.append(("enter", id(node))),
+        lambda node: events.append(("leave", id(node))),
+    )
+    return events
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+def test_walk_visits_in_libcst_order(name):
+    module = cst.parse_module(TEXTS[name])
+    recorder = _Recorder()
+    module.visit(recorder)
+    assert _walk_events(module) == recorder.events
+
+
+def test_walk_falls_back_to_children_for_unreadable_types(monkeypatch):
+    module = cst.parse_module(AWKWARD["nested_imports"] + AWKWARD["decorators_lambda"])
+    expected = _walk_events(module)
+    for node_type in list(traversal._CHILD_FIELDS):
+        monkeypatch.setitem(traversal._CHILD_FIELDS, node_type, None)
+    assert _walk_events(module) == expected
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+def test_positions_equal_position_provider(name):
+    text = TEXTS[name]
+    module = cst.parse_module(text)
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    context = FileContext(name, text, module, "\n", Settings())
+    for node, code_range in expected.items():
+        assert context.position(node) == code_range, type(node).__name__
+        start, end = context.span(node)
+        assert 0 <= start <= end <= len(text)
+    # span() is the node's own text (one-line nodes: code_for_node drops indentation).
+    for node in expected:
+        if isinstance(node, (cst.Name, cst.Call, cst.SimpleString)):
+            code = module.code_for_node(node)
+            if "\n" not in code and "\r" not in code:
+                start, end = context.span(node)
+                assert text[start:end] == code
+
+
+def test_position_of_a_foreign_node_is_an_error():
+    module = cst.parse_module("x = 1\n")
+    context = FileContext("t.py", "x = 1\n", module, "\n", Settings())
+    with pytest.raises(KeyError):
+        context.position(cst.Name("x"))
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+def test_import_map_equals_a_full_visit(name):
+    module = cst.parse_module(TEXTS[name])
+    visitor = _ImportCollector()
+    module.visit(visitor)
+    fast = ImportMap.from_module(module).bindings
+    def key(b):
+        return (b.local, b.qualified, id(b.statement), id(b.alias), id(b.scope))
+
+    assert [key(b) for b in fast] == [key(b) for b in visitor.bindings]
