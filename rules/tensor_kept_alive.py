@@ -45,11 +45,17 @@ def _validate_patterns(value: List[str]) -> Optional[str]:
 
 # Methods whose result is a new tensor (not a view of the receiver).
 _FRESH_METHODS = frozenset(
-    """clone matmul mm bmm baddbmm addmm sum mean std var softmax log_softmax exp log sqrt
-    rsqrt pow abs neg sigmoid tanh relu gelu silu clamp clip add sub mul div masked_fill
-    where gather scatter index_select cumsum cumprod prod norm repeat repeat_interleave tile
-    roll flip amax amin round floor ceil lerp new_zeros new_ones new_empty new_full
-    new_tensor sample mode square reciprocal logsumexp einsum""".split()
+    """clone matmul mm bmm baddbmm addmm softmax log_softmax exp log sqrt rsqrt pow abs neg
+    sigmoid tanh relu gelu silu clamp clip add sub mul div masked_fill where gather scatter
+    index_select cumsum cumprod repeat repeat_interleave tile roll flip round floor ceil
+    lerp new_zeros new_ones new_empty new_full new_tensor sample mode square reciprocal
+    einsum""".split()
+)
+# Reductions: their results are a fraction of their input (often a scalar); not worth a
+# finding, with or without `dim`.
+_REDUCTIONS = frozenset(
+    """sum mean std var norm vector_norm matrix_norm amax amin max min prod logsumexp all
+    any count_nonzero argmax argmin median nansum nanmean""".split()
 )
 _VIEW_METHODS = VIEW_METHODS
 # Views that hand out several pieces of one storage: none of them owns it alone.
@@ -542,7 +548,7 @@ class _Analysis:
         return {
             name
             for name in fresh_sites
-            if name not in excluded and not _SMALL_NAMES.search(name.lower())
+            if name not in excluded and not _SMALL_NAMES.search(name.lower().rstrip("_0123456789"))
         } | self.lists
 
     def _tensor_lists(self, excluded: Set[str], tensorish: Set[str]) -> Set[str]:
@@ -675,7 +681,7 @@ class _Analysis:
             return "view", (call.args[1].value.value,)
         if self.rule.heavy_call(call, self.submodules):
             return _FRESH, ()
-        if method in _SCALAR_METHODS:
+        if method in _SCALAR_METHODS or method in _REDUCTIONS:
             return _OTHER, ()
         receiver = func.value
         if method in _VIEW_METHODS or (method.endswith("_") and not method.startswith("_")):
@@ -704,7 +710,7 @@ class _Analysis:
         last = parts[-1]
         if last in _TORCH_NOT_TENSOR_FUNCTIONS or last.startswith(("is_", "get_", "set_")):
             return _OTHER, ()
-        if last in _TORCH_SMALL:
+        if last in _TORCH_SMALL or last in _REDUCTIONS:
             return _OTHER, ()
         if len(parts) >= 2 and parts[1] == "nn" and (len(parts) < 3 or parts[2] != "functional"):
             return _OTHER, ()  # module constructors and helpers
