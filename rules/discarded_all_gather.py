@@ -35,8 +35,9 @@ class DiscardedAllGather(Rule):
     ## What it does
     Flags an `all_gather` whose result is read on one rank only (under `if rank == 0:`,
     `if is_root:`, in `return xs if rank == 0 else None`, after an early return of the other
-    ranks), or never read at all: calls resolving to `torch.distributed.all_gather`,
-    `all_gather_into_tensor`, `all_gather_object`, their
+    ranks; also through `video = torch.cat(gathered, dim=2)` computed on every rank when
+    only the root reads `video`), or never read at all. Calls resolving to
+    `torch.distributed.all_gather`, `all_gather_into_tensor`, `all_gather_object`, their
     `torch.distributed._functional_collectives` forms, and configured wrappers (by default
     any `.all_gather(...)` method, as on a group coordinator).
 
@@ -48,10 +49,11 @@ class DiscardedAllGather(Rule):
 
     ## Why is this bad?
     Every rank allocates `world_size` receive buffers and fills them, and all ranks but one
-    throw them away: (world_size - 1) x the tensor's bytes per rank for nothing, on every
-    rank. In a real 4-GPU distributed VAE decode that is 2,080,899,072 bytes per non-root
-    rank. `dist.gather(t, buffers if rank == dst else None, dst=dst)` moves the same bytes
-    to the destination and leaves the other ranks holding only their send tensor.
+    throw them away: world_size x the tensor's bytes for nothing on each of the other ranks,
+    at the moment their memory is fullest (the decoded output is already there). In a real
+    4-GPU distributed VAE decode that is 2,080,899,072 bytes per non-root rank.
+    `dist.gather(t, buffers if rank == dst else None, dst=dst)` moves the same bytes to the
+    destination and leaves the other ranks holding only their send tensor.
 
     ## Example
     ```python
@@ -77,7 +79,9 @@ class DiscardedAllGather(Rule):
     The fix deletes the receive-buffer allocation and replaces the `all_gather` with the
     helper; the code that reads the result on the root is kept. It is offered for
     `dist.all_gather` and `dist.all_gather_into_tensor` with buffers allocated in the same
-    block, and when the root rank is a known value (`rank == 0`, `rank == dst`).
+    block, and when the root rank is a known value (`rank == 0`, `rank == dst`). Where the
+    only read is a `torch.cat(gathered, dim=d)` on every rank, the concatenation moves into
+    the helper (`video = gather_to_root(frame, dst=0, dim=2)`).
 
     It is safe when the analysis shows that nothing else can tell the difference: the
     buffers are `*_like(tensor)` copies of the sent tensor (or one shape per rank, passed
@@ -104,7 +108,7 @@ class DiscardedAllGather(Rule):
 
     code = "LL003"
     name = "discarded-all-gather"
-    summary = "`all_gather` result read on one rank only: the other ranks' receive buffers are wasted"
+    summary = "`all_gather` result read on one rank only: the others' receive buffers are wasted"
     triggers = ("all_gather",)
     fix_availability = "sometimes"
     options = (
@@ -180,9 +184,18 @@ class DiscardedAllGather(Rule):
         function.visit(uses)
         if uses.disqualified:
             return
-        guards = [_guard(self.context, chain) for chain in uses.reads]
-        if any(guard is None for guard in guards):
-            return
+        guards: List[_Guard] = []
+        through: List[_Derived] = []  # results derived on every rank, read on the root only
+        for chain in uses.reads:
+            guard = _guard(self.context, chain)
+            if guard is None:
+                derived = self._derived(function, chain)
+                if derived is None:
+                    return
+                through.append(derived)
+                guards.extend(derived.guards)
+            else:
+                guards.append(guard)
         loop_names = _loop_targets(function)
         if any(isinstance(g.rank, cst.Name) and g.rank.value in loop_names for g in guards):
             return  # `for rank in range(world_size): if rank == 0:` is not this rank
@@ -200,16 +213,58 @@ class DiscardedAllGather(Rule):
             return
         root = keys.pop()
         where = f"rank {root}" if root != _FLAG else "the root rank"
+        via = ""
+        if through:
+            via = " (through " + ", ".join(sorted({f"`{d.name}`" for d in through})) + ")"
         advice = _ADVICE[kind]
         fix = None
-        if root != _FLAG and kind in FIXABLE_KINDS and uses.reads_after_call:
-            fix = self._fix(call, kind, result, statement, allocation, ancestors, root, guards)
+        fixable = root != _FLAG and kind in FIXABLE_KINDS and uses.reads_after_call
+        if fixable and (not through or (len(uses.reads) == 1 and kind == LIST)):
+            fix = self._fix(
+                call, kind, result, statement, allocation, ancestors, root, guards,
+                through[0] if through else None, block,
+            )  # fmt: skip
         self.report(
             call,
-            f"`{written}` fills `{result}` on every rank, but only {where} reads it; {advice}",
+            f"`{written}` fills `{result}` on every rank, but only {where} reads it{via}; "
+            f"{advice}",
             fix,
             statement=statement,
         )
+
+    def _derived(
+        self, function: cst.FunctionDef, chain: Sequence[cst.CSTNode]
+    ) -> Optional["_Derived"]:
+        """For `video = torch.cat(result, ...)` run on every rank, where only the root reads
+        `video`: the derived name and the guards of its reads. None otherwise."""
+        if len(chain) < 5:
+            return None
+        argument, concat, assign, statement = chain[-2], chain[-3], chain[-4], chain[-5]
+        if not (
+            isinstance(argument, cst.Arg)
+            and argument.keyword is None
+            and isinstance(concat, cst.Call)
+            and concat.args
+            and concat.args[0] is argument
+            and self.context.qualified_name(concat.func) in _CONCATENATIONS
+            and isinstance(assign, cst.Assign)
+            and assign.value is concat
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+            and isinstance(statement, cst.SimpleStatementLine)
+        ):
+            return None
+        name = assign.targets[0].target.value
+        if _declared_nonlocal(function, name) or _is_parameter(function, name):
+            return None
+        uses = _Uses(name, statement, None)
+        function.visit(uses)
+        if uses.disqualified or not uses.reads or not uses.reads_after_call:
+            return None
+        guards = [_guard(self.context, read) for read in uses.reads]
+        if any(guard is None for guard in guards):
+            return None
+        return _Derived(name, guards, statement, concat)  # type: ignore[arg-type]
 
     # -- fix ----------------------------------------------------------------------------
     def _fix(
@@ -222,6 +277,8 @@ class DiscardedAllGather(Rule):
         ancestors: Sequence[cst.CSTNode],
         root: str,
         guards: Sequence["_Guard"],
+        derived: Optional["_Derived"],
+        block: cst.CSTNode,
     ) -> Optional[Fix]:
         if len(statement.body) != 1 or len(allocation.body) != 1:
             return None
@@ -273,15 +330,27 @@ class DiscardedAllGather(Rule):
                 "original output may have had another shape"
             )
 
+        # `video = torch.cat(frames, dim=2)` on every rank: the helper concatenates instead.
+        removed = [allocation]
+        if derived is not None:
+            dim = _concat_dim(self.context, derived.concat)
+            if dim is None or not _later_sibling(block, statement, derived.statement):
+                return None
+            if len(derived.statement.body) != 1 or derived.statement.trailing_whitespace.comment:
+                return None
+            result = derived.name
+            extra += f", dim={dim}"
+            removed.append(derived.statement)
+
         target = Target.parse(self.settings["gather-call"])
         reference, import_edits = reference_to(self.context, target, ancestors)
         group_argument = f", group={group_code}" if group_code is not None else ""
         replacement = f"{result} = {reference}({tensor_code}{group_argument}, {destination}{extra})"
         start, end = self.context.span(call)
-        edits = (
-            Edit(self.context.line_start_of(allocation), self.context.line_after(allocation), ""),
-            Edit(start, end, replacement),
-        ) + import_edits
+        edits = tuple(
+            Edit(self.context.line_start_of(line), self.context.line_after(line), "")
+            for line in removed
+        ) + (Edit(start, end, replacement),) + import_edits
         message = f"Gather onto rank {root} only, with `{reference}`"
         return Fix(
             message=message,
@@ -332,6 +401,48 @@ _COLLECTIVES: Dict[str, str] = {
     f"{_FUNCOL}.all_gather_tensor_inplace": INTO,
     f"{_DIST}.nn.functional.all_gather": RETURNED,
 }
+
+_CONCATENATIONS = {"torch.cat", "torch.concat", "torch.concatenate", "torch.stack"}
+
+
+@dataclass(frozen=True)
+class _Derived:
+    """`name = torch.cat(result, ...)`, run on every rank, whose reads are root-only."""
+
+    name: str
+    guards: List["_Guard"]
+    statement: cst.SimpleStatementLine
+    concat: cst.Call
+
+
+def _concat_dim(context, concat: cst.Call) -> Optional[str]:
+    """The literal `dim` of `torch.cat(xs[, dim])` (0 when absent); None for `torch.stack`,
+    `out=` or a computed dim."""
+    if context.qualified_name(concat.func) == "torch.stack":
+        return None
+    arguments = _arguments(concat, ("tensors", "dim"))
+    if set(arguments) - {"tensors", "dim"}:
+        return None
+    dim = arguments.get("dim")
+    if dim is None:
+        return "0"
+    if isinstance(dim, cst.Integer):
+        return dim.value
+    if (
+        isinstance(dim, cst.UnaryOperation)
+        and isinstance(dim.operator, cst.Minus)
+        and isinstance(dim.expression, cst.Integer)
+    ):
+        return "-" + dim.expression.value
+    return None
+
+
+def _later_sibling(block: cst.CSTNode, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+    body = list(block.body)  # type: ignore[attr-defined]
+    positions = {id(node): index for index, node in enumerate(body)}
+    return id(first) in positions and id(second) in positions and (
+        positions[id(first)] < positions[id(second)]
+    )
 
 _GATHER_ADVICE = "gather to that rank (`dist.gather`) so the others allocate no receive buffers"
 _ADVICE = {
@@ -852,7 +963,8 @@ def _buffer_shape(context, value: cst.BaseExpression, tensor_code: str) -> Optio
         template = context.code_for(positional[0]).strip()
         return _LIKE_TENSOR if template == tensor_code else _LIKE_OTHER
     if isinstance(element.func, cst.Attribute) and not element.args:
-        if element.func.attr.value in ("clone", "detach") or element.func.attr.value.endswith("_like"):
+        method = element.func.attr.value
+        if method in ("clone", "detach") or method.endswith("_like"):
             owner = context.code_for(element.func.value).strip()
             return _LIKE_TENSOR if owner == tensor_code else _LIKE_OTHER
     target = value.for_in.target

@@ -9,6 +9,8 @@ elsewhere). So the rewrite keeps behaviour where it matters, not only its text.
 from __future__ import annotations
 
 import importlib.util
+import os
+import tempfile
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -29,6 +31,7 @@ CASES = {
     "fix_into_tensor": "fix_into_tensor.unsafe.py",
     "fix_orphaned_import": "fix_orphaned_import.fixed.py",
     "positive_guard_forms": "positive_guard_forms.unsafe.py",
+    "positive_concatenated_on_every_rank": "positive_concatenated_on_every_rank.fixed.py",
 }
 
 
@@ -64,11 +67,13 @@ def _calls(module: ModuleType, rank: int, world_size: int, stem: str):
     generator = torch.Generator().manual_seed(1234 + rank)
     x = torch.randn(2, 3, 4, generator=generator)
     if stem == "fix_patch_parallel_executor":
-        latents = torch.randn(1, 4, 8, 8 * world_size, generator=torch.Generator().manual_seed(7))
+        seeded = torch.Generator().manual_seed(7)
+        latents = torch.randn(1, 4, 8, 8 * world_size, generator=seeded)
         decoder = module.PatchParallelDecoder(_FakeVae())
         return [("decode", lambda: decoder.decode(latents))]
     if stem == "fix_early_return":
-        latents = torch.randn(1, 4, 2 * world_size, 4, 4, generator=torch.Generator().manual_seed(7))
+        seeded = torch.Generator().manual_seed(7)
+        latents = torch.randn(1, 4, 2 * world_size, 4, 4, generator=seeded)
         return [("decode", lambda: module.decode_video_tiles(_FakeVae(), latents, world_size))]
     if stem == "fix_uneven_shapes":
         # gloo's all_gather needs equal sizes: the original runs with equal row counts
@@ -83,6 +88,17 @@ def _calls(module: ModuleType, rank: int, world_size: int, stem: str):
         return [("collect", lambda: module.collect_latents(x))]
     if stem == "fix_orphaned_import":
         return [("gather", lambda: module.gather_decoded(x, world_size))]
+    if stem == "positive_concatenated_on_every_rank":
+        seeded = torch.Generator().manual_seed(7)
+        latents = torch.randn(1, 4, 2 * world_size, 4, 4, generator=seeded)
+
+        def saved():
+            with tempfile.TemporaryDirectory() as folder:
+                path = os.path.join(folder, "video.pt")
+                module.decode_and_save(_FakeVae(), latents, world_size, path)
+                return torch.load(path) if os.path.exists(path) else None
+
+        return [("decode_and_save", saved)]
     assert stem == "positive_guard_forms"
     writer = _Writer()
 
