@@ -331,8 +331,10 @@ class AccumulateThenConcat(Rule):
         loop = _innermost_loop(ancestors, function)
         if loop is None or _small_or_model_axis(loop, self.settings["min-constant-count"]):
             return
-        if _is_metadata_name(out):
+        if _is_metadata_name(out) or _expression_kind(self.context, elements[1], set()) == "metadata":
             return
+        if not _loop_carried(out, assign, loop, self._index(function)):
+            return  # `x = torch.cat([x, extra], 1)` after `x = ...` in the same iteration
         written = self.context.source_of(call.func)
         message = (
             f"`{out} = {written}([{out}, ...])` in a loop copies the whole result at every "
@@ -558,7 +560,7 @@ _MODEL_AXIS = re.compile(
     r"resolutions?|towers?|resnets?|attentions?|attns?|projs?|projections?|embeddings?|"
     r"embedders?|norms?|children|parameters|named_parameters|params|buffers|"
     r"encoders?|decoders?|adapters?|loras?|down_blocks|up_blocks|mid_blocks|samplers?|"
-    r"axes|hidden_states|tokenizers?)$"
+    r"axes|axes_dims|dims|hidden_states|tokenizers?|mods)$"
 )
 _MODEL_COUNT = re.compile(
     r"^(num|n)_?(layers|heads|blocks|experts|stages|levels|scales|groups|kv_heads|"
@@ -754,16 +756,20 @@ def _expression_kind(context, expr: cst.BaseExpression, targets: Set[str]) -> st
             return "metadata"
         return "view" if expr.value in targets else "unknown"
     if isinstance(expr, cst.Attribute):
-        if expr.attr.value in _METADATA_ATTRIBUTES:
+        if expr.attr.value in _METADATA_ATTRIBUTES or _is_metadata_name(expr.attr.value):
             return "metadata"
         if expr.attr.value == "T" or expr.attr.value == "mT" or expr.attr.value == "data":
             return _expression_kind(context, expr.value, targets)
+        if _is_held(expr, targets):
+            return "view"  # state of an object (self.caches): alive anyway
         return "fresh" if isinstance(expr.value, cst.Call) else "unknown"
     if isinstance(expr, cst.Subscript):
         inner = _expression_kind(context, expr.value, targets)
         if inner == "metadata":
             return "metadata"
-        return "view" if inner == "view" else inner
+        # A slice of held data is a view; an indexed gather from a held table (rotary
+        # frequencies, embeddings) is small: either way not worth a writer.
+        return "view" if inner == "view" or _is_held(expr.value, targets) else inner
     if isinstance(expr, cst.Call):
         qualified = context.qualified_name(expr.func) or ""
         if qualified in _METADATA_CALLS:
@@ -784,6 +790,36 @@ def _expression_kind(context, expr: cst.BaseExpression, targets: Set[str]) -> st
     return "unknown"
 
 
+def _loop_carried(name: str, cat_assign: cst.Assign, loop: cst.CSTNode, index: _FunctionIndex) -> bool:
+    """The value concatenated onto comes from the previous iteration: no other binding of
+    the name in the loop except under a first-iteration or `is None` branch."""
+    for use in index.names.get(name, []):
+        if not any(a is loop for a in use.ancestors) or any(a is cat_assign for a in use.ancestors):
+            continue
+        parent = use.ancestors[-1] if use.ancestors else None
+        if not isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For, cst.AsName)):
+            continue
+        branch = next((a for a in reversed(use.ancestors) if isinstance(a, cst.If)), None)
+        if branch is None or not any(a is loop for a in use.ancestors[: use.ancestors.index(branch)]):
+            return False
+        if not _is_first_iteration_test(branch.test):
+            return False
+    return True
+
+
+def _is_first_iteration_test(test: cst.BaseExpression) -> bool:
+    """`i == 0`, `x is None`, `not xs`, `first`-named flags."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        comparison = test.comparisons[0]
+        if isinstance(comparison.operator, cst.Equal) and isinstance(comparison.comparator, cst.Integer):
+            return comparison.comparator.evaluated_value == 0
+        if isinstance(comparison.operator, cst.Is) and isinstance(comparison.comparator, cst.Name):
+            return comparison.comparator.value == "None"
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return True
+    return isinstance(test, cst.Name) and "first" in test.value
+
+
 def _runs_a_model(expr: cst.BaseExpression) -> bool:
     """`self._decode(x).sample`, `vae.decode(x)`, `self.decoder(x)`: a model call."""
     while isinstance(expr, (cst.Attribute, cst.Subscript)):
@@ -791,26 +827,40 @@ def _runs_a_model(expr: cst.BaseExpression) -> bool:
     if not isinstance(expr, cst.Call):
         return False
     func = expr.func
-    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+    if isinstance(func, cst.Attribute):
+        name = func.attr.value
+    elif isinstance(func, cst.Name):
+        name = func.value
+    else:
+        return False
     return bool(_HEAVY_CALL.search(name.lower().lstrip("_")))
 
 
+def _is_held(expr: cst.BaseExpression, targets: Set[str]) -> bool:
+    """A loop variable, a parameter or `self` state, or an attribute / item of one."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return isinstance(expr, cst.Name) and (expr.value in targets or expr.value == "self")
+
+
 def _bound_in(name: str, loop: cst.CSTNode, index: _FunctionIndex) -> Optional[cst.BaseExpression]:
-    """The value of the one `name = value` in this loop, if it is the only binding there."""
-    values = []
+    """The value last bound to `name` by a plain `name = value` at the top of the loop body,
+    when the loop binds it in no other way."""
+    body = list(_body(getattr(loop, "body", None)))  # type: ignore[arg-type]
+    last: Optional[cst.BaseExpression] = None
     for use in index.names.get(name, []):
         if not any(a is loop for a in use.ancestors):
             continue
         parent = use.ancestors[-1] if use.ancestors else None
         if isinstance(parent, cst.AssignTarget) and isinstance(use.ancestors[-2], cst.Assign):
             assign = use.ancestors[-2]
-            if len(assign.targets) == 1:
-                values.append(assign.value)
-            else:
+            line = use.ancestors[-3] if len(use.ancestors) >= 3 else None
+            if len(assign.targets) != 1 or not any(line is statement for statement in body):
                 return None
+            last = assign.value
         elif isinstance(parent, (cst.AugAssign, cst.For, cst.NamedExpr, cst.WithItem, cst.AsName)):
             return None
-    return values[-1] if len(values) == 1 else None
+    return last
 
 
 def _is_metadata_name(name: str) -> bool:
@@ -971,24 +1021,29 @@ def _is_sized_local(name: str, index: _FunctionIndex) -> bool:
 def _releasable_chunk(
     chunk: Optional[cst.BaseExpression], grow: _Use, loop: cst.For, index: _FunctionIndex
 ) -> Optional[str]:
-    """A local chunk bound at the top of the loop body and never read after the append."""
+    """A local chunk bound at the top of the loop body before any read of it in the
+    iteration, and never read after the append: `del` after the append is then safe."""
     if not isinstance(chunk, cst.Name):
         return None
     name = chunk.value
     statement = _enclosing_statement(grow.ancestors)
     body = list(_body(loop.body))
-    if statement not in body:
+    if not any(statement is s for s in body):
         return None
-    position = body.index(statement)
+    position = next(i for i, s in enumerate(body) if s is statement)
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return None
-    bound_at = None
+    first_bound = None
     for i, s in enumerate(body[:position]):
         if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Assign):
             assign = s.body[0]
-            if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name) and assign.targets[0].target.value == name:
-                bound_at = i
-    if bound_at is None:
+            targets = assign.targets
+            if len(targets) == 1 and isinstance(targets[0].target, cst.Name) and targets[0].target.value == name:
+                if name in _names_in(assign.value):
+                    return None  # reads the previous iteration's value first
+                first_bound = i
+                break
+    if first_bound is None:
         return None
     for use in index.names.get(name, []):
         if use.nested:
@@ -997,7 +1052,7 @@ def _releasable_chunk(
         if owner is None:
             return None  # used outside the loop body
         at = next(i for i, s in enumerate(body) if s is owner)
-        if at < bound_at or at > position:
+        if at < first_bound or at > position:
             return None
     return name
 
@@ -1092,6 +1147,8 @@ def _is_simple(node: cst.BaseExpression) -> bool:
         return _is_simple(node.expression)
     if isinstance(node, cst.BinaryOperation):
         return _is_simple(node.left) and _is_simple(node.right)
+    if _is_call_to(node, "len") and len(node.args) == 1 and node.args[0].keyword is None:  # type: ignore[attr-defined]
+        return isinstance(node.args[0].value, (cst.Name, cst.Attribute)) and _is_simple(node.args[0].value)  # type: ignore[attr-defined]
     if isinstance(node, cst.Subscript):
         return _is_simple(node.value) and all(
             isinstance(s.slice, cst.Index) and _is_simple(s.slice.value) for s in node.slice
