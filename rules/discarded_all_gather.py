@@ -202,6 +202,8 @@ class DiscardedAllGather(Rule):
         keys = {guard.root for guard in guards}  # type: ignore[union-attr]
         if len(keys) > 1:
             return
+        if kind in BUFFER_KINDS and _ranks_of_another_group(self.context, call, guards, ancestors):
+            return  # `sp_rank == 0` around a world all_gather: one reader per group, not one
         written = self.context.source_of(call.func)
         if not guards:
             self.report(
@@ -358,6 +360,25 @@ class DiscardedAllGather(Rule):
             applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
             orphan_import_candidates=_distributed_bindings(self.context, call.func),
         )
+
+
+def _gather_group(context, call: cst.Call) -> Optional[str]:
+    """The `group` argument of a buffer collective as normalised code; None for the world."""
+    group = _arguments(call, ("tensor_list", "tensor", "group")).get("group")
+    if group is None or (isinstance(group, cst.Name) and group.value == "None"):
+        return None
+    return _normalise(context.code_for(group))
+
+
+def _ranks_of_another_group(context, call: cst.Call, guards, ancestors) -> bool:
+    """Whether a guard compares a rank known to be numbered in another group than the one
+    gathered over (then every such group has its own "rank 0" reader)."""
+    group = _gather_group(context, call)
+    for guard in guards:
+        kind = _rank_kind(context, guard.rank, ancestors)
+        if isinstance(kind, tuple) and kind[1] != group:
+            return True
+    return False
 
 
 def _distributed_bindings(context, func: cst.BaseExpression) -> Tuple[str, ...]:
