@@ -115,7 +115,9 @@ def _measure(rank: int, world_size: int, folder: str, use_cuda: bool, iters: int
     def sync() -> None:
         if use_cuda:
             torch.cuda.synchronize()
-        dist.barrier()
+            dist.barrier(device_ids=[rank])
+        else:
+            dist.barrier()
 
     def measured(call) -> Dict[str, Any]:
         sync()
@@ -166,7 +168,7 @@ def _measure(rank: int, world_size: int, folder: str, use_cuda: bool, iters: int
                 summary[f"{name}.{kind}.{key}"] = max(values) if values else None
     with open(os.path.join(folder, f"rank{rank}.json"), "w") as handle:
         json.dump(summary, handle)
-    dist.barrier()
+    sync()
     dist.destroy_process_group()
 
 
