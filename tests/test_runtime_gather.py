@@ -271,3 +271,32 @@ def test_single_process_is_the_whole_world() -> None:
     assert torch.equal(concatenated, tensor) and concatenated.data_ptr() != tensor.data_ptr()
     with pytest.raises(ValueError, match="only rank is 0"):
         gather_to_root(tensor, dst=1)
+
+
+def test_without_torch_distributed(monkeypatch) -> None:
+    monkeypatch.setattr(dist, "is_available", lambda: False)
+    tensor = torch.ones(3)
+    (copy,) = gather_to_root(tensor, group_dst=0)
+    assert torch.equal(copy, tensor)
+
+
+@pytest.mark.parametrize(
+    "backend, configured, env, expected",
+    [
+        ("hccl", None, None, True),  # the default list
+        ("nccl", None, None, False),
+        ("cpu:gloo,cuda:nccl", ("nccl",), None, True),
+        ("cpu:gloo,cuda:nccl", ("hccl",), None, False),
+        ("gloo", None, "hccl, GLOO", True),
+        ("hccl", None, "", False),  # an empty variable: no fallback at all
+        ("hccl", (), "hccl", False),  # the argument wins over the environment
+    ],
+)
+def test_fallback_backend_names(monkeypatch, backend, configured, env, expected) -> None:
+    from lifetime_lint.runtime.gather import _falls_back
+
+    if env is None:
+        monkeypatch.delenv(FALLBACK_ENV, raising=False)
+    else:
+        monkeypatch.setenv(FALLBACK_ENV, env)
+    assert _falls_back(backend, configured) is expected
