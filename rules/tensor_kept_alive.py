@@ -203,7 +203,9 @@ class TensorKeptAlive(Rule):
     cache entry of a cached convolution held while the convolution allocates, the padded
     send buffer of a tiled decoder held through the merge. A name rebound in a loop keeps
     the previous iteration's value alive during this iteration's heavy call: one more copy
-    of it at the loop's peak.
+    of it at the loop's peak. (The saving is in inference and under `torch.no_grad()`; while
+    training, autograd may keep the same tensor for the backward pass, and `del` then frees
+    nothing, at no cost.)
 
     The analysis is a per-function control-flow graph (if/elif/else, for/while with else,
     break/continue, try/except/else/finally, with, match, return, raise, async forms) with
