@@ -60,7 +60,8 @@ def gather_to_root(
 
     Returns:
         On the destination: the list `all_gather` would have filled (new tensors, in
-        group-rank order), or their concatenation when `dim` is given. Elsewhere: None.
+        group-rank order), or their concatenation when `dim` is given. Elsewhere, and on
+        a process that is not in `group`: None.
     """
     import torch
     import torch.distributed as dist
@@ -72,8 +73,10 @@ def gather_to_root(
             raise ValueError("no process group is initialised: the only rank is 0")
         return _result([tensor.clone()], dim, torch)
 
-    world_size = dist.get_world_size(group)
     rank = dist.get_rank(group)
+    if rank < 0:  # this process is not in `group`: nothing to send or receive (as torch)
+        return None
+    world_size = dist.get_world_size(group)
     if group_dst is None:
         global_dst = 0 if dst is None else dst
         group_dst = global_dst if group is None else dist.get_group_rank(group, global_dst)

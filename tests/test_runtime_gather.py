@@ -216,6 +216,7 @@ def _check_subgroup(rank: int, world_size: int) -> None:
     members = [1, 3]
     group = dist.new_group(members)  # every rank must create it
     if rank not in members:
+        assert gather_to_root(_contribution(rank), group=group, group_dst=1) is None
         return
     tensor = _contribution(rank)
     expected = _all_gather(tensor, group=group)
