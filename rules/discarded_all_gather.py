@@ -284,8 +284,8 @@ class DiscardedAllGather(Rule):
     ) -> Optional[Fix]:
         if len(statement.body) != 1 or len(allocation.body) != 1:
             return None
-        if allocation.trailing_whitespace.comment is not None:
-            return None  # deleting the line would lose the comment
+        if _has_comment(allocation):
+            return None  # deleting the statement would lose the comment
         arguments = _arguments(call, ("tensor_list", "tensor", "group"))
         tensor = arguments.get("tensor")
         if tensor is None or not isinstance(allocation.body[0], cst.Assign):
@@ -338,7 +338,7 @@ class DiscardedAllGather(Rule):
             dim = _concat_dim(self.context, derived.concat)
             if dim is None or not _later_sibling(block, statement, derived.statement):
                 return None
-            if len(derived.statement.body) != 1 or derived.statement.trailing_whitespace.comment:
+            if len(derived.statement.body) != 1 or _has_comment(derived.statement):
                 return None
             result = derived.name
             extra += f", dim={dim}"
@@ -360,6 +360,22 @@ class DiscardedAllGather(Rule):
             applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
             orphan_import_candidates=_distributed_bindings(self.context, call.func),
         )
+
+
+def _has_comment(statement: cst.SimpleStatementLine) -> bool:
+    """A comment on the statement's line(s), inside it or after it (not the lines above)."""
+    finder = _CommentFinder()
+    statement.visit(finder)
+    leading = {id(line.comment) for line in statement.leading_lines if line.comment}
+    return any(id(comment) not in leading for comment in finder.comments)
+
+
+class _CommentFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.comments: List[cst.Comment] = []
+
+    def visit_Comment(self, node: cst.Comment) -> None:
+        self.comments.append(node)
 
 
 def _gather_group(context, call: cst.Call) -> Optional[str]:
