@@ -354,6 +354,8 @@ class DiscardedAllGather(Rule):
             for line in removed
         ) + (Edit(start, end, replacement),) + import_edits
         message = f"Gather onto rank {root} only, with `{reference}`"
+        if reasons:
+            message += " (unsafe: " + "; ".join(reasons) + ")"
         return Fix(
             message=message,
             edits=edits,
