@@ -28,39 +28,50 @@ def _validate_count(value: int) -> Optional[str]:
 class AccumulateThenConcat(Rule):
     """
     ## What it does
-    Flags a list that starts empty, grows by `.append` / `.extend` / `+=` inside a loop and
-    is concatenated after the loop (`torch.cat`, `torch.concat`, `torch.concatenate`,
-    `torch.stack`, `torch.hstack` / `vstack` / `dstack`, under any import alias); the running
-    form `out = torch.cat([out, chunk], dim)` inside a loop; and `torch.cat` of a list
-    comprehension whose elements are computed chunks.
+    Flags a list that starts empty (`xs = []`, `list()`), grows by `.append` / `.extend` /
+    `+=` inside a `for` or `while` loop (nested loops included) and is concatenated once
+    after the loop (`torch.cat`, `torch.concat`, `torch.concatenate`, `torch.stack`,
+    `torch.hstack` / `vstack` / `dstack`, under any import alias); the loop-carried running
+    form `out = torch.cat([out, chunk], dim)`; and `torch.cat` / `stack` of a list
+    comprehension whose element runs a model (`[self._decode(z).sample for z in ...]`).
 
     ## Why is this bad?
     At the `torch.cat`, every chunk and the full result are alive together: the peak is
-    about twice the output. A video VAE that decodes 81 frames of 720p in bf16 holds 0.43 GiB
-    of chunks plus 0.43 GiB of output per tile column, and the untiled decode of a long clip
-    several GiB. The running form is worse: it copies the whole result at every step
-    (quadratic time) and holds the old and new result together. Writing each chunk into a
-    preallocated output brings the peak to the output plus one chunk.
+    about twice the output. An 81-frame 720p video in bf16 is 0.42 GiB (3 x 81 x 720 x 1280
+    x 2 bytes), so decoding it chunk by chunk and concatenating costs another 0.42 GiB at
+    the end; a 48-chunk decode of 4.5 GiB costs 9 GiB. The running form also copies the
+    whole result at every step (quadratic time) and holds the old and new result together.
+    Writing each chunk into a preallocated output brings the peak to the output plus one
+    chunk.
 
     The saving is real when the concatenation sets the function's peak. With `S` the bytes
-    the fix frees there (the chunks: about the output) and `A` the transient peak elsewhere
-    (the activations inside the loop, e.g. in the decoder), the peak falls by about
-    `max(0, S - A)`. When the activations dominate (`A` larger than the output), nothing is
-    saved and the fixed loop can hold up to one chunk more at the last step (the output's
+    the fix frees there (about the output) and `A` the transient peak elsewhere (the
+    activations inside the loop, e.g. in the decoder), the peak falls by about
+    `max(0, S - A)`. When the activations dominate (`A` larger than the output) nothing is
+    saved, and the fixed loop can hold up to one chunk more at the last step (the output's
     slot for the chunk being computed). Measured on diffusers' Wan VAE: replacing the
-    untiled decode's running `torch.cat` changed nothing, because its peak is inside the
-    decoder; a synthetic 48-chunk decode went from 9,216 to 4,800 MiB.
+    untiled decode's running `torch.cat` by a preallocated output changed nothing, its peak
+    being inside the decoder; a synthetic 48-chunk decode went from 9,216 to 4,800 MiB.
 
-    Not flagged (precision first): literal lists of a fixed few tensors (`torch.cat([a, b])`,
-    classifier-free-guidance pairs); loops over a literal range or tuple shorter than
-    `min-constant-count`; loops over model structure (an iterable or count named like
-    layers, blocks, heads, experts, stages, scales, or read from a `config`); lists of
-    metadata (names like `ids`, `positions`, `shapes`, `sizes`, `timesteps`, `sigmas`,
-    `coeffs`, `masks`, `tokens`, or elements built by `torch.tensor` / `arange` / `full` /
-    `.item()` / `.shape`); lists of views of data that stays alive anyway (slices of a loop
-    variable or a parameter: concatenating them allocates only the output); and lists that
-    escape, i.e. are used in any other way (returned, stored on `self`, read, measured,
-    passed elsewhere, captured by a nested function, concatenated twice).
+    Not flagged (precision first; each has negative fixtures):
+    - literal lists of a fixed few tensors (`torch.cat([a, b])`, classifier-free-guidance
+      pairs), and a running concatenation onto a value bound earlier in the same iteration
+      (`x = torch.cat([x, image_latents], 1)` after `x = ...`): nothing accumulates;
+    - loops over a literal range or sequence shorter than `min-constant-count`, or over a
+      name bound to such a literal;
+    - loops over model structure: an iterable, count or length whose name ends in layers,
+      blocks, heads, experts, stages, scales, axes, dims, quantizers, encoders, ...
+      (`self.heads`, `range(len(self.layers))`, `range(num_hidden_layers)`), or read from a
+      `config`;
+    - metadata and conditioning: a list or chunk whose name contains a word such as `ids`,
+      `index`, `positions`, `shapes`, `sizes`, `timesteps`, `sigmas`, `coeffs`, `masks`,
+      `tokens`, `freqs`, `coords`, `embeds`, `prompt`; chunks built by `torch.tensor`,
+      `arange`, `full`, `.item()`, `.shape`, `len()`;
+    - views of data that stays alive anyway: slices, `view`/`expand`/... of a loop variable,
+      a parameter or `self` state (concatenating them allocates only the output);
+    - lists that escape: used in any other way than grown and concatenated once (returned,
+      stored, read, measured, passed elsewhere, captured by a nested function, rebound,
+      concatenated inside a loop), and functions that call `locals()` / `vars()` / `eval`.
 
     ## Example
     ```python
@@ -87,36 +98,46 @@ class AccumulateThenConcat(Rule):
             del decoded
         return frames.result()
     ```
-    `ChunkWriter` allocates the output at the first chunk (so it never sits beside the first
-    chunk's activations), sized exactly from the count, and copies each chunk into its
-    slice; `result()` equals `torch.cat` / `torch.stack` bit for bit, autograd included.
+    `ChunkWriter` allocates the output at the first chunk (after that chunk's activations
+    are gone, never beside them), sized from the count (once more, early, if later chunks
+    are longer, as in causal video VAEs whose first chunk is one frame and the rest four)
+    and copies each chunk into its slice; a short total is trimmed in place. `result()`
+    equals `torch.cat` / `torch.stack` bit for bit: values, dtype promotion, device, memory
+    format, `requires_grad` and gradients.
 
     ## Fix safety
-    A fix is offered when the number of chunks is known before the loop: exactly one
-    `.append` per iteration (not under an `if`, no `break`/`continue`) of a `for` over
-    `range(...)`, or over a sequence whose length can be taken. The count only sizes the
-    buffer: a wrong one costs memory, never correctness. Other forms (`while` loops,
-    conditional appends, `hstack`/`vstack`/`dstack`, comprehensions) are reported without a
-    fix. The list keeps its name and its `.append` calls; `[]` becomes the writer and the
-    concatenation becomes `.result()`. When the appended chunk is a local bound in the loop
-    and not used afterwards, the fix adds `del chunk` so the caller holds no chunk past its
-    copy. The running form is fixed when the loop is `for i in range(n)` with the first
-    chunk assigned under `if i == 0:` (the diffusers pattern); if such a loop runs zero
-    times, the later use raises torch's empty-list error instead of `UnboundLocalError`.
+    A fix is offered only when the number of chunks is known before the loop (without it a
+    writer cannot preallocate, and a growing buffer would cost more than the list): one
+    `.append` (or `+= [chunk]`) per iteration, not under an `if`, `try` or inner loop, no
+    `break` / `continue`, in a `for` over `range(...)` or over a local sequence. The count
+    expression is evaluated where the list was created, so its names must not be rebound
+    in between. The count only sizes the buffer: a wrong count costs memory, never
+    correctness. Reported without a fix: `while` loops, conditional or repeated appends,
+    `extend`, `hstack` / `vstack` / `dstack`, comprehensions, running forms other than the
+    first-iteration one.
 
-    The fix is safe when the chunk is a fresh result (a call, or a local bound to one and
-    not used after the append): the list and the writer then see the same values. It is
-    unsafe when the chunk may be mutated in place between its append and the
-    concatenation (the list held a reference, the writer took a copy), and when the count
-    is `len(seq)` of a sequence not known to support `len` (an iterator raises
-    `TypeError`). Errors torch would raise at the concatenation (mismatched shapes,
-    devices) are raised at the offending append instead.
+    The list keeps its name and its appends; `[]` becomes the writer and the concatenation
+    becomes `.result()`. When the chunk is a local bound at the top of the loop body and not
+    read after the append, the fix adds `del chunk` after it, so the caller holds no chunk
+    past its copy. The running form is rewritten when the loop is `for i in range(n)` with
+    the first chunk assigned under `if i == 0:` (the diffusers causal-VAE pattern): the
+    writer is created before the loop and `out = out.result()` follows it.
+
+    Safe when the chunk is a fresh result (a call, or a local bound to one and not read
+    after the append): the list and the writer then see the same values, and the peak can
+    rise by at most one chunk (see above). Unsafe when the chunk could be changed in place
+    between its append and the concatenation (the list held a reference, the writer took
+    a copy), and when the count is `len(seq)` of something not known to support `len` (an
+    iterator would raise `TypeError`). Behaviour on already-failing code differs slightly:
+    torch's errors (mismatched shapes, devices) are raised at the offending append instead
+    of at the concatenation, and a running-form loop that runs zero times raises torch's
+    empty-list error instead of `UnboundLocalError`.
 
     ## Options
     `chunk-writer` names the writer class: `"package.module:Name"` or a dotted path
     (default `"lifetime_lint.runtime.ChunkWriter"`); a project's own class must take
-    `(dim, *, count=None, stack=False)` and offer `append`, `extend`, `+=` and `result()`.
-    `min-constant-count` (default 8): loops over a literal range or tuple with fewer
+    `(dim=..., count=..., stack=True)` and offer `append`, `extend`, `+=` and `result()`.
+    `min-constant-count` (default 8): loops over a literal range or sequence with fewer
     elements are not flagged.
     """
 
@@ -212,7 +233,7 @@ class AccumulateThenConcat(Rule):
         min_count = self.settings["min-constant-count"]
         for grow in grows:
             for loop in _loops_between(grow.ancestors, loop_statement):
-                if _small_or_model_axis(loop, min_count):
+                if _small_or_model_axis(loop, min_count, index):
                     return
         chunk_exprs = [_grown_value(grow) for grow in grows]
         if any(expr is None for expr in chunk_exprs):
@@ -329,7 +350,9 @@ class AccumulateThenConcat(Rule):
         if _names_in(elements[1]) & {out}:
             return
         loop = _innermost_loop(ancestors, function)
-        if loop is None or _small_or_model_axis(loop, self.settings["min-constant-count"]):
+        if loop is None or _small_or_model_axis(
+            loop, self.settings["min-constant-count"], self._index(function)
+        ):
             return
         if _is_metadata_name(out) or _expression_kind(self.context, elements[1], set()) == "metadata":
             return
@@ -456,7 +479,8 @@ class AccumulateThenConcat(Rule):
             clauses.append(clause)
             clause = clause.inner_for_in
         min_count = self.settings["min-constant-count"]
-        if any(_iterable_is_small_or_model_axis(c.iter, min_count) for c in clauses):
+        index = self._index(function)
+        if any(_iterable_is_small_or_model_axis(c.iter, min_count, index) for c in clauses):
             return
         if list_name is not None and _is_metadata_name(list_name):
             return
@@ -560,11 +584,11 @@ _MODEL_AXIS = re.compile(
     r"resolutions?|towers?|resnets?|attentions?|attns?|projs?|projections?|embeddings?|"
     r"embedders?|norms?|children|parameters|named_parameters|params|buffers|"
     r"encoders?|decoders?|adapters?|loras?|down_blocks|up_blocks|mid_blocks|samplers?|"
-    r"axes|axes_dims|dims|hidden_states|tokenizers?|mods)$"
+    r"axes|axes_dims?|dims|hidden_states|tokenizers?|mods|quantizers?|codebooks?)$"
 )
 _MODEL_COUNT = re.compile(
     r"^(num|n)_?(layers|heads|blocks|experts|stages|levels|scales|groups|kv_heads|"
-    r"attention_heads|hidden_layers|axes|dims|encoders|branches)"
+    r"attention_heads|hidden_layers|axes|dims|encoders|branches|quantizers|codebooks)"
 )
 # A comprehension is reported only when its element runs a model (reported without a fix,
 # so it must be worth a hand rewrite): decode/encode/forward-like calls.
@@ -909,15 +933,24 @@ def _loop_targets(chain: Sequence[cst.CSTNode]) -> Set[str]:
     return names
 
 
-def _small_or_model_axis(loop: cst.CSTNode, min_count: int) -> bool:
+def _small_or_model_axis(loop: cst.CSTNode, min_count: int, index: _FunctionIndex) -> bool:
     if isinstance(loop, cst.For):
-        return _iterable_is_small_or_model_axis(loop.iter, min_count)
+        return _iterable_is_small_or_model_axis(loop.iter, min_count, index)
     return False
 
 
-def _iterable_is_small_or_model_axis(iterable: cst.BaseExpression, min_count: int) -> bool:
+def _iterable_is_small_or_model_axis(
+    iterable: cst.BaseExpression, min_count: int, index: _FunctionIndex
+) -> bool:
     if isinstance(iterable, (cst.Tuple, cst.List, cst.Set)):
         return len(iterable.elements) < min_count
+    if _is_call_to(iterable, "enumerate") or _is_call_to(iterable, "zip") or _is_call_to(iterable, "reversed"):
+        if any(_iterable_is_small_or_model_axis(a.value, min_count, index) for a in iterable.args):  # type: ignore[attr-defined]
+            return True
+    if isinstance(iterable, cst.Name):
+        literal = _literal_binding(iterable.value, index)
+        if literal is not None and len(literal.elements) < min_count:
+            return True
     if _is_call_to(iterable, "range"):
         values = [_literal_int(arg.value) for arg in iterable.args]
         if values and all(v is not None for v in values):
@@ -931,6 +964,25 @@ def _iterable_is_small_or_model_axis(iterable: cst.BaseExpression, min_count: in
         if _MODEL_AXIS.search(parts[-1]) or _MODEL_COUNT.search(parts[-1]):
             return True
     return False
+
+
+def _literal_binding(name: str, index: _FunctionIndex) -> Optional[Union[cst.Tuple, cst.List]]:
+    """The tuple or list literal a local is bound to, when that is its only binding."""
+    literal = None
+    for use in index.names.get(name, []):
+        parent = use.ancestors[-1] if use.ancestors else None
+        if isinstance(parent, cst.AssignTarget):
+            assign = use.ancestors[-2]
+            if literal is not None or not isinstance(assign, cst.Assign):
+                return None
+            if not isinstance(assign.value, (cst.Tuple, cst.List)):
+                return None
+            literal = assign.value
+        elif isinstance(parent, (cst.AugAssign, cst.For, cst.NamedExpr, cst.AsName, cst.Param)):
+            return None
+        elif isinstance(parent, cst.Attribute) and parent.value is use.node:
+            return None  # `.append` and friends may grow it
+    return literal
 
 
 def _once_per_iteration(chain: Sequence[cst.CSTNode], loop: cst.For) -> bool:
