@@ -16,6 +16,7 @@ import libcst as cst
 from lifetime_lint.diagnostics import Edit, Fix
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import FileContext
+from lifetime_lint.traversal import visit
 
 
 @dataclass(frozen=True)
@@ -91,37 +92,40 @@ def module_reference(
 
 
 def _name_is_taken(context: FileContext, name: str) -> bool:
-    finder = _NameFinder(name)
-    context.module.visit(finder)
-    return finder.found
+    taken = context.memo.get("fixes.taken_names")
+    if taken is None:  # one walk per file, however many fixes ask
+        finder = _NameFinder()
+        visit(context.module, finder)
+        taken = context.memo["fixes.taken_names"] = finder.names
+    return name in taken
 
 
 class _NameFinder(cst.CSTVisitor):
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.found = False
+    """Every name the module uses or binds (attribute names after a dot excluded)."""
+
+    def __init__(self) -> None:
+        self.names: Set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
-        if node.value == self.name:
-            self.found = True
+        self.names.add(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)  # the attribute name itself is not a binding
+        visit(node.value, self)  # the attribute name itself is not a binding
         return False
 
     def visit_Import(self, node: cst.Import) -> bool:
         # `import torch.cuda` binds `torch`; a module path binds nothing else.
         for alias in node.names:
             bound = _bound_name(alias) if alias.asname else (dotted_name(alias.name) or "")
-            if bound.split(".")[0] == self.name:
-                self.found = True
+            self.names.add(bound.split(".")[0])
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         if not isinstance(node.names, cst.ImportStar):
             for alias in node.names:
-                if _bound_name(alias) == self.name:
-                    self.found = True
+                bound = _bound_name(alias)
+                if bound is not None:
+                    self.names.add(bound)
         return False
 
 

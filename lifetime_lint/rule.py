@@ -119,6 +119,9 @@ class FileContext:
         # being visited. Rules read it instead of paying for ParentNodeProvider.
         self.ancestors: List[cst.CSTNode] = []
         self.reports: List[RawReport] = []
+        # Facts about this file that a rule or fix helper computes once and reuses, keyed
+        # by a name of the helper's choosing (e.g. "fixes.taken_names").
+        self.memo: Dict[str, Any] = {}
         self._imports: Optional[ImportMap] = None
         self._offsets: Optional[NodeOffsets] = None
         self._line_starts: Optional[List[int]] = None

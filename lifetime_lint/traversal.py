@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import textwrap
 from itertools import accumulate
 from typing import Callable, Dict, List, Optional, Tuple, Type
@@ -107,6 +108,63 @@ def walk(
                 elif _is_node(kind):
                     walk(value, enter, leave, descend)
     leave(node)
+
+
+def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """`node.visit(visitor)` for a read-only `CSTVisitor`, without LibCST's node rebuilding.
+
+    The same `visit_<Type>`/`leave_<Type>` calls in the same order; a `visit_*` returning
+    False skips the node's children, as in LibCST. A visitor with attribute hooks
+    (`visit_<Type>_<field>`) is handed to LibCST itself, which calls them.
+    """
+    if _has_attribute_hooks(type(visitor)):
+        node.visit(visitor)
+        return
+    _visit(node, visitor.on_visit, visitor.on_leave)
+
+
+def _visit(
+    node: cst.CSTNode,
+    on_visit: Callable[[cst.CSTNode], bool],
+    on_leave: Callable[[cst.CSTNode], object],
+) -> None:
+    if on_visit(node):
+        node_type = type(node)
+        fields = _CHILD_FIELDS.get(node_type, _UNKNOWN)
+        if fields is _UNKNOWN:
+            fields = child_fields(node_type)
+        if fields is None:
+            for child in node.children:
+                _visit(child, on_visit, on_leave)
+        else:
+            for name in fields:
+                value = getattr(node, name)
+                kind = type(value)
+                if kind is tuple or kind is list:
+                    for item in value:
+                        if _is_node(type(item)):
+                            _visit(item, on_visit, on_leave)
+                elif _is_node(kind):
+                    _visit(value, on_visit, on_leave)
+    on_leave(node)
+
+
+_ATTRIBUTE_HOOK = re.compile(r"^(visit|leave)_[A-Za-z]+_[a-z_]+$")
+_HOOKS: Dict[type, bool] = {}
+
+
+def _has_attribute_hooks(visitor_type: type) -> bool:
+    try:
+        return _HOOKS[visitor_type]
+    except KeyError:
+        # LibCST's own visitor classes define every hook as a no-op; look past them.
+        answer = _HOOKS[visitor_type] = any(
+            _ATTRIBUTE_HOOK.match(name)
+            for klass in visitor_type.__mro__
+            if not klass.__module__.startswith("libcst")
+            for name in vars(klass)
+        )
+        return answer
 
 
 # isinstance() against LibCST's abstract base classes is slow; the answer per type is not.

@@ -126,3 +126,37 @@ def test_import_map_equals_a_full_visit(name):
         return (b.local, b.qualified, id(b.statement), id(b.alias), id(b.scope))
 
     assert [key(b) for b in fast] == [key(b) for b in visitor.bindings]
+
+
+class _Pruning(cst.CSTVisitor):
+    """Records visits; skips what is below a `Call` (its visit_ returns False)."""
+
+    def __init__(self) -> None:
+        self.events = []
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        self.events.append(("call", id(node)))
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.events.append(("name", node.value))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.events.append(("left", original_node.name.value))
+
+
+class _WithAttributeHook(_Pruning):
+    def visit_Call_func(self, node: cst.Call) -> None:
+        self.events.append(("func", id(node)))
+
+
+@pytest.mark.parametrize("visitor_type", [_Pruning, _WithAttributeHook])
+@pytest.mark.parametrize("name", ["nested_imports", "decorators_lambda", "match", "unicode"])
+def test_visit_equals_libcst_visit(name, visitor_type):
+    module = cst.parse_module(AWKWARD[name] + "def g():\n    h(pruned)(y)\n    return kept\n")
+    expected = visitor_type()
+    module.visit(expected)
+    fast = visitor_type()
+    traversal.visit(module, fast)
+    assert fast.events == expected.events
+    assert ("name", "kept") in fast.events and ("name", "pruned") not in fast.events
