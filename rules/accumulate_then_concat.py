@@ -571,7 +571,8 @@ _METADATA_WORDS = frozenset(
     coefficients sigma sigmas timestep timesteps ts step steps mask masks label labels score
     scores logprob logprobs prob probs count counts num nums seed seeds seqlen seqlens
     cu start starts end ends cos sin freq freqs rope coord coords grid grids embed embeds
-    embedding embeddings emb embs prompt prompts text caption captions""".split()
+    embedding embeddings emb embs prompt prompts text caption captions timestamp timestamps
+    norm norms loss losses ngram ngrams""".split()
 )
 # Views of their input: a list of them holds no memory of its own.
 _VIEW_METHODS = {
@@ -588,7 +589,8 @@ _MODEL_AXIS = re.compile(
 )
 _MODEL_COUNT = re.compile(
     r"^(num|n)_?(layers|heads|blocks|experts|stages|levels|scales|groups|kv_heads|"
-    r"attention_heads|hidden_layers|axes|dims|encoders|branches|quantizers|codebooks)"
+    r"attention_heads|hidden_layers|axes|dims|encoders|branches|quantizers|codebooks|"
+    r"mask_tokens|queries|classes|feature_levels)"
 )
 # A comprehension is reported only when its element runs a model (reported without a fix,
 # so it must be worth a hand rewrite): decode/encode/forward-like calls.
@@ -810,7 +812,8 @@ def _expression_kind(context, expr: cst.BaseExpression, targets: Set[str]) -> st
                     return inner
         return "fresh"
     if isinstance(expr, cst.BinaryOperation):
-        return "fresh"
+        sides = (_expression_kind(context, expr.left, targets), _expression_kind(context, expr.right, targets))
+        return "metadata" if "metadata" in sides else "fresh"
     return "unknown"
 
 
@@ -963,6 +966,8 @@ def _iterable_is_small_or_model_axis(
             return True
         if _MODEL_AXIS.search(parts[-1]) or _MODEL_COUNT.search(parts[-1]):
             return True
+        if "shapes" in parts[-1].split("_"):
+            return True  # one step per feature level (`spatial_shapes`)
     return False
 
 
