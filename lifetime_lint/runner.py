@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import traceback
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Dict, List, Optional, Sequence, Tuple, Type
@@ -64,7 +65,10 @@ class Checker:
         except SourceError as error:
             result.diagnostics.append(_io_error(path, f"Failed to read {path}: {error}"))
             return result
-        result = self.linter.check_source(source, self.mode, result)
+        try:
+            result = self.linter.check_source(source, self.mode, result)
+        except Exception as error:  # a bug in a rule must not abort a run over 4,000 files
+            return FileResult(path, [_internal_error(path, error)])
         if self.cache is not None:
             if result.fixed_text is None:
                 self.cache.store(key, result.diagnostics)
@@ -99,6 +103,25 @@ def _read(path: str):
     except OSError as error:
         reason = error.strerror or str(error)
     return FileResult(path, [_io_error(path, f"Failed to read {path}: {reason}")])
+
+
+def _internal_error(path: str, error: Exception) -> Diagnostic:
+    """`LL000` for an exception raised while checking a file: reported, exit code 2."""
+    where = ""
+    trace = traceback.extract_tb(error.__traceback__)
+    if trace:
+        frame = trace[-1]
+        where = f" at {os.path.basename(frame.filename)}:{frame.lineno}"
+    return Diagnostic(
+        code="LL000",
+        name="internal-error",
+        message=f"Internal error while checking {path}: {type(error).__name__}: {error}{where}; "
+        "the file was not checked (nor changed). Please report this.",
+        path=path,
+        start=Location(1, 1),
+        end=Location(1, 1),
+        is_error=True,
+    )
 
 
 def _io_error(path: str, message: str) -> Diagnostic:

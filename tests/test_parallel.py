@@ -141,3 +141,20 @@ def test_progress_waits_before_drawing_and_is_silent_otherwise(monkeypatch):
 def test_no_progress_when_not_a_terminal(tree):
     result = run("--jobs", "1", "models")
     assert "\r" not in result.stderr and "files" not in result.stderr
+
+
+def test_a_crashing_rule_is_reported_and_the_run_goes_on(tree, monkeypatch):
+    from lifetime_lint.registry import all_rules
+
+    rule = next(r for r in all_rules() if r.code == "LL004")
+
+    def crash(self, node):
+        raise AttributeError("'Attribute' object has no attribute 'lower'")
+
+    monkeypatch.setattr(rule, "visit_Call", crash, raising=False)
+    for jobs in ("1", "2"):
+        result = run("--jobs", jobs, "--select", "LL004,LL005", "models")
+        assert result.exit_code == 2
+        errors = [line for line in result.stdout.splitlines() if ": LL000 " in line]
+        assert errors and all("AttributeError" in line and "not checked" in line for line in errors)
+        assert ": LL005 " in result.stdout  # files the rule did not crash on are still reported
