@@ -183,7 +183,7 @@ class AccumulateThenConcat(Rule):
         elif isinstance(tensors, (cst.List, cst.Tuple)):
             self._running(node, kind, tensors, function, ancestors)
         elif isinstance(tensors, (cst.ListComp, cst.GeneratorExp)):
-            self._comprehension(node, kind, tensors, function)
+            self._comprehension(node, tensors, function, None)
 
     # -- the accumulate-then-cat form -----------------------------------------------------
     def _accumulated(
@@ -227,7 +227,7 @@ class AccumulateThenConcat(Rule):
             return
         if any(_loop_between(grow.ancestors, loop_statement) is None for grow in grows):
             return  # grown outside any loop
-        if _loop_between(cat_use.ancestors, _body(block)[cat_at], inclusive=True) is not None:
+        if _loop_between(cat_use.ancestors, _body(block)[cat_at]) is not None:
             return  # concatenated repeatedly
         loops = [_loop_between(grow.ancestors, loop_statement) for grow in grows]
         min_count = self.settings["min-constant-count"]
@@ -460,15 +460,6 @@ class AccumulateThenConcat(Rule):
     def _comprehension(
         self,
         call: cst.Call,
-        kind: str,
-        comprehension: Union[cst.ListComp, cst.GeneratorExp],
-        function: cst.FunctionDef,
-    ) -> None:
-        self._report_comprehension(call, comprehension, function, None)
-
-    def _report_comprehension(
-        self,
-        call: cst.Call,
         comprehension: Union[cst.ListComp, cst.GeneratorExp],
         function: cst.FunctionDef,
         list_name: Optional[str],
@@ -539,7 +530,7 @@ class AccumulateThenConcat(Rule):
                 return
         if len(cats) != 1 or len(uses) < 2:
             return
-        self._report_comprehension(cats[0], node.value, function, name)
+        self._comprehension(cats[0], node.value, function, name)
 
 
 # -- what the rule knows about torch --------------------------------------------------------
@@ -812,7 +803,12 @@ def _expression_kind(context, expr: cst.BaseExpression, targets: Set[str]) -> st
                     return inner
         return "fresh"
     if isinstance(expr, cst.BinaryOperation):
-        sides = (_expression_kind(context, expr.left, targets), _expression_kind(context, expr.right, targets))
+        # Arithmetic on metadata (`ids + offsets`) is metadata; a literal operand says nothing.
+        sides = [
+            _expression_kind(context, side, targets)
+            for side in (expr.left, expr.right)
+            if not isinstance(side, (cst.Integer, cst.Float, cst.Imaginary))
+        ]
         return "metadata" if "metadata" in sides else "fresh"
     return "unknown"
 
@@ -908,7 +904,7 @@ def _loops_between(chain: Sequence[cst.CSTNode], top: cst.CSTNode) -> List[cst.C
     return loops
 
 
-def _loop_between(chain: Sequence[cst.CSTNode], top: cst.CSTNode, inclusive: bool = True) -> Optional[cst.CSTNode]:
+def _loop_between(chain: Sequence[cst.CSTNode], top: cst.CSTNode) -> Optional[cst.CSTNode]:
     """The innermost loop at or below `top` in the chain."""
     loops = _loops_between(chain, top)
     return loops[-1] if loops else None
