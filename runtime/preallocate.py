@@ -233,13 +233,12 @@ class ChunkWriter:
             if expected != shape:
                 return None
             return _Meta(tuple(shape[:dim] + [count + 1] + shape[dim:]), dtype)
-        legacy = ndim == 1 and shape[0] == 0
+        if ndim == 1 and shape[0] == 0:  # legacy empty: skipped, whatever `dim` is
+            return _Meta(template.shape if template is not None else (0,), dtype)
         if ndim == 0 or not -ndim <= self.dim < ndim:
             return None
         if template is None or template.shape == (0,):
             return _Meta(tuple(shape), dtype)
-        if legacy:
-            return _Meta(template.shape, dtype)
         if len(template.shape) != ndim:
             return None
         dim = self.dim + ndim if self.dim < 0 else self.dim

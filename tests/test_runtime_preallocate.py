@@ -231,3 +231,10 @@ def test_short_last_chunk_on_an_inner_dim_is_compacted_in_place(outer, length, n
     _same(actual, torch.cat(chunks, 1))
     if storage is not None and outer * (n - 1) * length < 64 * outer:
         assert actual.untyped_storage().data_ptr() == storage  # no second buffer
+
+
+@pytest.mark.parametrize("count", [None, 2])
+def test_legacy_empty_chunks_ignore_dim(count) -> None:
+    x = torch.randn(2, 3, 4)
+    for chunks in ([torch.empty(0), x], [x, torch.empty(0, dtype=torch.float64)], [torch.empty(0)]):
+        _same(_write(chunks, 2, count, None), torch.cat(chunks, 2))
