@@ -3,7 +3,7 @@
     python benchmarks/ll002_wan_vae.py prepare   # here: downloads wheels, runs the linter
     # GPU machine (installs nothing itself):
     pip install --no-deps --target /tmp/site .whl/*.whl
-    PYTHONPATH=/tmp/site python benchmarks/ll002_wan_vae.py run
+    PYTHONPATH=/tmp/site python benchmarks/ll002_wan_vae.py run [480p,720p]
 
 `prepare` downloads the pinned diffusers wheel (and the pure-python dependencies a torch
 image may lack) into `.whl/`, extracts `diffusers/models/autoencoders/autoencoder_kl_wan.py`
@@ -133,6 +133,8 @@ def run() -> None:
     sizes: Dict[str, List[int]] = (
         {"480p": [480, 832], "720p": [720, 1280]} if cuda else {"32px": [32, 32]}
     )
+    if cuda and len(sys.argv) > 2:  # `run 480p` to measure one resolution only
+        sizes = {label: sizes[label] for label in sys.argv[2].split(",")}
     results: Dict[str, Any] = {
         "device": torch.cuda.get_device_name() if cuda else "cpu",
         "torch": torch.__version__,
