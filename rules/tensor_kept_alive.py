@@ -506,9 +506,14 @@ class _Analysis:
                 kind, names = self._classify(site.value, site.unpacked)
                 if site.kind == "augassign":
                     kind, names = "inherit", (site.name,)
-                elif site.kind == "annassign" and kind == _OTHER and site.annotation is not None:
-                    if _mentions_tensor(site.annotation):
-                        kind = _FRESH
+                elif (
+                    site.kind == "annassign"
+                    and kind == _OTHER
+                    and site.annotation is not None
+                    and isinstance(site.value, (cst.Call, cst.Await))
+                    and _mentions_tensor(site.annotation)
+                ):
+                    kind = _FRESH  # `x: torch.Tensor = helper(...)`
                 if kind == "view":
                     if names == (site.name,) and not site.unpacked:
                         kind = "inherit"
@@ -947,29 +952,29 @@ class _Analysis:
 
 
 def _mentions_tensor(annotation: cst.BaseExpression) -> bool:
-    for name in _all_names(annotation):
-        if name.endswith("Tensor"):
-            return True
+    """`Tensor`, `torch.FloatTensor`, `Optional[Tensor]`, `Tensor | None`: a tensor itself,
+    not a container of tensors (`dict[str, Tensor]` usually holds existing parameters)."""
+    if isinstance(annotation, (cst.Name, cst.Attribute)):
+        name = annotation.value if isinstance(annotation, cst.Name) else annotation.attr.value
+        return name.endswith("Tensor")
+    if isinstance(annotation, (cst.SimpleString, cst.ConcatenatedString)):
+        text = annotation.evaluated_value if isinstance(annotation, cst.SimpleString) else None
+        return isinstance(text, str) and text.replace(" ", "").split(".")[-1] in (
+            "Tensor",
+            "Optional[Tensor]",
+        )
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        sides = (annotation.left, annotation.right)
+        return any(_mentions_tensor(side) for side in sides) and all(
+            _mentions_tensor(side) or (isinstance(side, cst.Name) and side.value == "None")
+            for side in sides
+        )
+    if isinstance(annotation, cst.Subscript):
+        outer = dotted_name(annotation.value) or ""
+        if outer.split(".")[-1] == "Optional" and len(annotation.slice) == 1:
+            inner = annotation.slice[0].slice
+            return isinstance(inner, cst.Index) and _mentions_tensor(inner.value)
     return False
-
-
-def _all_names(node: cst.CSTNode) -> List[str]:
-    names: List[str] = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            names.append(current.value)
-        elif isinstance(current, cst.Attribute):
-            names.append(current.attr.value)
-            stack.append(current.value)
-        else:
-            stack.extend(
-                child
-                for child in iter_children(current)
-                if isinstance(child, (cst.BaseExpression, cst.SubscriptElement, cst.Index))
-            )
-    return names
 
 
 def _operand_names(expr: cst.BaseExpression) -> Tuple[str, ...]:
