@@ -137,6 +137,24 @@ def triggered_files(files: Sequence[str]) -> List[str]:
     return chosen
 
 
+def code_fingerprint() -> Optional[str]:
+    """The cache's fingerprint of the installed code, freshly computed (None: no cache)."""
+    try:
+        from lifetime_lint.cache import code_fingerprint as fingerprint
+    except ImportError:
+        return None
+    return getattr(fingerprint, "__wrapped__", fingerprint)()
+
+
+def enabled_rules() -> List[str]:
+    from lifetime_lint.config import Settings
+    from lifetime_lint.engine import Linter
+
+    settings = Settings()
+    settings.select = ["ALL"]
+    return [rule.code for rule in Linter(settings).rules]
+
+
 def parse_files(list_file: str) -> None:
     """`_parse LIST`: what the raw-parse baseline runs (in its own process)."""
     import libcst
@@ -258,8 +276,10 @@ def measure_corpus(name: str, repeats: int, slow_repeats: int, fast_only: bool) 
         if torchfix:
             measures.append(Measure("torchfix", [torchfix, "."], slow=True))
 
+    fingerprint = code_fingerprint()
     print(
-        f"\n## {name}: {len(files)} files, {lines} lines; lifetime-lint parses "
+        f"\n## {name}: {len(files)} files, {lines} lines; rules {', '.join(enabled_rules())}; "
+        f"lifetime-lint parses "
         f"{len(triggered)} of them (cache: {'yes' if has_cache else 'no'}, "
         f"--jobs: {'yes' if has_jobs else 'no'})",
         flush=True,
@@ -271,6 +291,10 @@ def measure_corpus(name: str, repeats: int, slow_repeats: int, fast_only: bool) 
             m.run(root)
             print(f"  [{repeat + 1}/{repeats}] {m.label}: {m.times[-1]:.2f} s", flush=True)
     empty_cache()
+    code_changed = fingerprint != code_fingerprint()
+    if code_changed:
+        print("  ! lifetime-lint's code changed during the run (edits in the working tree): "
+              "the cache was invalidated, so warm/changed timings may be cold ones.")  # fmt: skip
 
     results = {m.label: m for m in measures}
     report = {
@@ -278,6 +302,8 @@ def measure_corpus(name: str, repeats: int, slow_repeats: int, fast_only: bool) 
         "files": len(files),
         "lines": lines,
         "triggered_files": len(triggered),
+        "rules": enabled_rules(),
+        "code_changed_during_run": code_changed,
         "cache": has_cache,
         "jobs": has_jobs,
         "tools": {
