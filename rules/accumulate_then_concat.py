@@ -275,12 +275,14 @@ class AccumulateThenConcat(Rule):
             return None
         grow = grows[0]
         loop = loops[0]
-        if not isinstance(loop, cst.For) or not _once_per_iteration(grow.ancestors, loop):
-            return None
         statements = _body(block)
-        between = statements[init_at + 1 : cat_at]
         loop_at = _child_index(grow.ancestors, block)
         assert loop_at is not None
+        if len(_loops_between(grow.ancestors, statements[loop_at])) != 1:
+            return None  # nested loops: the count would be a product
+        if not isinstance(loop, cst.For) or not _once_per_iteration(grow.ancestors, loop):
+            return None
+        between = statements[init_at + 1 : cat_at]
         # Names the count reads must not be rebound between the list and the loop.
         count = _count_expression(self.context, loop, index, statements[init_at + 1 : loop_at + 1])
         if count is None:

@@ -19,10 +19,10 @@ Contract (what `result()` equals, and when):
   flow to every chunk through the copies.
 - `count` and `size` are hints that decide the allocation, never the result. The buffer is
   sized at the first chunk: `size` exactly when given, else `count` times the first chunk's
-  length. When a chunk shows that this is too short (chunks longer than the first, more
-  chunks than `count`), the buffer is reallocated to what is written plus this chunk's
-  length for every chunk still expected, copying what is written (correct, and early, but
-  a transient copy). A
+  length. When a chunk shows that this is too short (chunks longer than the first), the
+  buffer is reallocated to what is written plus this chunk's length for every chunk still
+  expected, copying what is written (correct, and early, but a transient copy); past a
+  wrong `count` or `size` it grows by half each time, so appends stay linear. A
   shorter total (a short last chunk, fewer chunks) is trimmed without a second buffer: a
   view of the buffer when the concatenation dimension is the outermost non-trivial one,
   else the written data is compacted in place to a contiguous layout (a few strided copies
@@ -141,7 +141,12 @@ class ChunkWriter:
             needed = self._filled + part.shape[dim]
             if self.size is None:
                 needed += part.shape[dim] * max(self._expected_remaining(index) - 1, 0)
-            if needed > self._buffer.shape[dim]:
+            capacity = self._buffer.shape[dim]
+            if needed > capacity:
+                if self._expected_remaining(index) <= 0 or self.size is not None:
+                    # The hint was wrong (more chunks than `count`, more than `size`):
+                    # grow geometrically so a long tail stays linear; trimmed at the end.
+                    needed = max(needed, capacity + capacity // 2)
                 self._grow(torch, dim, needed)
         length = part.shape[dim]
         self._buffer.narrow(dim, self._filled, length).copy_(part)

@@ -238,3 +238,14 @@ def test_legacy_empty_chunks_ignore_dim(count) -> None:
     x = torch.randn(2, 3, 4)
     for chunks in ([torch.empty(0), x], [x, torch.empty(0, dtype=torch.float64)], [torch.empty(0)]):
         _same(_write(chunks, 2, count, None), torch.cat(chunks, 2))
+
+
+def test_wrong_count_grows_geometrically() -> None:
+    writer = ChunkWriter(0, count=2)
+    chunks = [torch.randn(1, 3) for _ in range(40)]
+    sizes = set()
+    for chunk in chunks:
+        writer.append(chunk)
+        sizes.add(writer._buffer.shape[0])
+    assert len(sizes) < 12  # not one reallocation per chunk
+    _same(writer.result(), torch.cat(chunks))
