@@ -23,6 +23,7 @@ from lifetime_lint.analysis.dataflow import Dataflow, solve
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to
 from lifetime_lint.imports import dotted_name
+from lifetime_lint.noqa import Suppressions, parse_suppressions
 from lifetime_lint.rule import Option, Rule
 
 
@@ -870,17 +871,23 @@ class _Analysis:
     # -- reporting ---------------------------------------------------------------------
     def _report(self, groups: Dict[int, List[Tuple[str, StatementInfo, int]]]) -> None:
         context = self.context
+        prepared = []
+        suppressed: Set[Tuple[int, str]] = set()
+        suppressions = parse_suppressions(context.source) if "noqa" in context.source else None
         for name, info, status, heavy in self._pending_reports:
             last_use, dynamic = self._last_use(info, name)
             if last_use is None:
                 continue
+            prepared.append((name, info, status, heavy, last_use, dynamic))
+            if suppressions is not None and self._suppressed(suppressions, last_use, info):
+                suppressed.add((id(info), name))
+        for name, info, status, heavy, last_use, dynamic in prepared:
             last_row = context.position(last_use).start.line
             if dynamic:
                 reader = context.source_of(last_use.func)  # type: ignore[attr-defined]
                 last = f"last read by `{reader}()` at line {last_row}"
             else:
                 last = f"last used at line {last_row}"
-
             kind, heavy_node = heavy
             heavy_row = context.position(heavy_node).start.line
             if kind == "loop":
@@ -905,9 +912,30 @@ class _Analysis:
             elif status == 2:
                 message += " (no fix: it may be unbound there)"
             elif status == 0:
-                names = [n for n, _, s in groups[id(info)] if s == 0]
+                # One `del` for every name that dies here, except names whose finding is
+                # suppressed with `# noqa` (their fix must not run either).
+                names = [
+                    n
+                    for n, _, s in groups[id(info)]
+                    if s == 0 and (id(info), n) not in suppressed
+                ]
+                if name not in names:
+                    names = [name]
                 fix = self._fix(info, names)
             self.rule.report(last_use, message, fix, statement=info.statement)
+
+    def _suppressed(self, suppressions: Suppressions, node: cst.CSTNode, info: StatementInfo) -> bool:
+        """Whether the engine will drop this finding (the rows it checks for `# noqa`)."""
+        code = self.rule.code
+        if suppressions.file_suppresses(code):
+            return True
+        position = self.context.position(node)
+        rows = {position.start.line, position.end.line}
+        statement = self.context.position(info.statement)
+        rows.add(statement.start.line)
+        if isinstance(info.statement, cst.SimpleStatementLine):
+            rows.add(statement.end.line)
+        return any(suppressions.row_suppresses(row, code) for row in rows)
 
     def _last_use(self, info: StatementInfo, name: str) -> Tuple[Optional[cst.CSTNode], bool]:
         """The last read of `name` inside the statement: a Name, or a `locals()`-like call
