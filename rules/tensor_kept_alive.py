@@ -259,8 +259,11 @@ class TensorKeptAlive(Rule):
     is dead on every path and definitely bound (so the `del` can never raise), with the
     block's indentation and the file's newline; names that die at the same point share one
     `del a, b`. Deleting a local that nothing reads again cannot change what the function
-    computes. No fix when the name may be unbound or already deleted on some path, or when
-    the statement sits on one line with its `if`/`for` header.
+    computes. (Code that reads its caller's frame, `sys._getframe(1).f_locals`, is the one
+    thing the analysis cannot see.) No fix when the name may be unbound or already deleted
+    on some path, or when the statement sits on one line with its `if`/`for` header. A
+    `break` or `continue` inside that statement leaves it without passing the `del`: the
+    fix then frees the name on the other paths only.
 
     A list of tensors consumed by a loop and not used afterwards keeps every item alive
     until the loop ends. The unsafe fix rewrites `for tile in tiles:` to
