@@ -305,7 +305,7 @@ class AccumulateThenConcat(Rule):
         call_start, call_end = self.context.span(call)
         edits.append(Edit(call_start, call_end, f"{name.value}.result()"))
         chunk = _grown_value(grow)
-        released = _releasable_chunk(chunk, grow, loop, index)
+        released = _releasable_chunk(chunk, _enclosing_statement(grow.ancestors), _body(loop.body), index)
         # A local chunk read after its append may be mutated in place before the
         # concatenation: the list would see that, the writer's copy would not.
         safe = count_safe and kinds[0] == "fresh" and (not isinstance(chunk, cst.Name) or released is not None)
@@ -452,6 +452,21 @@ class AccumulateThenConcat(Rule):
             Edit(cat_start, cat_end, f"{out}.append({self.context.source_of(chunk)})"),
             Edit(after, after, f"{indent}{out} = {out}.result(){newline}"),
         ) + import_edits
+        # The original drops its reference to the chunk when the next iteration rebinds
+        # it; the running `out` held the same bytes. Once the chunk is copied, release it,
+        # or the writer's output plus the loop-carried chunk would exceed the original's
+        # peak by one chunk during the next step's work (measured on Wan's decode).
+        released = _releasable_chunk(chunk, cat_line, _body(first_if.orelse.body), index)
+        if released is not None:
+            at = self.context.line_after(cat_line)
+            release = f"{self.context.indentation_of(cat_line)}del {released}{newline}"
+            if at == after:  # the cat ends the loop: one insertion, in order
+                edits = tuple(
+                    Edit(at, at, release + edit.content) if (edit.start, edit.end) == (at, at) else edit
+                    for edit in edits
+                )
+            else:
+                edits = edits + (Edit(at, at, release),)
         return Fix(
             message=f"Write the chunks into a preallocated `{reference}`",
             edits=edits,
@@ -1074,15 +1089,18 @@ def _is_sized_local(name: str, index: _FunctionIndex) -> bool:
 
 
 def _releasable_chunk(
-    chunk: Optional[cst.BaseExpression], grow: _Use, loop: cst.For, index: _FunctionIndex
+    chunk: Optional[cst.BaseExpression],
+    statement: Optional[cst.CSTNode],
+    body: Sequence[cst.CSTNode],
+    index: _FunctionIndex,
 ) -> Optional[str]:
-    """A local chunk bound at the top of the loop body before any read of it in the
-    iteration, and never read after the append: `del` after the append is then safe."""
+    """A local chunk bound in `body` (a loop body or a branch of it) before any read of it
+    there, read nowhere else, and never read after `statement` (its append): `del` after
+    the append is then safe."""
     if not isinstance(chunk, cst.Name):
         return None
     name = chunk.value
-    statement = _enclosing_statement(grow.ancestors)
-    body = list(_body(loop.body))
+    body = list(body)
     if not any(statement is s for s in body):
         return None
     position = next(i for i, s in enumerate(body) if s is statement)
