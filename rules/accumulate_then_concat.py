@@ -48,10 +48,13 @@ class AccumulateThenConcat(Rule):
     the fix frees there (about the output) and `A` the transient peak elsewhere (the
     activations inside the loop, e.g. in the decoder), the peak falls by about
     `max(0, S - A)`. When the activations dominate (`A` larger than the output) nothing is
-    saved, and the fixed loop can hold up to one chunk more at the last step (the output's
-    slot for the chunk being computed). Measured on diffusers' Wan VAE: replacing the
-    untiled decode's running `torch.cat` by a preallocated output changed nothing, its peak
-    being inside the decoder; a synthetic 48-chunk decode went from 9,216 to 4,800 MiB.
+    saved. During the last step the writer holds the whole output, the original held all
+    but the last chunk plus the previous chunk (still bound until rebound): the same bytes,
+    provided the fix can also release the chunk after its copy (`del chunk`, added where
+    provably safe). Where it cannot, the fixed loop may hold one chunk more at the last
+    step. Measured on diffusers' Wan VAE (H200, bf16, 81 frames): untiled decodes, whose
+    peak is inside the decoder, are unchanged; the 720p tiled decode falls 16%; a
+    synthetic 48-chunk decode falls from 9,216 to 4,728 MiB (benchmarks/RESULTS.md).
 
     Not flagged (precision first; each has negative fixtures):
     - literal lists of a fixed few tensors (`torch.cat([a, b])`, classifier-free-guidance
@@ -121,11 +124,12 @@ class AccumulateThenConcat(Rule):
     read after the append, the fix adds `del chunk` after it, so the caller holds no chunk
     past its copy. The running form is rewritten when the loop is `for i in range(n)` with
     the first chunk assigned under `if i == 0:` (the diffusers causal-VAE pattern): the
-    writer is created before the loop and `out = out.result()` follows it.
+    writer is created before the loop, the chunk is released after its append on the same
+    terms, and `out = out.result()` follows the loop.
 
     Safe when the chunk is a fresh result (a call, or a local bound to one and not read
     after the append): the list and the writer then see the same values, and the peak can
-    rise by at most one chunk (see above). Unsafe when the chunk could be changed in place
+    rise by at most one chunk, and only where the chunk cannot be released (see above). Unsafe when the chunk could be changed in place
     between its append and the concatenation (the list held a reference, the writer took
     a copy), and when the count is `len(seq)` of something not known to support `len` (an
     iterator would raise `TypeError`). Behaviour on already-failing code differs slightly:
