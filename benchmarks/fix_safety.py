@@ -101,12 +101,37 @@ class SafetyReport:
 # -- running the CLI ----------------------------------------------------------------------
 
 
-def run_cli(root: str, *args: str, jobs: Optional[int] = None) -> subprocess.CompletedProcess:
+def freeze_code(target: str) -> str:
+    """Copy the lifetime_lint package as installed (rules and runtime included) into
+    `target`, to run on PYTHONPATH: a long run then uses one version of the code even
+    while the working tree changes under it. Returns the folder to put on PYTHONPATH."""
+    import lifetime_lint
+
+    package = os.path.join(target, "lifetime_lint")
+    if os.path.exists(target):
+        shutil.rmtree(target)
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(os.path.dirname(lifetime_lint.__file__), package, ignore=ignore)
+    for sub in ("rules", "runtime"):
+        module = __import__(f"lifetime_lint.{sub}", fromlist=["_"])
+        destination = os.path.join(package, sub)
+        if os.path.exists(destination):
+            shutil.rmtree(destination)
+        shutil.copytree(list(module.__path__)[0], destination, ignore=ignore)
+    return target
+
+
+def run_cli(
+    root: str, *args: str, jobs: Optional[int] = None, code: Optional[str] = None
+) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "lifetime_lint", "check", "--select", "ALL", "--no-cache"]
     if jobs is not None:
         command += ["--jobs", str(jobs)]
     command += [*args, "--exit-zero", "."]
-    completed = subprocess.run(command, cwd=root, capture_output=True, text=True)
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = code + os.pathsep + env.get("PYTHONPATH", "")
+    completed = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env)
     if completed.returncode not in (0, 1, 2):  # 2: some file could not be read or parsed
         raise RuntimeError(f"{' '.join(command)} failed ({completed.returncode}):\n{completed.stderr}")
     return completed
@@ -228,15 +253,19 @@ def compiles(data: bytes, path: str) -> Optional[str]:
 # -- the check ------------------------------------------------------------------------------
 
 
-def check_tree(root: str, name: str = "", jobs: Optional[int] = None) -> SafetyReport:
-    """Fix everything under `root` (a scratch copy: it is modified) and check the result."""
+def check_tree(
+    root: str, name: str = "", jobs: Optional[int] = None, code: Optional[str] = None
+) -> SafetyReport:
+    """Fix everything under `root` (a scratch copy: it is modified) and check the result.
+
+    `code`: a folder from `freeze_code` to run the linter from (default: as installed)."""
     report = SafetyReport(name or os.path.basename(root))
     started = time.perf_counter()
     before = snapshot(root)
     report.files = len(before)
 
     # 1. Every diagnostic and fix edit, as reported on the original files.
-    listed = json.loads(run_cli(root, "--unsafe-fixes", "--format", "json", jobs=jobs).stdout or "[]")
+    listed = json.loads(run_cli(root, "--unsafe-fixes", "--format", "json", jobs=jobs, code=code).stdout or "[]")
     edits: Dict[str, List[Tuple[int, int, int, int]]] = {}
     unparsable = set()
     for item in listed:
@@ -256,7 +285,7 @@ def check_tree(root: str, name: str = "", jobs: Optional[int] = None) -> SafetyR
     report.parse_failures = len(unparsable)
 
     # 2. Fix everything.
-    fixed_run = run_cli(root, "--fix", "--unsafe-fixes", "--show-fixes", jobs=jobs)
+    fixed_run = run_cli(root, "--fix", "--unsafe-fixes", "--show-fixes", jobs=jobs, code=code)
     for line in fixed_run.stdout.splitlines():
         match = _SHOW_FIXES_LINE.match(line)
         if match:
@@ -285,7 +314,7 @@ def check_tree(root: str, name: str = "", jobs: Optional[int] = None) -> SafetyR
             report.failures.append(failure)
 
     # 4. Fixing again changes nothing.
-    second = run_cli(root, "--fix", "--unsafe-fixes", "--show-fixes", jobs=jobs)
+    second = run_cli(root, "--fix", "--unsafe-fixes", "--show-fixes", jobs=jobs, code=code)
     for line in second.stdout.splitlines():
         match = _SHOW_FIXES_LINE.match(line)
         if match:
@@ -371,6 +400,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--jobs", type=int, help="passed to lifetime-lint (default: its own)")
     parser.add_argument("--json", help="write the counts here")
     parser.add_argument("--scratch", default=SAFETY, help="where the copies go (default .bench/safety)")
+    parser.add_argument("--no-freeze", action="store_true",
+                        help="run the installed code, not a frozen copy of it")  # fmt: skip
     args = parser.parse_args(argv)
     sys.path.insert(0, HERE)
     import corpus
@@ -378,11 +409,16 @@ def main(argv: Sequence[str]) -> int:
     names = args.corpora or ([] if args.path else ["torch-nn", *corpus.PINNED])
     targets = [(name, corpus.prepare(name)) for name in names]
     targets += [(os.path.basename(os.path.abspath(p)), p) for p in args.path]
+    code = None if args.no_freeze else freeze_code(os.path.join(args.scratch, "_code"))
+    revision = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"],
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+    print(f"lifetime-lint code: {'frozen copy in ' + code if code else 'as installed'}, "
+          f"git {revision or 'unknown'}", flush=True)  # fmt: skip
     reports = []
     for name, source in targets:
         print(f"{name}: fixing a copy of {source} ...", flush=True)
         copy = scratch_copy(source, name, args.scratch)
-        reports.append(check_tree(copy, name, jobs=args.jobs))
+        reports.append(check_tree(copy, name, jobs=args.jobs, code=code))
     print_reports(reports)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
