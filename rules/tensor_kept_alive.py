@@ -262,8 +262,9 @@ class TensorKeptAlive(Rule):
     computes. (Code that reads its caller's frame, `sys._getframe(1).f_locals`, is the one
     thing the analysis cannot see.) No fix when the name may be unbound or already deleted
     on some path, or when the statement sits on one line with its `if`/`for` header. A
-    `break` or `continue` inside that statement leaves it without passing the `del`: the
-    fix then frees the name on the other paths only.
+    `break` or `continue` inside that statement that jumps past the `del` gets its own
+    `del` right before it where the name is dead at the jump's target (not across a
+    `finally`, where the fix frees the name on the other paths only).
 
     A list of tensors consumed by a loop and not used afterwards keeps every item alive
     until the loop ends. The unsafe fix rewrites `for tile in tiles:` to
@@ -454,6 +455,7 @@ class _Analysis:
         self._heavy: Dict[int, Optional[Tuple[str, cst.CSTNode]]] = {}
         self.kinds: Dict[int, str] = {}  # DefSite.index -> _FRESH / _OTHER / view / pending
         self._pending_reports: List[Tuple[str, StatementInfo, int, Tuple[str, cst.CSTNode]]] = []
+        self.flow: Optional[Dataflow] = None
 
     @property
     def submodules(self) -> FrozenSet[str]:
@@ -467,6 +469,7 @@ class _Analysis:
         if not candidates:
             return
         flow = solve(cfg)
+        self.flow = flow
         self._resolve_kinds(flow, candidates)
         groups: Dict[int, List[Tuple[str, StatementInfo, int]]] = {}
         for info, name in self._dead_points(flow, candidates):
@@ -972,11 +975,50 @@ class _Analysis:
         indentation = context.indentation_of(info.statement)
         listed = ", ".join(names)
         code = f"{prefix}{indentation}del {listed}{context.newline}"
+        edits = [Edit(offset, offset, code)]
+        edits.extend(self._jump_edits(info, names))
         return Fix(
             message=f"Insert `del {listed}` after line {context.position(info.statement).end.line}",
-            edits=(Edit(offset, offset, code),),
+            edits=tuple(edits),
             applicability=Applicability.SAFE,
         )
+
+    def _jump_edits(self, info: StatementInfo, names: Sequence[str]) -> List[Edit]:
+        """`break`/`continue` lines inside the statement that leave it without passing the
+        `del` after it: the names dead at the jump's target get their own `del` before it."""
+        assert self.flow is not None and info.exit is not None
+        flow = self.flow
+        low, high = info.entry.index, info.exit.index
+        lines = {id(line.entry): line for line in self.cfg.statements}
+        edits: List[Edit] = []
+        for node in self.cfg.nodes[low : high + 1]:
+            if not node.jump or not isinstance(node.statement, (cst.Break, cst.Continue)):
+                continue
+            if len(node.succ) != 1:
+                continue
+            target = node.succ[0]
+            if low <= target.index <= high or target.kind not in ("after", "for", "while"):
+                continue  # stays inside the statement, or crosses a `finally`
+            line = lines.get(id(node))
+            if line is None or not line.insertable or not isinstance(
+                line.statement, cst.SimpleStatementLine
+            ) or len(line.statement.body) != 1:
+                continue
+            dead_here = []
+            for name in names:
+                bit = flow.name_bit(name)
+                if flow.live_in[target.index] & bit:
+                    continue
+                sites = flow.reaching(flow.reach_in[node.index], name)
+                if not sites or any(s.kind in ("unbound", "deleted") for s in sites):
+                    continue
+                dead_here.append(name)
+            if dead_here:
+                start = self.context.line_start_of(line.statement)
+                indentation = self.context.indentation_of(line.statement)
+                code = f"{indentation}del {', '.join(dead_here)}{self.context.newline}"
+                edits.append(Edit(start, start, code))
+        return edits
 
 
 # -- small helpers -----------------------------------------------------------------------
