@@ -236,9 +236,8 @@ class _TokenRangeState(CodegenState):
         self._stack.append(len(self.tokens))
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        start = self._stack.pop()
-        if node not in self.ranges:  # a syntactic range, recorded first, wins
-            self.ranges[node] = (start, len(self.tokens))
+        # A syntactic range, recorded first (on leaving `record_syntactic_position`), wins.
+        self.ranges.setdefault(node, (self._stack.pop(), len(self.tokens)))
 
     def pop_trailing_newline(self) -> None:
         # PositionProvider keeps counting the dropped newline (it never rewinds); so do we.
