@@ -86,6 +86,8 @@ def main() -> None:
             "warm_speedup_vs_no_cache": round(plain["seconds"] / warm["seconds"], 1),
             "diagnostics": findings,
         })  # fmt: skip
+        print(f"jobs {jobs}: --no-cache {plain['seconds']} s, cold {cold['seconds']} s, "
+              f"warm {warm['seconds']} s", flush=True)  # fmt: skip
 
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
