@@ -277,7 +277,9 @@ class TensorKeptAlive(Rule):
       callee's dotted name, after `self.`, that make a call heavy work (default: encoders,
       decoders, `encode*`/`decode*`, `vae`, transformers, `unet`, `controlnet`, `forward`,
       `generate`, `model`, `*_model`). Calls through a tokenizer, processor, scheduler,
-      logger or progress bar are never heavy. Submodules assigned in `__init__`
+      logger or progress bar are never heavy, nor are `self.` calls inside a tokenizer,
+      processor, scheduler or feature-extractor class (by its name or a base's name), unless
+      that class is a network (a name or base ending in `Module`, `Model` or `Mixin`). Submodules assigned in `__init__`
       (`self.mlp = ...`, diffusers' `register_modules(vae=...)`) and collectives are always
       heavy.
     - `extend-heavy-calls`: patterns added to `heavy-calls`.
@@ -351,6 +353,20 @@ class TensorKeptAlive(Rule):
             self._submodules[key] = frozenset(names - methods)
         return self._submodules[key]
 
+    def _in_light_class(self) -> bool:
+        """Inside a tokenizer, processor, scheduler or feature extractor class: its own
+        methods (`encode`, `decode`, `_encode_plus`) are not model work."""
+        owner = self.context.inside((cst.ClassDef,))
+        if owner is None:
+            return False
+        bases = [(dotted_name(base.value) or "").rsplit(".", 1)[-1] for base in owner.bases]
+        names = [owner.name.value] + bases
+        if not any(fnmatchcase(n.lower(), light) for n in names for light in _LIGHT_OWNERS):
+            return False
+        # An audio or video "tokenizer" that is a network (`...TokenizerModel(nn.Module)`,
+        # `ModelMixin`, `PreTrainedModel`) does real model work.
+        return not any(n.endswith(("Module", "Model", "Mixin")) for n in names)
+
     def heavy_call(self, call: cst.Call, submodules: FrozenSet[str]) -> bool:
         """A model, encoder/decoder, submodule or collective call, or a `heavy-calls` match.
 
@@ -376,6 +392,8 @@ class TensorKeptAlive(Rule):
                 return False
         if last in _COLLECTIVES and len(parts) >= 2 and parts[-2] in ("dist", "distributed"):
             return True
+        if parts[0] == "self" and self._in_light_class():
+            return False  # `self._encode_plus(...)` in a tokenizer works on lists and ints
         name = last.lower()
         if len(parts) == 2 and parts[0] == "self" and last in submodules:
             return not any(fnmatchcase(name, light) for light in _LIGHT_SUBMODULES)
