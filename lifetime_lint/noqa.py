@@ -11,6 +11,7 @@ Only files that have findings pay for this.
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import tokenize
@@ -50,6 +51,14 @@ def _codes(text: Optional[str]) -> Optional[Set[str]]:
 
 
 def parse_suppressions(source: str) -> Suppressions:
+    """The file's suppression comments. Tokenizing a file costs about its LibCST parse, so
+    the answer for the last few sources is kept: the engine and any rule that asks about the
+    same text share one tokenization. Treat the result as read-only."""
+    return _parse_suppressions(source)
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_suppressions(source: str) -> Suppressions:
     result = Suppressions()
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
