@@ -211,7 +211,9 @@ class Measure:
         return statistics.median(self.times) if self.times else None
 
 
-def measure_corpus(name: str, repeats: int, slow_repeats: int, fast_only: bool) -> Dict:
+def measure_corpus(
+    name: str, repeats: int, slow_repeats: int, fast_only: bool, warmup: bool = True
+) -> Dict:
     root = working_copy(name)
     files = corpus.python_files(root)
     lines = 0
@@ -292,7 +294,7 @@ def measure_corpus(name: str, repeats: int, slow_repeats: int, fast_only: bool) 
     )
     # One untimed round of the fast tools: bytecode caches and the OS file cache warm for all.
     for m in measures:
-        if not m.slow:
+        if warmup and not m.slow:
             m.run(root)
             m.times.clear()
             m.exit_codes.clear()
@@ -379,6 +381,7 @@ def main(argv: Sequence[str]) -> None:
     run.add_argument("--repeats", type=int, default=5)
     run.add_argument("--slow-repeats", type=int, default=2, help="runs of Fixit and TorchFix")
     run.add_argument("--fast-only", action="store_true", help="skip Fixit and TorchFix")
+    run.add_argument("--no-warmup", action="store_true", help="skip the untimed first round")
     run.add_argument("--json", default=os.path.join(BENCH, "results", "lint_speed.json"))
     args = parser.parse_args(argv)
     if args.command == "setup":
@@ -391,7 +394,7 @@ def main(argv: Sequence[str]) -> None:
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
     reports = [
-        measure_corpus(name, args.repeats, args.slow_repeats, args.fast_only)
+        measure_corpus(name, args.repeats, args.slow_repeats, args.fast_only, not args.no_warmup)
         for name in (args.corpus or ["torch-nn"])
     ]
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
