@@ -16,18 +16,17 @@ only). Without CUDA it runs a tiny CPU smoke version (equality, time, expected b
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Dict, List
+from typing import Any, Dict, List
+
+from _bench import load_module, measure
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "benchmarks" / "ll001_pipeline_model.py"
@@ -49,14 +48,6 @@ def prepare() -> None:
     print("after --fix:", remaining.stdout.strip() or "no LL001 findings left")
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _deleted_names(source: str) -> List[str]:
     names: List[str] = []
     for match in re.finditer(r"^\s*del ([\w, ]+)$", source, re.MULTILINE):
@@ -64,34 +55,13 @@ def _deleted_names(source: str) -> List[str]:
     return names
 
 
-def _measure(torch: Any, fn: Callable[[], Any], cuda: bool, repeats: int) -> Dict[str, Any]:
-    times = []
-    peak = None
-    output = None
-    for _ in range(repeats):
-        output = None
-        if cuda:
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
-            base = torch.cuda.memory_allocated()
-            torch.cuda.reset_peak_memory_stats()
-        start = time.perf_counter()
-        output = fn()
-        if cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-        if cuda:
-            peak = torch.cuda.max_memory_allocated() - base
-    return {"output": output, "seconds": statistics.median(times), "peak": peak, "times": times}
-
-
 def run() -> None:
     import torch
 
     if not FIXED.exists():
         sys.exit(f"{FIXED} is missing: run `python benchmarks/ll001_pipeline.py prepare` first")
-    before = _load(SOURCE, "ll001_pipeline_before")
-    after = _load(FIXED, "ll001_pipeline_after")
+    before = load_module(SOURCE, "ll001_pipeline_before")
+    after = load_module(FIXED, "ll001_pipeline_after")
     deleted = _deleted_names(FIXED.read_text())
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
@@ -140,8 +110,8 @@ def run() -> None:
     expected = sum(sizes.values())
 
     runs = {
-        "before": _measure(torch, lambda: call(pipe_before), cuda, repeats),
-        "after": _measure(torch, lambda: call(pipe_after), cuda, repeats),
+        "before": measure(torch, lambda: call(pipe_before), cuda, repeats),
+        "after": measure(torch, lambda: call(pipe_after), cuda, repeats),
     }
     equal = torch.equal(runs["before"]["output"], runs["after"]["output"])
     results: Dict[str, Any] = {

@@ -15,17 +15,15 @@ writes `ll002_decode.json` there.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Callable, Dict
+from typing import Any, Dict
+
+from _bench import load_module, measure
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "benchmarks" / "ll002_decode_model.py"
@@ -46,43 +44,13 @@ def prepare() -> None:
     print("after --fix:", remaining.stdout.strip() or "no LL002 findings left")
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _measure(torch: Any, fn: Callable[[], Any], device: str, repeats: int) -> Dict[str, Any]:
-    cuda = device == "cuda"
-    times = []
-    peak = None
-    output = None
-    for _ in range(repeats):
-        output = None
-        if cuda:
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
-            base = torch.cuda.memory_allocated()
-            torch.cuda.reset_peak_memory_stats()
-        start = time.perf_counter()
-        output = fn()
-        if cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-        if cuda:
-            peak = torch.cuda.max_memory_allocated() - base
-    return {"output": output, "seconds": statistics.median(times), "peak": peak}
-
-
 def run() -> None:
     import torch
 
     if not FIXED.exists():
         sys.exit(f"{FIXED} is missing: run `python benchmarks/ll002_decode.py prepare` first")
-    before = _load(SOURCE, "ll002_decode_before")
-    after = _load(FIXED, "ll002_decode_after")
+    before = load_module(SOURCE, "ll002_decode_before")
+    after = load_module(FIXED, "ll002_decode_after")
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     # 48 chunks of 1 x 16 x 4 x 768 x 1024 bf16 = 96 MiB each on CUDA; tiny on CPU.
@@ -97,7 +65,7 @@ def run() -> None:
 
     # One decoder call's own peak (its output chunk included): the unavoidable transient.
     with torch.no_grad():
-        call = _measure(torch, lambda: model_before.decoder(z[:, :, :1]), device, 1)
+        call = measure(torch, lambda: model_before.decoder(z[:, :, :1]), device == "cuda", 1)
         chunk_bytes = call["output"].numel() * call["output"].element_size()
         del call["output"]
     output_bytes = chunk_bytes * frames
@@ -113,7 +81,7 @@ def run() -> None:
     for form, method in (("accumulate-then-cat", "decode"), ("running-cat", "decode_running")):
         runs = {}
         for label, model in (("before", model_before), ("after", model_after)):
-            runs[label] = _measure(torch, lambda m=model: getattr(m, method)(z), device, repeats)
+            runs[label] = measure(torch, lambda m=model: getattr(m, method)(z), device == "cuda", repeats)
         equal = torch.equal(runs["before"]["output"], runs["after"]["output"])
         row: Dict[str, Any] = {
             "bitwise_equal": equal,

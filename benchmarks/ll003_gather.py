@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import json
 import os
 import statistics
@@ -34,8 +33,9 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Dict, List
+
+from _bench import load_module
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = ROOT / "benchmarks" / "ll003_vae_tiling.py"
@@ -73,13 +73,6 @@ def prepare() -> None:
 # -- the measurement (torch, the standard library and lifetime_lint.runtime only) -----------
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
 def _worker(rank: int, world_size: int, folder: str, use_cuda: bool, iters: int) -> None:
     try:
         _measure(rank, world_size, folder, use_cuda, iters)
@@ -105,7 +98,7 @@ def _measure(rank: int, world_size: int, folder: str, use_cuda: bool, iters: int
     device = torch.device("cuda", rank) if use_cuda else torch.device("cpu")
     dtype = torch.bfloat16 if use_cuda else torch.float32
     frames, height, width = CUDA_SHAPE if use_cuda else CPU_SHAPE
-    modules = {"before": _load(BEFORE, "ll003_before"), "after": _load(AFTER, "ll003_after")}
+    modules = {"before": load_module(BEFORE, "ll003_before"), "after": load_module(AFTER, "ll003_after")}
 
     torch.manual_seed(0)  # the same weights and latents on every rank
     decoder = modules["before"].StripDecoder().to(device=device, dtype=dtype).eval()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from lifetime_lint.diagnostics import Diagnostic
-from lifetime_lint.source import SourceError, SourceFile, write_atomic
+from lifetime_lint.source import SourceLines, write_atomic
 
 BASELINE_VERSION = 1
 
@@ -34,21 +34,6 @@ class BaselineError(Exception):
 
 def _normalise(line: str) -> str:
     return " ".join(line.split())
-
-
-class _Lines:
-    """Source lines of the files with findings, each file read once."""
-
-    def __init__(self) -> None:
-        self._files: Dict[str, List[str]] = {}
-
-    def get(self, path: str) -> List[str]:
-        if path not in self._files:
-            try:
-                self._files[path] = SourceFile.read(path).text.splitlines()
-            except SourceError:
-                self._files[path] = []
-        return self._files[path]
 
 
 def _relative(path: str, root: str) -> str:
@@ -135,7 +120,7 @@ class Baseline:
 
         Errors about files (unreadable, unparsable) are never baselined.
         """
-        lines = _Lines()
+        lines = SourceLines()
         remaining = Counter(self.counts)
         new: List[Diagnostic] = []
         matched = 0
@@ -165,7 +150,7 @@ class Baseline:
 def write_baseline(path: str, diagnostics: Iterable[Diagnostic]) -> int:
     """Write every (non-error) finding to `path`; returns the number recorded."""
     root = os.path.dirname(os.path.abspath(path))
-    lines = _Lines()
+    lines = SourceLines()
     entries: Dict[str, Dict[str, object]] = {}
     total = 0
     for d in sorted(diagnostics, key=Diagnostic.sort_key):

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 import libcst as cst
 
@@ -33,21 +33,6 @@ def cuda_function(context: FileContext, call: cst.Call) -> Optional[str]:
         return None
     name = qualified[len(CUDA_MODULE) + 1 :]
     return name if name.isidentifier() else None
-
-
-def cuda_import_bindings(context: FileContext, func: cst.BaseExpression) -> Tuple[str, ...]:
-    """The local names a rewrite of `func` may leave unused: `empty_cache` from
-    `from torch.cuda import empty_cache`, `cuda` from `from torch import cuda`, `tc` from
-    `import torch.cuda as tc`; never a binding of `torch` itself."""
-    root = func
-    while isinstance(root, cst.Attribute):
-        root = root.value
-    if not isinstance(root, cst.Name):
-        return ()
-    bindings = context.imports.bindings_for(root.value)
-    if bindings and all(b.qualified.startswith(CUDA_MODULE) for b in bindings):
-        return (root.value,)
-    return ()
 
 
 def in_multi_backend_dispatch(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:

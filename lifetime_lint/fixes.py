@@ -91,6 +91,29 @@ def module_reference(
     return module, (_insert_import_line(context, f"import {module}"),)
 
 
+def import_bindings_under(
+    context: FileContext, func: cst.BaseExpression, module: str
+) -> Tuple[str, ...]:
+    """The local name a rewrite of `func` may leave unused, for `Fix.orphan_import_candidates`.
+
+    `empty_cache` of `from torch.cuda import empty_cache`, `cuda` of `from torch import cuda`,
+    `tc` of `import torch.cuda as tc`: the root name of `func`, when every import binding it
+    has names `module` or something inside it. Never a binding of a parent package (a plain
+    `import torch` may be there for its side effects).
+    """
+    root = func
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not isinstance(root, cst.Name):
+        return ()
+    bindings = context.imports.bindings_for(root.value)
+    if bindings and all(
+        b.qualified == module or b.qualified.startswith(module + ".") for b in bindings
+    ):
+        return (root.value,)
+    return ()
+
+
 def _name_is_taken(context: FileContext, name: str) -> bool:
     taken = context.memo.get("fixes.taken_names")
     if taken is None:  # one walk per file, however many fixes ask

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from lifetime_lint import __version__
 from lifetime_lint.diagnostics import Diagnostic
-from lifetime_lint.source import SourceError, SourceFile
+from lifetime_lint.source import SourceLines
 
 # The published rule documentation: `lifetime-lint rule --all` rendered as Markdown, one
 # `# name (CODE)` heading per rule, which is the anchor `rule_url` points at.
@@ -191,27 +191,11 @@ def render_json(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
 
 # -- full: source context ------------------------------------------------------------------
 
-
-class _SourceLines:
-    """The lines of each reported file, read once (after `--fix`: the fixed content)."""
-
-    def __init__(self) -> None:
-        self._files: Dict[str, List[str]] = {}
-
-    def get(self, path: str) -> List[str]:
-        if path not in self._files:
-            try:
-                self._files[path] = SourceFile.read(path).text.splitlines()
-            except SourceError:
-                self._files[path] = []
-        return self._files[path]
-
-
 _MAX_SPAN_LINES = 6  # longer spans show their first lines and an ellipsis
 
 
 def render_full(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
-    sources = _SourceLines()
+    sources = SourceLines()
     lines: List[str] = []
     for d in diagnostics:
         lines.append(format_line(d, summary))
@@ -356,7 +340,7 @@ def render_sarif(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
     root = os.getcwd()
     rules = _rule_descriptors([d.code for d in diagnostics])
     index = {rule["id"]: position for position, rule in enumerate(rules)}
-    sources = _SourceLines()
+    sources = SourceLines()
     results = []
     for d in diagnostics:
         artifact = _artifact(d.path, root)

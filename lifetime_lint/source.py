@@ -13,6 +13,7 @@ import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass
+from typing import Dict, List
 
 _BINARY_SNIFF = 8192
 
@@ -71,6 +72,24 @@ class SourceFile:
     def write(self, text: str) -> None:
         """Atomically replace the file with `text`, keeping its encoding, BOM and mode."""
         write_atomic(self.path, self.encode(text))
+
+
+class SourceLines:
+    """The lines of files, each read once (for reporters and baselines that quote source).
+
+    A file that can no longer be read has no lines, rather than failing the report.
+    """
+
+    def __init__(self) -> None:
+        self._files: Dict[str, List[str]] = {}
+
+    def get(self, path: str) -> List[str]:
+        if path not in self._files:
+            try:
+                self._files[path] = SourceFile.read(path).text.splitlines()
+            except SourceError:
+                self._files[path] = []
+        return self._files[path]
 
 
 def detect_newline(text: str) -> str:

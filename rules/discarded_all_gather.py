@@ -10,7 +10,7 @@ import libcst as cst
 
 from lifetime_lint.devices import in_multi_backend_dispatch
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
-from lifetime_lint.fixes import Target, reference_to
+from lifetime_lint.fixes import Target, import_bindings_under, reference_to
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import Option, Rule
 
@@ -360,7 +360,7 @@ class DiscardedAllGather(Rule):
             message=message,
             edits=edits,
             applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
-            orphan_import_candidates=_distributed_bindings(self.context, call.func),
+            orphan_import_candidates=import_bindings_under(self.context, call.func, _DIST),
         )
 
 
@@ -397,20 +397,6 @@ def _ranks_of_another_group(context, call: cst.Call, guards, ancestors) -> bool:
         if isinstance(kind, tuple) and kind[1] != group:
             return True
     return False
-
-
-def _distributed_bindings(context, func: cst.BaseExpression) -> Tuple[str, ...]:
-    """The import binding the rewritten call used (`dist`, `all_gather`), if it names
-    `torch.distributed` or one of its functions: the fix may leave it unused."""
-    root = func
-    while isinstance(root, cst.Attribute):
-        root = root.value
-    if not isinstance(root, cst.Name):
-        return ()
-    bindings = context.imports.bindings_for(root.value)
-    if bindings and all(b.qualified.startswith(_DIST) for b in bindings):
-        return (root.value,)
-    return ()
 
 
 # -- what is flagged -----------------------------------------------------------------------

@@ -7,9 +7,9 @@ from typing import Dict, Optional, Tuple
 
 import libcst as cst
 
-from lifetime_lint.devices import cuda_function, cuda_import_bindings, in_multi_backend_dispatch
+from lifetime_lint.devices import CUDA_MODULE, cuda_function, in_multi_backend_dispatch
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
-from lifetime_lint.fixes import Target, module_reference, reference_to
+from lifetime_lint.fixes import Target, import_bindings_under, module_reference, reference_to
 from lifetime_lint.rule import Option, Rule
 
 
@@ -207,7 +207,7 @@ class HardCodedCudaCall(Rule):
             message=f"Replace with `{reference}()`",
             edits=tuple(edits) + imports,
             applicability=applicability,
-            orphan_import_candidates=cuda_import_bindings(self.context, node.func),
+            orphan_import_candidates=import_bindings_under(self.context, node.func, CUDA_MODULE),
         )
 
     def _device_keyword_to_positional(self, node: cst.Call):

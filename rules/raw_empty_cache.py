@@ -6,9 +6,9 @@ from typing import Optional
 
 import libcst as cst
 
-from lifetime_lint.devices import cuda_function, cuda_import_bindings, in_multi_backend_dispatch
+from lifetime_lint.devices import CUDA_MODULE, cuda_function, in_multi_backend_dispatch
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
-from lifetime_lint.fixes import Target, reference_to
+from lifetime_lint.fixes import Target, import_bindings_under, reference_to
 from lifetime_lint.rule import Option, Rule
 
 
@@ -103,7 +103,7 @@ class RawEmptyCache(Rule):
             message=f"Replace with `{reference}()`",
             edits=(Edit(start, end, reference),) + import_edits,
             applicability=Applicability.SAFE,
-            orphan_import_candidates=cuda_import_bindings(self.context, node.func),
+            orphan_import_candidates=import_bindings_under(self.context, node.func, CUDA_MODULE),
         )
         written = self.context.source_of(node.func)
         self.report(

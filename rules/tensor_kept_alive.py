@@ -937,7 +937,7 @@ class _Analysis:
                 message += " (no fix: it may be unbound there)"
             elif status == 0:
                 # One `del` for every name that dies here, except names whose finding is
-                # suppressed with `# noqa` (their fix must not run either).
+                # suppressed by a noqa comment (their fix must not run either).
                 names = [
                     n
                     for n, _, s in groups[id(info)]

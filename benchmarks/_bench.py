@@ -1,0 +1,45 @@
+"""Helpers the GPU benchmarks share: loading a module from a file, and one timed, peak-
+measured call. Imports nothing but the standard library (torch is passed in), so the
+benchmarks run on a GPU machine that has torch and no libcst."""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Dict
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """Import the Python file at `path` as a module called `name`."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def measure(torch: Any, fn: Callable[[], Any], cuda: bool, repeats: int) -> Dict[str, Any]:
+    """Call `fn` `repeats` times: the last output, the median seconds, every time, and on CUDA
+    the peak bytes allocated above what was allocated before each call (the cache emptied and
+    the peak reset first, so every repeat starts alike)."""
+    times = []
+    peak = None
+    output = None
+    for _ in range(repeats):
+        output = None
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        output = fn()
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+        if cuda:
+            peak = torch.cuda.max_memory_allocated() - base
+    return {"output": output, "seconds": statistics.median(times), "peak": peak, "times": times}
