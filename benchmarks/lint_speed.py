@@ -144,12 +144,12 @@ def triggered_files(files: Sequence[str]) -> List[str]:
 
 
 def code_fingerprint() -> Optional[str]:
-    """The cache's fingerprint of the installed code, freshly computed (None: no cache)."""
-    try:
-        from lifetime_lint.cache import code_fingerprint as fingerprint
-    except ImportError:
-        return None
-    return getattr(fingerprint, "__wrapped__", fingerprint)()
+    """The cache's fingerprint of the code the tools run (None: a build without a cache)."""
+    probe = "from lifetime_lint.cache import code_fingerprint as f; print(f())"
+    completed = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=TOOL_ENV
+    )
+    return completed.stdout.strip() or None
 
 
 def enabled_rules() -> List[str]:
@@ -369,6 +369,17 @@ def print_table(report: Dict, results: Dict[str, Measure]) -> None:
             print(f"- {label}: {results[label].median:.2f} s (target < 2 s)")
 
 
+def freeze_code() -> str:
+    """Run lifetime-lint from a frozen copy of its code (see fix_safety.freeze_code): the
+    cache is keyed by the code, and edits in a shared working tree would turn warm runs
+    into cold ones mid-measurement."""
+    from fix_safety import freeze_code as freeze
+
+    target = freeze(os.path.join(BENCH, "speed_code"))
+    TOOL_ENV["PYTHONPATH"] = target + os.pathsep + TOOL_ENV.get("PYTHONPATH", "")
+    return target
+
+
 def main(argv: Sequence[str]) -> None:
     if argv[:1] == ["_parse"]:
         parse_files(argv[1])
@@ -382,11 +393,18 @@ def main(argv: Sequence[str]) -> None:
     run.add_argument("--slow-repeats", type=int, default=2, help="runs of Fixit and TorchFix")
     run.add_argument("--fast-only", action="store_true", help="skip Fixit and TorchFix")
     run.add_argument("--no-warmup", action="store_true", help="skip the untimed first round")
+    run.add_argument("--no-freeze", action="store_true",
+                     help="run the working tree's code, not a frozen copy of it")  # fmt: skip
     run.add_argument("--json", default=os.path.join(BENCH, "results", "lint_speed.json"))
     args = parser.parse_args(argv)
     if args.command == "setup":
         setup_venvs()
         return
+    frozen = None if args.no_freeze else freeze_code()
+    revision = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"],
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+    print(f"# lifetime-lint code: {'frozen copy in ' + frozen if frozen else 'working tree'}, "
+          f"git {revision}")  # fmt: skip
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"# lint speed: {platform.python_implementation()} {platform.python_version()}, "
