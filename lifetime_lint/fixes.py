@@ -51,12 +51,14 @@ class Target:
         return ".".join((self.module, self.name) + self.attributes)
 
 
-def is_valid_target(spec: str) -> bool:
+def target_problem(spec: str) -> Optional[str]:
+    """Why `spec` is not a valid helper path, or None: an `Option.validate` for rule options
+    that name a helper (`reclaim-call`, `chunk-writer`, ...)."""
     try:
         Target.parse(spec)
-    except ValueError:
-        return False
-    return True
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def reference_to(

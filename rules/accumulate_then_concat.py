@@ -9,16 +9,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 import libcst as cst
 
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
-from lifetime_lint.fixes import Target, reference_to
+from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.rule import Option, Rule
-
-
-def _validate_target(value: str) -> Optional[str]:
-    try:
-        Target.parse(value)
-    except ValueError as error:
-        return str(error)
-    return None
 
 
 def _validate_count(value: int) -> Optional[str]:
@@ -156,7 +148,7 @@ class AccumulateThenConcat(Rule):
             str,
             "lifetime_lint.runtime.ChunkWriter",
             "the preallocating writer class the fix uses",
-            validate=_validate_target,
+            validate=target_problem,
         ),
         Option(
             "min-constant-count",

@@ -10,17 +10,9 @@ import libcst as cst
 
 from lifetime_lint.devices import in_multi_backend_dispatch
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
-from lifetime_lint.fixes import Target, import_bindings_under, reference_to
+from lifetime_lint.fixes import Target, import_bindings_under, reference_to, target_problem
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import Option, Rule
-
-
-def _validate_target(value: str) -> Optional[str]:
-    try:
-        Target.parse(value)
-    except ValueError as error:
-        return str(error)
-    return None
 
 
 def _validate_wrappers(value: List[str]) -> Optional[str]:
@@ -117,7 +109,7 @@ class DiscardedAllGather(Rule):
             str,
             "lifetime_lint.runtime.gather_to_root",
             "the helper that gathers onto one rank",
-            validate=_validate_target,
+            validate=target_problem,
         ),
         Option(
             "wrappers",

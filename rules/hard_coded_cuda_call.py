@@ -9,7 +9,13 @@ import libcst as cst
 
 from lifetime_lint.devices import CUDA_MODULE, cuda_function, in_multi_backend_dispatch
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
-from lifetime_lint.fixes import Target, import_bindings_under, module_reference, reference_to
+from lifetime_lint.fixes import (
+    Target,
+    import_bindings_under,
+    module_reference,
+    reference_to,
+    target_problem,
+)
 from lifetime_lint.rule import Option, Rule
 
 
@@ -64,10 +70,9 @@ DEFAULT_BANNED = (
 
 def _validate_replacements(value: Dict[str, str]) -> Optional[str]:
     for name, spec in value.items():
-        try:
-            Target.parse(spec)
-        except ValueError as error:
-            return f"{name}: {error}"
+        problem = target_problem(spec)
+        if problem:
+            return f"{name}: {problem}"
     return None
 
 

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from lifetime_lint.devices import CUDA_MODULE, cuda_function, in_multi_backend_dispatch
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
-from lifetime_lint.fixes import Target, import_bindings_under, reference_to
+from lifetime_lint.fixes import Target, import_bindings_under, reference_to, target_problem
 from lifetime_lint.rule import Option, Rule
-
-
-def _validate_target(value: str) -> Optional[str]:
-    try:
-        Target.parse(value)
-    except ValueError as error:
-        return str(error)
-    return None
 
 
 class RawEmptyCache(Rule):
@@ -86,7 +76,7 @@ class RawEmptyCache(Rule):
             str,
             "lifetime_lint.runtime.reclaim",
             "the callable that replaces `torch.cuda.empty_cache`",
-            validate=_validate_target,
+            validate=target_problem,
         ),
     )
 

@@ -21,18 +21,10 @@ from lifetime_lint.analysis.cfg import (
 )
 from lifetime_lint.analysis.dataflow import Dataflow, solve
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
-from lifetime_lint.fixes import Target, reference_to
+from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.noqa import Suppressions, parse_suppressions
 from lifetime_lint.rule import Option, Rule
-
-
-def _validate_target(value: str) -> Optional[str]:
-    try:
-        Target.parse(value)
-    except ValueError as error:
-        return str(error)
-    return None
 
 
 def _validate_patterns(value: List[str]) -> Optional[str]:
@@ -312,7 +304,7 @@ class TensorKeptAlive(Rule):
             str,
             "lifetime_lint.runtime.release",
             "the helper that yields a list's items while dropping the list's references",
-            validate=_validate_target,
+            validate=target_problem,
         ),
     )
 
