@@ -297,30 +297,28 @@ class _ImportRemover(cst.CSTTransformer):
     ) -> "cst.ImportFrom | cst.RemovalSentinel":
         if isinstance(updated_node.names, cst.ImportStar):
             return updated_node
-        kept = [alias for alias in updated_node.names if _bound_name(alias) not in self.names]
-        if len(kept) == len(updated_node.names):
-            return updated_node
-        if not kept:
-            return cst.RemovalSentinel.REMOVE
-        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated_node.with_changes(names=kept)
+        return self._without_unused(updated_node, lambda alias: True)
 
     def leave_Import(
         self, original_node: cst.Import, updated_node: cst.Import
     ) -> "cst.Import | cst.RemovalSentinel":
         # Only `import a.b as x` bindings are candidates: a plain `import torch` may be
         # there for its side effects.
+        return self._without_unused(updated_node, lambda alias: alias.asname is not None)
+
+    def _without_unused(self, statement, removable):  # type: ignore[no-untyped-def]
+        """The import statement without its unused aliases, or REMOVE if none is left."""
         kept = [
             alias
-            for alias in updated_node.names
-            if alias.asname is None or _bound_name(alias) not in self.names
+            for alias in statement.names
+            if not (removable(alias) and _bound_name(alias) in self.names)
         ]
-        if len(kept) == len(updated_node.names):
-            return updated_node
+        if len(kept) == len(statement.names):
+            return statement
         if not kept:
             return cst.RemovalSentinel.REMOVE
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated_node.with_changes(names=kept)
+        return statement.with_changes(names=kept)
 
     def leave_IndentedBlock(
         self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
