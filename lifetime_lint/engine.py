@@ -251,7 +251,7 @@ class Linter:
                 if orphans:
                     module = remove_orphan_imports(module, orphans)
                     new_text = module.code
-                compile(new_text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+                _python_compiles(new_text, path, source.text)
             except (cst.ParserSyntaxError, SyntaxError, ValueError) as error:
                 # A fix that breaks the file is a bug in a rule: keep the file as it was.
                 diagnostics = diagnostics + [
@@ -272,6 +272,23 @@ class Linter:
             if error is not None:  # cannot happen after the parse above; be safe anyway
                 return source.text, [error]
         return text, diagnostics
+
+
+def _python_compiles(new_text: str, path: str, original: str) -> None:
+    """Raise SyntaxError if this Python rejects the fixed text but accepted the original.
+
+    A file in syntax newer than the running interpreter (`match` under Python 3.9) is
+    checked by LibCST's parse alone: this interpreter could not judge it before the fix
+    either.
+    """
+    try:
+        compile(new_text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError:
+        try:
+            compile(original, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except SyntaxError:
+            return
+        raise
 
 
 def _location(context: FileContext, offset: int) -> Location:
