@@ -275,6 +275,10 @@ class TensorKeptAlive(Rule):
       (`self.mlp = ...`, diffusers' `register_modules(vae=...)`) and collectives are always
       heavy.
     - `extend-heavy-calls`: patterns added to `heavy-calls`.
+    - `submodules-are-heavy` (default true): set it to false to keep only findings held
+      across calls that match `heavy-calls` (decodes, encoders, language models, UNets,
+      `generate`, ...) and loops, dropping those held across one layer (`self.mlp(x)`),
+      which free one activation at inference and little in training.
     - `release-call`: the helper of the list fix (default
       `lifetime_lint.runtime.release`), as `package.module:object.method` or a dotted path.
     """
@@ -300,6 +304,13 @@ class TensorKeptAlive(Rule):
             validate=_validate_patterns,
         ),
         Option(
+            "submodules-are-heavy",
+            bool,
+            True,
+            "whether a call of any submodule assigned in `__init__` (`self.mlp(x)`) is heavy "
+            "work; false keeps only calls matching `heavy-calls` (model-level findings)",
+        ),
+        Option(
             "release-call",
             str,
             "lifetime_lint.runtime.release",
@@ -315,6 +326,7 @@ class TensorKeptAlive(Rule):
         super().__init__(context, options)
         patterns = list(options["heavy-calls"]) + list(options["extend-heavy-calls"])
         self._heavy_patterns = tuple(p.lower() for p in patterns)
+        self._submodules_are_heavy: bool = options["submodules-are-heavy"]
         self._submodules: Dict[int, FrozenSet[str]] = {}
 
     # -- visitor ---------------------------------------------------------------------
@@ -387,7 +399,7 @@ class TensorKeptAlive(Rule):
         if parts[0] == "self" and self._in_light_class():
             return False  # `self._encode_plus(...)` in a tokenizer works on lists and ints
         name = last.lower()
-        if len(parts) == 2 and parts[0] == "self" and last in submodules:
+        if self._submodules_are_heavy and len(parts) == 2 and parts[0] == "self" and last in submodules:
             return not any(fnmatchcase(name, light) for light in _LIGHT_SUBMODULES)
         return any(fnmatchcase(name, pattern) for pattern in self._heavy_patterns)
 
