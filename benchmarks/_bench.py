@@ -5,6 +5,8 @@ benchmarks run on a GPU machine that has torch and no libcst."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -24,9 +26,10 @@ def load_module(path: Path, name: str) -> ModuleType:
 def measure(torch: Any, fn: Callable[[], Any], cuda: bool, repeats: int) -> Dict[str, Any]:
     """Call `fn` `repeats` times: the last output, the median seconds, every time, and on CUDA
     the peak bytes allocated above what was allocated before each call (the cache emptied and
-    the peak reset first, so every repeat starts alike)."""
+    the peak reset first, so every repeat starts alike) and what was allocated before it."""
     times = []
     peak = None
+    base = None
     output = None
     for _ in range(repeats):
         output = None
@@ -42,4 +45,15 @@ def measure(torch: Any, fn: Callable[[], Any], cuda: bool, repeats: int) -> Dict
         times.append(time.perf_counter() - start)
         if cuda:
             peak = torch.cuda.max_memory_allocated() - base
-    return {"output": output, "seconds": statistics.median(times), "peak": peak, "times": times}
+    return {"output": output, "seconds": statistics.median(times), "peak": peak, "base": base,
+            "times": times}  # fmt: skip
+
+
+def write_results(filename: str, results: Any) -> None:
+    """Write `results` as JSON to `$OUT/filename` when `$OUT` is set (the device tool's
+    folder of files to bring back); otherwise do nothing."""
+    out = os.environ.get("OUT")
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, filename), "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=2)

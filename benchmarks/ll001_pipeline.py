@@ -16,8 +16,6 @@ only). Without CUDA it runs a tiny CPU smoke version (equality, time, expected b
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
 import subprocess
@@ -26,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Dict, List
 
-from _bench import load_module, measure
+from _bench import load_module, measure, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "benchmarks" / "ll001_pipeline_model.py"
@@ -141,10 +139,7 @@ def run() -> None:
         print(f"{key:24s} {value:.4f}" if isinstance(value, float) else f"{key:24s} {value}")
     if not cuda:
         print("no CUDA: CPU smoke run only (no memory figures)")
-    out = os.environ.get("OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "ll001_pipeline.json").write_text(json.dumps(results, indent=2))
+    write_results("ll001_pipeline.json", results)
     if not equal:
         sys.exit("outputs differ")
 

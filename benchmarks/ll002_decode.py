@@ -15,15 +15,13 @@ writes `ll002_decode.json` there.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Dict
 
-from _bench import load_module, measure
+from _bench import load_module, measure, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "benchmarks" / "ll002_decode_model.py"
@@ -108,10 +106,7 @@ def run() -> None:
             print(f"  {key:28s} {value:.4f}" if isinstance(value, float) else f"  {key:28s} {value}")
     if not cuda:
         print("no CUDA: CPU smoke run only (no memory figures)")
-    out = os.environ.get("OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "ll002_decode.json").write_text(json.dumps(results, indent=2))
+    write_results("ll002_decode.json", results)
 
 
 if __name__ == "__main__":

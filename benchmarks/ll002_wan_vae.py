@@ -25,15 +25,15 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Dict, List
+
+from _bench import measure, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 WHEELS = ROOT / ".whl"
@@ -90,22 +90,13 @@ def _decode(torch: Any, model: Any, z: Any, tiled: bool, cuda: bool) -> Dict[str
         model.enable_tiling()
     else:
         model.disable_tiling()
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-    start = time.perf_counter()
     with torch.no_grad():
-        video = model.decode(z).sample
+        run = measure(torch, lambda: model.decode(z).sample, cuda, repeats=1)
+    video = run.pop("output")
+    row: Dict[str, Any] = {"seconds": round(run["seconds"], 3), "sha256": _digest(torch, video)}
     if cuda:
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - start
-    row: Dict[str, Any] = {"seconds": round(seconds, 3), "sha256": _digest(torch, video)}
-    if cuda:
-        peak = torch.cuda.max_memory_allocated()
-        row["peak_MiB"] = round(peak / 2**20, 1)
-        row["peak_above_base_MiB"] = round((peak - base) / 2**20, 1)
+        row["peak_MiB"] = round((run["peak"] + run["base"]) / 2**20, 1)
+        row["peak_above_base_MiB"] = round(run["peak"] / 2**20, 1)
     row["shape"] = list(video.shape)
     del video
     return row
@@ -172,10 +163,7 @@ def run() -> None:
         del z
     if not cuda:
         print("no CUDA: CPU smoke run only (no memory figures)")
-    out = os.environ.get("OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "ll002_wan_vae.json").write_text(json.dumps(results, indent=2))
+    write_results("ll002_wan_vae.json", results)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List
 
-from _bench import load_module
+from _bench import load_module, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = ROOT / "benchmarks" / "ll003_vae_tiling.py"
@@ -218,10 +218,7 @@ def run(iters: int, force_cpu: bool) -> int:
         "ranks": ranks,
     }
     _print_table(results)
-    out = os.environ.get("OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, "ll003_gather.json").write_text(json.dumps(results, indent=2))
+    write_results("ll003_gather.json", results)
     ok = all(r["root_output_equal"] for r in ranks) and ranks[0]["gets_video"] and not any(
         r["gets_video"] for r in ranks[1:]
     )
