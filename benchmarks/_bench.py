@@ -11,7 +11,7 @@ import statistics
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Dict
+from typing import Any, Callable
 
 
 def load_module(path: Path, name: str) -> ModuleType:
@@ -23,7 +23,7 @@ def load_module(path: Path, name: str) -> ModuleType:
     return module
 
 
-def measure(torch: Any, fn: Callable[[], Any], cuda: bool, repeats: int) -> Dict[str, Any]:
+def measure(torch: Any, fn: Callable[[], Any], cuda: bool, repeats: int) -> dict[str, Any]:
     """Call `fn` `repeats` times: the last output, the median seconds, every time, and on CUDA
     the peak bytes allocated above what was allocated before each call (the cache emptied and
     the peak reset first, so every repeat starts alike) and what was allocated before it."""

@@ -29,22 +29,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from corpus import prepare  # noqa: E402
+from corpus import prepare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _lint(paths: List[str], jobs: int, cache: List[str]) -> Dict[str, object]:
+def _lint(paths: list[str], jobs: int, cache: list[str]) -> dict[str, object]:
     command = [sys.executable, "-m", "lifetime_lint", "check", "--exit-zero", "--format", "json",
                "--jobs", str(jobs), *cache, *paths]  # fmt: skip
     start = time.perf_counter()
     # Outside the repository, so `-m lifetime_lint` imports the installed package (or the
     # snapshot on PYTHONPATH), never the working tree by accident.
-    done = subprocess.run(command, cwd=tempfile.gettempdir(), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE)  # fmt: skip
+    done = subprocess.run(command, cwd=tempfile.gettempdir(), capture_output=True)  # fmt: skip
     seconds = time.perf_counter() - start
     if done.returncode not in (0, 2):  # 2: some corpus file does not parse (reported, E999)
         raise SystemExit(f"lint failed ({done.returncode}): {done.stderr.decode()[-2000:]}")
@@ -53,8 +51,12 @@ def _lint(paths: List[str], jobs: int, cache: List[str]) -> Dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", action="append", help="corpus name (default: diffusers, transformers)")
-    parser.add_argument("--jobs", action="append", type=int, help="job counts (default: 1 and the CPU count)")
+    parser.add_argument(
+        "--corpus", action="append", help="corpus name (default: diffusers, transformers)"
+    )
+    parser.add_argument(
+        "--jobs", action="append", type=int, help="job counts (default: 1 and the CPU count)"
+    )
     args = parser.parse_args()
     corpora = args.corpus or ["diffusers", "transformers"]
     jobs_list = args.jobs or sorted({1, len(os.sched_getaffinity(0))})
@@ -100,7 +102,9 @@ def main() -> None:
         "runs": rows,
     }
     print(f"{files} files, {result['megabytes']} MB; rules {', '.join(result['rules'])}")
-    print(f"{'jobs':>4} {'--no-cache':>11} {'cold':>8} {'warm':>8} {'warm speedup':>13} {'diagnostics':>12}")
+    print(
+        f"{'jobs':>4} {'--no-cache':>11} {'cold':>8} {'warm':>8} {'warm speedup':>13} {'diagnostics':>12}"
+    )
     for row in rows:
         print(f"{row['jobs']:>4} {row['no_cache_s']:>10.2f}s {row['cold_s']:>7.2f}s "
               f"{row['warm_s']:>7.2f}s {row['warm_speedup_vs_no_cache']:>12.1f}x {row['diagnostics']:>12}")  # fmt: skip

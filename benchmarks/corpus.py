@@ -16,11 +16,10 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from typing import Dict, List
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".corpus")
 
-PINNED: Dict[str, str] = {
+PINNED: dict[str, str] = {
     "diffusers": "diffusers==0.42.1",
     "transformers": "transformers==5.24.0",
 }
@@ -42,7 +41,7 @@ def prepare(name: str) -> str:
         spec = importlib.util.find_spec("torch")
         if spec is None or not spec.submodule_search_locations:
             raise SystemExit("torch is not installed: pip install torch==2.13.0")
-        source = os.path.join(list(spec.submodule_search_locations)[0], "nn")
+        source = os.path.join(next(iter(spec.submodule_search_locations)), "nn")
         shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
         return target
     requirement = PINNED[name]
@@ -63,14 +62,14 @@ def prepare(name: str) -> str:
     return os.path.join(target)
 
 
-def python_files(folder: str) -> List[str]:
+def python_files(folder: str) -> list[str]:
     found = []
     for directory, _, names in os.walk(folder):
         found.extend(os.path.join(directory, n) for n in names if n.endswith(".py"))
     return sorted(found)
 
 
-def main(argv: List[str]) -> None:
+def main(argv: list[str]) -> None:
     names = argv or ["torch-nn", *PINNED]
     for name in names:
         folder = prepare(name)

@@ -47,8 +47,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -80,9 +80,9 @@ class SafetyReport:
     import_allowance_files: int = 0  # changes explained only by orphaned-import removal
     second_run_fixed: int = 0
     seconds: float = 0.0
-    failures: List[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
 
-    def as_json(self) -> Dict[str, object]:
+    def as_json(self) -> dict[str, object]:
         return {
             "name": self.name,
             "files": self.files,
@@ -117,12 +117,12 @@ def freeze_code(target: str) -> str:
         destination = os.path.join(package, sub)
         if os.path.exists(destination):
             shutil.rmtree(destination)
-        shutil.copytree(list(module.__path__)[0], destination, ignore=ignore)
+        shutil.copytree(next(iter(module.__path__)), destination, ignore=ignore)
     return target
 
 
 def run_cli(
-    root: str, *args: str, jobs: Optional[int] = None, code: Optional[str] = None
+    root: str, *args: str, jobs: int | None = None, code: str | None = None
 ) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "lifetime_lint", "check", "--select", "ALL", "--no-cache"]
     if jobs is not None:
@@ -133,19 +133,23 @@ def run_cli(
         env["PYTHONPATH"] = code + os.pathsep + env.get("PYTHONPATH", "")
     completed = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env)
     if completed.returncode not in (0, 1, 2):  # 2: some file could not be read or parsed
-        raise RuntimeError(f"{' '.join(command)} failed ({completed.returncode}):\n{completed.stderr}")
+        raise RuntimeError(
+            f"{' '.join(command)} failed ({completed.returncode}):\n{completed.stderr}"
+        )
     return completed
 
 
-def python_files(root: str) -> List[str]:
+def python_files(root: str) -> list[str]:
     found = []
     for directory, subdirectories, names in os.walk(root):
         subdirectories[:] = sorted(d for d in subdirectories if not d.startswith("."))
-        found.extend(os.path.join(directory, n) for n in sorted(names) if n.endswith((".py", ".pyi")))
+        found.extend(
+            os.path.join(directory, n) for n in sorted(names) if n.endswith((".py", ".pyi"))
+        )
     return found
 
 
-def snapshot(root: str) -> Dict[str, Snapshot]:
+def snapshot(root: str) -> dict[str, Snapshot]:
     taken = {}
     for path in python_files(root):
         stat = os.stat(path)
@@ -157,7 +161,7 @@ def snapshot(root: str) -> Dict[str, Snapshot]:
 # -- text helpers ---------------------------------------------------------------------------
 
 
-def decode(data: bytes) -> Tuple[Optional[str], str, bool]:
+def decode(data: bytes) -> tuple[str | None, str, bool]:
     """(text, encoding, bom) the way lifetime-lint reads a file; text None if undecodable."""
     from lifetime_lint.source import SourceError, SourceFile
 
@@ -168,7 +172,7 @@ def decode(data: bytes) -> Tuple[Optional[str], str, bool]:
     return source.text, source.encoding, source.bom
 
 
-def line_starts(text: str) -> List[int]:
+def line_starts(text: str) -> list[int]:
     """Offsets where lines start; line breaks are \\n, \\r\\n and \\r, as Python counts them."""
     starts = [0]
     for match in re.finditer(r"\r\n|\r|\n", text):
@@ -176,15 +180,15 @@ def line_starts(text: str) -> List[int]:
     return starts
 
 
-def to_offset(starts: List[int], text: str, row: int, column: int) -> int:
+def to_offset(starts: list[int], text: str, row: int, column: int) -> int:
     """Character offset of a 1-based row and 1-based (character) column."""
     if row - 1 >= len(starts):
         return len(text)
     return min(starts[row - 1] + column - 1, len(text))
 
 
-def merge(ranges: Sequence[Tuple[int, int]]) -> List[Tuple[int, int]]:
-    merged: List[Tuple[int, int]] = []
+def merge(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
     for start, end in sorted(ranges):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
@@ -193,7 +197,7 @@ def merge(ranges: Sequence[Tuple[int, int]]) -> List[Tuple[int, int]]:
     return merged
 
 
-def outside_preserved(before: str, after: str, allowed: Sequence[Tuple[int, int]]) -> bool:
+def outside_preserved(before: str, after: str, allowed: Sequence[tuple[int, int]]) -> bool:
     """Whether `after` is `g0 X1 g1 ... Xn gn` for the stretches `g` of `before` outside
     the (merged) allowed ranges: nothing outside them was changed, dropped or reordered.
     Leftmost placement of each stretch is optimal, so the greedy search decides it."""
@@ -217,7 +221,7 @@ def outside_preserved(before: str, after: str, allowed: Sequence[Tuple[int, int]
     return position <= len(after) - len(gaps[-1])
 
 
-def import_line_ranges(text: str) -> List[Tuple[int, int]]:
+def import_line_ranges(text: str) -> list[tuple[int, int]]:
     """Whole lines (line break included) of every import statement in `text`, with the
     blank lines right after it (a block that loses its first statement loses them too)."""
     try:
@@ -236,12 +240,12 @@ def import_line_ranges(text: str) -> List[Tuple[int, int]]:
     return ranges
 
 
-def line_ending_style(text: str) -> Optional[str]:
+def line_ending_style(text: str) -> str | None:
     endings = set(re.findall(r"\r\n|\r|\n", text))
     return endings.pop() if len(endings) == 1 else None
 
 
-def compiles(data: bytes, path: str) -> Optional[str]:
+def compiles(data: bytes, path: str) -> str | None:
     """None if the source compiles (what py_compile checks), else the error."""
     try:
         compile(data, path, "exec", dont_inherit=True)
@@ -254,7 +258,7 @@ def compiles(data: bytes, path: str) -> Optional[str]:
 
 
 def check_tree(
-    root: str, name: str = "", jobs: Optional[int] = None, code: Optional[str] = None
+    root: str, name: str = "", jobs: int | None = None, code: str | None = None
 ) -> SafetyReport:
     """Fix everything under `root` (a scratch copy: it is modified) and check the result.
 
@@ -265,8 +269,10 @@ def check_tree(
     report.files = len(before)
 
     # 1. Every diagnostic and fix edit, as reported on the original files.
-    listed = json.loads(run_cli(root, "--unsafe-fixes", "--format", "json", jobs=jobs, code=code).stdout or "[]")
-    edits: Dict[str, List[Tuple[int, int, int, int]]] = {}
+    listed = json.loads(
+        run_cli(root, "--unsafe-fixes", "--format", "json", jobs=jobs, code=code).stdout or "[]"
+    )
+    edits: dict[str, list[tuple[int, int, int, int]]] = {}
     unparsable = set()
     for item in listed:
         path = os.path.abspath(os.path.join(root, item["filename"]))
@@ -333,15 +339,17 @@ def _check_changed_file(
     relative: str,
     old_data: bytes,
     new_data: bytes,
-    raw_edits: List[Tuple[int, int, int, int]],
+    raw_edits: list[tuple[int, int, int, int]],
     report: SafetyReport,
-) -> Optional[str]:
+) -> str | None:
     old_text, encoding, bom = decode(old_data)
     new_text, new_encoding, new_bom = decode(new_data)
     if old_text is None:
         return f"{relative}: undecodable before, yet written"
     if new_text is None or (new_encoding, new_bom) != (encoding, bom):
-        return f"{relative}: encoding changed ({encoding}, BOM {bom} -> {new_encoding}, BOM {new_bom})"
+        return (
+            f"{relative}: encoding changed ({encoding}, BOM {bom} -> {new_encoding}, BOM {new_bom})"
+        )
     style = line_ending_style(old_text)
     if style is not None and line_ending_style(new_text) != style:
         return f"{relative}: line endings changed from {style!r}"
@@ -394,12 +402,16 @@ def print_reports(reports: Sequence[SafetyReport]) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("corpora", nargs="*", help="names from benchmarks/corpus.py (default: all)")
     parser.add_argument("--path", action="append", default=[], help="any folder to check (copied)")
     parser.add_argument("--jobs", type=int, help="passed to lifetime-lint (default: its own)")
     parser.add_argument("--json", help="write the counts here")
-    parser.add_argument("--scratch", default=SAFETY, help="where the copies go (default .bench/safety)")
+    parser.add_argument(
+        "--scratch", default=SAFETY, help="where the copies go (default .bench/safety)"
+    )
     parser.add_argument("--no-freeze", action="store_true",
                         help="run the installed code, not a frozen copy of it")  # fmt: skip
     args = parser.parse_args(argv)

@@ -45,8 +45,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -99,7 +99,7 @@ def setup_venvs() -> None:
         print(f"{name}: {venv}")
 
 
-def tool_binary(name: str) -> Optional[str]:
+def tool_binary(name: str) -> str | None:
     path = os.path.join(VENVS, name, "bin", name)
     return path if os.path.exists(path) else None
 
@@ -123,7 +123,7 @@ def cli_supports(flag: str) -> bool:
     return flag in help_text
 
 
-def triggered_files(files: Sequence[str]) -> List[str]:
+def triggered_files(files: Sequence[str]) -> list[str]:
     """The files lifetime-lint parses: those where an enabled rule's trigger occurs."""
     from lifetime_lint.config import Settings
     from lifetime_lint.engine import Linter
@@ -143,7 +143,7 @@ def triggered_files(files: Sequence[str]) -> List[str]:
     return chosen
 
 
-def code_fingerprint() -> Optional[str]:
+def code_fingerprint() -> str | None:
     """The cache's fingerprint of the code the tools run (None: a build without a cache)."""
     probe = "from lifetime_lint.cache import code_fingerprint as f; print(f())"
     completed = subprocess.run(
@@ -152,7 +152,7 @@ def code_fingerprint() -> Optional[str]:
     return completed.stdout.strip() or None
 
 
-def enabled_rules() -> List[str]:
+def enabled_rules() -> list[str]:
     from lifetime_lint.config import Settings
     from lifetime_lint.engine import Linter
 
@@ -184,12 +184,12 @@ def parse_files(list_file: str) -> None:
 @dataclass
 class Measure:
     label: str
-    command: List[str]
+    command: list[str]
     slow: bool = False
-    before: Optional[callable] = None  # type: ignore[valid-type]
-    after: Optional[callable] = None  # type: ignore[valid-type]
-    times: List[float] = field(default_factory=list)
-    exit_codes: List[int] = field(default_factory=list)
+    before: callable | None = None  # type: ignore[valid-type]
+    after: callable | None = None  # type: ignore[valid-type]
+    times: list[float] = field(default_factory=list)
+    exit_codes: list[int] = field(default_factory=list)
 
     def run(self, cwd: str) -> None:
         if self.before is not None:
@@ -207,13 +207,13 @@ class Measure:
             self.after()
 
     @property
-    def median(self) -> Optional[float]:
+    def median(self) -> float | None:
         return statistics.median(self.times) if self.times else None
 
 
 def measure_corpus(
     name: str, repeats: int, slow_repeats: int, fast_only: bool, warmup: bool = True
-) -> Dict:
+) -> dict:
     root = working_copy(name)
     files = corpus.python_files(root)
     lines = 0
@@ -252,7 +252,7 @@ def measure_corpus(
     has_cache = cli_supports("--no-cache")
     has_jobs = cli_supports("--jobs")
     base = [LIFETIME_LINT, "check", "--select", "ALL", "--exit-zero", "-q"]
-    measures: List[Measure] = []
+    measures: list[Measure] = []
     measures.append(Measure("lifetime-lint cold", base + ["."], before=empty_cache))
     if has_cache:
         measures.append(Measure("lifetime-lint warm", base + ["."]))
@@ -268,14 +268,18 @@ def measure_corpus(
         measures.append(
             Measure("lifetime-lint cold --jobs 1", base + ["--jobs", "1", "."], before=empty_cache)
         )
-    named = base + (["--no-cache"] if has_cache else []) + [os.path.relpath(p, root) for p in changed]
+    named = (
+        base + (["--no-cache"] if has_cache else []) + [os.path.relpath(p, root) for p in changed]
+    )
     measures.append(Measure(f"lifetime-lint {CHANGED} named files", named))
     parse = [sys.executable, os.path.abspath(__file__), "_parse"]
     measures.append(Measure("libcst parse (all)", parse + [lists["all"]]))
     measures.append(Measure("libcst parse (triggered)", parse + [lists["triggered"]]))
     ruff = tool_binary("ruff")
     if ruff:
-        measures.append(Measure("ruff check", [ruff, "check", "--isolated", "--no-cache", "--exit-zero", "."]))
+        measures.append(
+            Measure("ruff check", [ruff, "check", "--isolated", "--no-cache", "--exit-zero", "."])
+        )
     if not fast_only:
         fixit = tool_binary("fixit")
         if fixit:
@@ -325,7 +329,9 @@ def measure_corpus(
                 "median_s": m.median,
                 "times_s": m.times,
                 "exit_codes": m.exit_codes,
-                "command": " ".join(os.path.basename(c) if i == 0 else c for i, c in enumerate(m.command[:8])),
+                "command": " ".join(
+                    os.path.basename(c) if i == 0 else c for i, c in enumerate(m.command[:8])
+                ),
             }
             for m in measures
         },
@@ -334,13 +340,13 @@ def measure_corpus(
     return report
 
 
-def _ratio(a: Optional[float], b: Optional[float]) -> str:
+def _ratio(a: float | None, b: float | None) -> str:
     if a is None or b is None or b == 0:
         return "n/a"
     return f"{a / b:.2f}x"
 
 
-def print_table(report: Dict, results: Dict[str, Measure]) -> None:
+def print_table(report: dict, results: dict[str, Measure]) -> None:
     cold = results.get("lifetime-lint cold")
     cold_median = cold.median if cold else None
     parse_all = results["libcst parse (all)"].median
@@ -364,7 +370,10 @@ def print_table(report: Dict, results: Dict[str, Measure]) -> None:
     warm = results.get("lifetime-lint warm")
     if warm is not None and warm.times:
         print(f"- warm / cold: {_ratio(warm.median, cold_median)} (target <= 0.02x)")
-    for label in (f"lifetime-lint {CHANGED} changed (cache)", f"lifetime-lint {CHANGED} named files"):
+    for label in (
+        f"lifetime-lint {CHANGED} changed (cache)",
+        f"lifetime-lint {CHANGED} named files",
+    ):
         if label in results and results[label].times:
             print(f"- {label}: {results[label].median:.2f} s (target < 2 s)")
 
@@ -384,7 +393,9 @@ def main(argv: Sequence[str]) -> None:
     if argv[:1] == ["_parse"]:
         parse_files(argv[1])
         return
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("setup", help="create the tool venvs under .bench/venvs/")
     run = sub.add_parser("run", help="measure")

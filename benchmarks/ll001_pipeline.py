@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict, List
+from typing import Any
 
 from _bench import load_module, measure, write_results
 
@@ -46,8 +46,8 @@ def prepare() -> None:
     print("after --fix:", remaining.stdout.strip() or "no LL001 findings left")
 
 
-def _deleted_names(source: str) -> List[str]:
-    names: List[str] = []
+def _deleted_names(source: str) -> list[str]:
+    names: list[str] = []
     for match in re.finditer(r"^\s*del ([\w, ]+)$", source, re.MULTILINE):
         names.extend(name.strip() for name in match.group(1).split(","))
     return names
@@ -68,11 +68,29 @@ def run() -> None:
     # latents 1 x 16 x 21 x 60 x 104; decode activations 1 x 128 x 21 x 480 x 832 = 2.1 GB.
     if cuda:
         vocab, dim, tokens, channels, frames, height, width, hidden, scale = (
-            1000, 8192, 32768, 16, 21, 60, 104, 128, 8)
+            1000,
+            8192,
+            32768,
+            16,
+            21,
+            60,
+            104,
+            128,
+            8,
+        )
         steps, repeats = 10, 3
     else:
         vocab, dim, tokens, channels, frames, height, width, hidden, scale = (
-            50, 16, 8, 4, 3, 4, 6, 8, 2)
+            50,
+            16,
+            8,
+            4,
+            3,
+            4,
+            6,
+            8,
+            2,
+        )
         steps, repeats = 3, 2
 
     def build(module: ModuleType) -> Any:
@@ -92,17 +110,20 @@ def run() -> None:
         return pipe(prompt_ids, negative_ids, latents, num_inference_steps=steps, **extra)
 
     # Expected saving: what the deleted names hold at the last step of the "before" run.
-    sizes: Dict[str, int] = {}
+    sizes: dict[str, int] = {}
 
-    def record(i: int, tensors: Dict[str, Any]) -> None:
+    def record(i: int, tensors: dict[str, Any]) -> None:
         if i != steps - 1:
             return
         storages = {}
         for name, value in tensors.items():
             if isinstance(value, torch.Tensor):
-                storages[value.untyped_storage().data_ptr()] = (name, value.untyped_storage().nbytes())
+                storages[value.untyped_storage().data_ptr()] = (
+                    name,
+                    value.untyped_storage().nbytes(),
+                )
         sizes.clear()
-        sizes.update({name: nbytes for name, nbytes in storages.values()})
+        sizes.update(dict(storages.values()))
 
     call(pipe_before, callback_on_step_end=record, callback_on_step_end_tensor_inputs=deleted)
     expected = sum(sizes.values())
@@ -112,7 +133,7 @@ def run() -> None:
         "after": measure(torch, lambda: call(pipe_after), cuda, repeats),
     }
     equal = torch.equal(runs["before"]["output"], runs["after"]["output"])
-    results: Dict[str, Any] = {
+    results: dict[str, Any] = {
         "device": torch.cuda.get_device_name() if cuda else "cpu",
         "torch": torch.__version__,
         "dtype": str(dtype),

@@ -67,7 +67,9 @@ class TextToVideoPipeline:
         for i in range(num_inference_steps):
             t = 1.0 - i / num_inference_steps
             latent_model_input = torch.cat([latents] * 2)
-            noise_pred = self.transformer(latent_model_input, t, encoder_hidden_states=prompt_embeds)
+            noise_pred = self.transformer(
+                latent_model_input, t, encoder_hidden_states=prompt_embeds
+            )
             noise_pred_uncond, noise_pred_text = noise_pred.chunk(2)
             noise_pred = noise_pred_uncond + guidance_scale * (noise_pred_text - noise_pred_uncond)
             latents = latents - noise_pred / num_inference_steps

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any
 
 from _bench import load_module, measure, write_results
 
@@ -67,7 +67,7 @@ def run() -> None:
         chunk_bytes = call["output"].numel() * call["output"].element_size()
         del call["output"]
     output_bytes = chunk_bytes * frames
-    results: Dict[str, Any] = {
+    results: dict[str, Any] = {
         "device": torch.cuda.get_device_name() if cuda else "cpu",
         "torch": torch.__version__,
         "dtype": str(dtype),
@@ -79,9 +79,11 @@ def run() -> None:
     for form, method in (("accumulate-then-cat", "decode"), ("running-cat", "decode_running")):
         runs = {}
         for label, model in (("before", model_before), ("after", model_after)):
-            runs[label] = measure(torch, lambda m=model: getattr(m, method)(z), device == "cuda", repeats)
+            runs[label] = measure(
+                torch, lambda m=model, name=method: getattr(m, name)(z), device == "cuda", repeats
+            )
         equal = torch.equal(runs["before"]["output"], runs["after"]["output"])
-        row: Dict[str, Any] = {
+        row: dict[str, Any] = {
             "bitwise_equal": equal,
             "seconds_before": runs["before"]["seconds"],
             "seconds_after": runs["after"]["seconds"],
@@ -103,7 +105,9 @@ def run() -> None:
         results["forms"][form] = row
         print(form)
         for key, value in row.items():
-            print(f"  {key:28s} {value:.4f}" if isinstance(value, float) else f"  {key:28s} {value}")
+            print(
+                f"  {key:28s} {value:.4f}" if isinstance(value, float) else f"  {key:28s} {value}"
+            )
     if not cuda:
         print("no CUDA: CPU smoke run only (no memory figures)")
     write_results("ll002_decode.json", results)

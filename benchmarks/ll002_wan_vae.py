@@ -31,7 +31,7 @@ import sys
 import zipfile
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict, List
+from typing import Any
 
 from _bench import measure, write_results
 
@@ -50,7 +50,16 @@ EXTRA_WHEELS = ("importlib_metadata==10.2.0", "zipp==4.1.2")
 def prepare() -> None:
     WHEELS.mkdir(exist_ok=True)
     BENCH.mkdir(parents=True, exist_ok=True)
-    pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(WHEELS)]
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "-d",
+        str(WHEELS),
+    ]
     subprocess.run(pip + [DIFFUSERS, *EXTRA_WHEELS], check=True)
     wheel = next(WHEELS.glob("diffusers-0.42.1-*.whl"))
     with zipfile.ZipFile(wheel) as archive:
@@ -81,11 +90,15 @@ def _load_fixed() -> ModuleType:
 
 
 def _digest(torch: Any, tensor: Any) -> str:
-    data = tensor.detach().contiguous().view(torch.uint8 if tensor.element_size() == 1 else torch.int16)
+    data = (
+        tensor.detach()
+        .contiguous()
+        .view(torch.uint8 if tensor.element_size() == 1 else torch.int16)
+    )
     return hashlib.sha256(data.cpu().numpy().tobytes()).hexdigest()[:16]
 
 
-def _decode(torch: Any, model: Any, z: Any, tiled: bool, cuda: bool) -> Dict[str, Any]:
+def _decode(torch: Any, model: Any, z: Any, tiled: bool, cuda: bool) -> dict[str, Any]:
     if tiled:
         model.enable_tiling()
     else:
@@ -93,7 +106,7 @@ def _decode(torch: Any, model: Any, z: Any, tiled: bool, cuda: bool) -> Dict[str
     with torch.no_grad():
         run = measure(torch, lambda: model.decode(z).sample, cuda, repeats=1)
     video = run.pop("output")
-    row: Dict[str, Any] = {"seconds": round(run["seconds"], 3), "sha256": _digest(torch, video)}
+    row: dict[str, Any] = {"seconds": round(run["seconds"], 3), "sha256": _digest(torch, video)}
     if cuda:
         row["peak_MiB"] = round((run["peak"] + run["base"]) / 2**20, 1)
         row["peak_above_base_MiB"] = round(run["peak"] / 2**20, 1)
@@ -110,7 +123,9 @@ def run() -> None:
         sys.exit(f"{FIXED} is missing: run `python benchmarks/ll002_wan_vae.py prepare` first")
     changed = ORIGINAL.read_bytes() != FIXED.read_bytes()
     if not changed:
-        print("lifetime-lint --fix found nothing to fix in autoencoder_kl_wan.py: both runs are the original")
+        print(
+            "lifetime-lint --fix found nothing to fix in autoencoder_kl_wan.py: both runs are the original"
+        )
     fixed_module = _load_fixed()
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
@@ -121,12 +136,12 @@ def run() -> None:
     fixed.load_state_dict(original.state_dict())
     frames = 81 if cuda else 5
     latent_frames = (frames - 1) // 4 + 1
-    sizes: Dict[str, List[int]] = (
+    sizes: dict[str, list[int]] = (
         {"480p": [480, 832], "720p": [720, 1280]} if cuda else {"32px": [32, 32]}
     )
     if cuda and len(sys.argv) > 2:  # `run 480p` to measure one resolution only
         sizes = {label: sizes[label] for label in sys.argv[2].split(",")}
-    results: Dict[str, Any] = {
+    results: dict[str, Any] = {
         "device": torch.cuda.get_device_name() if cuda else "cpu",
         "torch": torch.__version__,
         "diffusers": __import__("diffusers").__version__,

@@ -33,7 +33,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 from _bench import load_module, write_results
 
@@ -98,7 +98,10 @@ def _measure(rank: int, world_size: int, folder: str, use_cuda: bool, iters: int
     device = torch.device("cuda", rank) if use_cuda else torch.device("cpu")
     dtype = torch.bfloat16 if use_cuda else torch.float32
     frames, height, width = CUDA_SHAPE if use_cuda else CPU_SHAPE
-    modules = {"before": load_module(BEFORE, "ll003_before"), "after": load_module(AFTER, "ll003_after")}
+    modules = {
+        "before": load_module(BEFORE, "ll003_before"),
+        "after": load_module(AFTER, "ll003_after"),
+    }
 
     torch.manual_seed(0)  # the same weights and latents on every rank
     decoder = modules["before"].StripDecoder().to(device=device, dtype=dtype).eval()
@@ -112,7 +115,7 @@ def _measure(rank: int, world_size: int, folder: str, use_cuda: bool, iters: int
         else:
             dist.barrier()
 
-    def measured(call) -> Dict[str, Any]:
+    def measured(call) -> dict[str, Any]:
         sync()
         start_bytes = torch.cuda.memory_allocated() if use_cuda else None
         if use_cuda:
@@ -138,7 +141,7 @@ def _measure(rank: int, world_size: int, folder: str, use_cuda: bool, iters: int
     for runner in runners.values():  # warm-up of the collective alone
         runner.gather_strips(strip)
 
-    samples: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
+    samples: dict[str, dict[str, list[dict[str, Any]]]] = {
         name: {"decode": [], "gather": []} for name in runners
     }
     for _ in range(iters):
@@ -146,7 +149,7 @@ def _measure(rank: int, world_size: int, folder: str, use_cuda: bool, iters: int
             samples[name]["decode"].append(measured(lambda r=runner: r.decode(latents)))
             samples[name]["gather"].append(measured(lambda r=runner: r.gather_strips(strip)))
 
-    summary: Dict[str, Any] = {
+    summary: dict[str, Any] = {
         "rank": rank,
         "device": torch.cuda.get_device_name(rank) if use_cuda else "cpu",
         "strip_bytes": strip.numel() * strip.element_size(),
@@ -175,8 +178,11 @@ def _same(a, b) -> bool:
 
 def run(iters: int, force_cpu: bool) -> int:
     if not AFTER.exists():
-        print(f"{AFTER.relative_to(ROOT)} is missing: run `python {Path(__file__).name} prepare` "
-              "where lifetime-lint is installed, and carry .bench/ along", file=sys.stderr)
+        print(
+            f"{AFTER.relative_to(ROOT)} is missing: run `python {Path(__file__).name} prepare` "
+            "where lifetime-lint is installed, and carry .bench/ along",
+            file=sys.stderr,
+        )
         return 2
     import torch
     import torch.multiprocessing as mp
@@ -203,8 +209,10 @@ def run(iters: int, force_cpu: bool) -> int:
         failures = [Path(folder, f"rank{r}.err") for r in range(world_size)]
         failures = [path.read_text() for path in failures if path.exists()]
         if failures or any(p.exitcode != 0 for p in processes):
-            print("\n".join(failures) or f"exit codes {[p.exitcode for p in processes]}",
-                  file=sys.stderr)
+            print(
+                "\n".join(failures) or f"exit codes {[p.exitcode for p in processes]}",
+                file=sys.stderr,
+            )
             return 1
         ranks = [json.loads(Path(folder, f"rank{r}.json").read_text()) for r in range(world_size)]
 
@@ -212,15 +220,19 @@ def run(iters: int, force_cpu: bool) -> int:
         "benchmark": "ll003_gather",
         "backend": "nccl" if use_cuda else "gloo (CPU smoke run)",
         "torch": torch.__version__,
-        "shape": {"frames": (CUDA_SHAPE if use_cuda else CPU_SHAPE)[0],
-                  "latent": list((CUDA_SHAPE if use_cuda else CPU_SHAPE)[1:])},
+        "shape": {
+            "frames": (CUDA_SHAPE if use_cuda else CPU_SHAPE)[0],
+            "latent": list((CUDA_SHAPE if use_cuda else CPU_SHAPE)[1:]),
+        },
         "iters": iters,
         "ranks": ranks,
     }
     _print_table(results)
     write_results("ll003_gather.json", results)
-    ok = all(r["root_output_equal"] for r in ranks) and ranks[0]["gets_video"] and not any(
-        r["gets_video"] for r in ranks[1:]
+    ok = (
+        all(r["root_output_equal"] for r in ranks)
+        and ranks[0]["gets_video"]
+        and not any(r["gets_video"] for r in ranks[1:])
     )
     return 0 if ok else 1
 
@@ -235,10 +247,12 @@ def _ratio(after, before) -> str:
     return f"{after / before:.3f}x"
 
 
-def _print_table(results: Dict[str, Any]) -> None:
-    print(f"LL003 gather benchmark: {results['backend']}, torch {results['torch']}, "
-          f"{results['shape']['frames']} frames, latent {results['shape']['latent']}, "
-          f"{results['iters']} timed iterations per variant")
+def _print_table(results: dict[str, Any]) -> None:
+    print(
+        f"LL003 gather benchmark: {results['backend']}, torch {results['torch']}, "
+        f"{results['shape']['frames']} frames, latent {results['shape']['latent']}, "
+        f"{results['iters']} timed iterations per variant"
+    )
     print("| rank | measure | before | after | after/before |")
     print("| --- | --- | --- | --- | --- |")
     rows = [
@@ -253,12 +267,16 @@ def _print_table(results: Dict[str, Any]) -> None:
             before, after = rank[f"before.{key}"], rank[f"after.{key}"]
             shown_before = fmt(before) if before is not None else "-"
             shown_after = fmt(after) if after is not None else "-"
-            print(f"| {rank['rank']} | {label} | {shown_before} | {shown_after} | "
-                  f"{_ratio(after, before)} |")
+            print(
+                f"| {rank['rank']} | {label} | {shown_before} | {shown_after} | "
+                f"{_ratio(after, before)} |"
+            )
         print(f"| {rank['rank']} | strip (send tensor) | {_mib(rank['strip_bytes'])} | | |")
     equal = all(r["root_output_equal"] for r in results["ranks"])
-    print(f"rank 0 output bitwise equal before/after: {equal}; "
-          f"video only on rank 0: {[r['gets_video'] for r in results['ranks']]}")
+    print(
+        f"rank 0 output bitwise equal before/after: {equal}; "
+        f"video only on rank 0: {[r['gets_video'] for r in results['ranks']]}"
+    )
 
 
 def main(argv=None) -> int:

@@ -19,8 +19,8 @@ import hashlib
 import json
 import os
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from lifetime_lint.diagnostics import Diagnostic
 from lifetime_lint.source import SourceLines, write_atomic
@@ -48,7 +48,7 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def context_rows(row: int, lines: Sequence[str]) -> List[int]:
+def context_rows(row: int, lines: Sequence[str]) -> list[int]:
     """The flagged row and its neighbours: the nearest non-blank line above, and the nearest
     non-blank line below if it is in the same block (indented at least as deep).
 
@@ -86,12 +86,12 @@ class Baseline:
 
     root: str  # the folder paths are relative to
     counts: Counter
-    paths: Dict[str, str]  # fingerprint -> relative path, to tell which files were checked
-    codes: Dict[str, str]  # fingerprint -> rule code, to tell which rules were enabled
-    unmatched: Optional[Counter] = None  # what the last `filter` did not see
+    paths: dict[str, str]  # fingerprint -> relative path, to tell which files were checked
+    codes: dict[str, str]  # fingerprint -> rule code, to tell which rules were enabled
+    unmatched: Counter | None = None  # what the last `filter` did not see
 
     @classmethod
-    def load(cls, path: str) -> "Baseline":
+    def load(cls, path: str) -> Baseline:
         try:
             with open(path, "rb") as handle:
                 data = json.load(handle)
@@ -104,8 +104,8 @@ class Baseline:
             raise BaselineError(f"{path}: not a lifetime-lint baseline (version "
                                 f"{BASELINE_VERSION} expected)")  # fmt: skip
         counts: Counter = Counter()
-        paths: Dict[str, str] = {}
-        codes: Dict[str, str] = {}
+        paths: dict[str, str] = {}
+        codes: dict[str, str] = {}
         try:
             for item in data["findings"]:
                 counts[item["fingerprint"]] += int(item.get("count", 1))
@@ -115,14 +115,14 @@ class Baseline:
             raise BaselineError(f"{path}: malformed baseline entry") from None
         return cls(os.path.dirname(os.path.abspath(path)), counts, paths, codes)
 
-    def filter(self, diagnostics: Iterable[Diagnostic]) -> Tuple[List[Diagnostic], int]:
+    def filter(self, diagnostics: Iterable[Diagnostic]) -> tuple[list[Diagnostic], int]:
         """The diagnostics not in the baseline, and how many baselined ones were matched.
 
         Errors about files (unreadable, unparsable) are never baselined.
         """
         lines = SourceLines()
         remaining = Counter(self.counts)
-        new: List[Diagnostic] = []
+        new: list[Diagnostic] = []
         matched = 0
         self.unmatched = remaining
         for d in sorted(diagnostics, key=Diagnostic.sort_key):
@@ -151,7 +151,7 @@ def write_baseline(path: str, diagnostics: Iterable[Diagnostic]) -> int:
     """Write every (non-error) finding to `path`; returns the number recorded."""
     root = os.path.dirname(os.path.abspath(path))
     lines = SourceLines()
-    entries: Dict[str, Dict[str, object]] = {}
+    entries: dict[str, dict[str, object]] = {}
     total = 0
     for d in sorted(diagnostics, key=Diagnostic.sort_key):
         if d.is_error:

@@ -24,7 +24,8 @@ import hashlib
 import json
 import os
 import tempfile
-from typing import Any, Dict, List, Optional, Sequence, Type
+from collections.abc import Sequence
+from typing import Any
 
 from lifetime_lint import __version__
 from lifetime_lint.config import Settings
@@ -35,7 +36,7 @@ DEFAULT_CACHE_DIR = ".lifetime_lint_cache"
 _FORMAT = 1  # bump when the entry layout changes
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def code_fingerprint() -> str:
     """The tool's version plus size and mtime of every module of the installed package
     (subpackages included), so editing a rule invalidates the cache."""
@@ -59,7 +60,7 @@ def code_fingerprint() -> str:
 class Cache:
     """Reads and writes the entries of one (tool, settings, rules) combination."""
 
-    def __init__(self, directory: str, settings: Settings, rules: Sequence[Type[Rule]]) -> None:
+    def __init__(self, directory: str, settings: Settings, rules: Sequence[type[Rule]]) -> None:
         self.root = os.path.abspath(directory)
         self.settings = settings
         rule_part = repr(sorted((rule.code, repr(sorted(settings.options_for(rule).items())))
@@ -80,7 +81,7 @@ class Cache:
     def _entry_path(self, key: str) -> str:
         return os.path.join(self.folder, key[:2], key[2:] + ".json")
 
-    def load(self, key: str, path: str) -> Optional[List[Diagnostic]]:
+    def load(self, key: str, path: str) -> list[Diagnostic] | None:
         """The cached diagnostics (with `path` filled in), or None on a miss."""
         try:
             with open(self._entry_path(key), "rb") as handle:
@@ -143,12 +144,12 @@ def _unlink(path: str) -> None:
 # -- (de)serialising diagnostics --------------------------------------------------------
 
 
-def _location(value: Location) -> List[int]:
+def _location(value: Location) -> list[int]:
     return [value.row, value.column]
 
 
-def _diagnostic_to_json(d: Diagnostic) -> Dict[str, Any]:
-    item: Dict[str, Any] = {
+def _diagnostic_to_json(d: Diagnostic) -> dict[str, Any]:
+    item: dict[str, Any] = {
         "code": d.code,
         "name": d.name,
         "message": d.message,
@@ -172,7 +173,7 @@ def _diagnostic_to_json(d: Diagnostic) -> Dict[str, Any]:
     return item
 
 
-def _diagnostic_from_json(item: Dict[str, Any], path: str) -> Diagnostic:
+def _diagnostic_from_json(item: dict[str, Any], path: str) -> Diagnostic:
     fix = None
     if item.get("fix") is not None:
         raw = item["fix"]

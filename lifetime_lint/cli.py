@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import click
 
 from lifetime_lint import __version__
+from lifetime_lint.baseline import Baseline, BaselineError, write_baseline
+from lifetime_lint.cache import DEFAULT_CACHE_DIR
 from lifetime_lint.config import (
     ConfigError,
     Settings,
@@ -24,8 +26,6 @@ from lifetime_lint.config import (
     parse_torch_version,
     validate_selectors,
 )
-from lifetime_lint.baseline import Baseline, BaselineError, write_baseline
-from lifetime_lint.cache import DEFAULT_CACHE_DIR
 from lifetime_lint.diagnostics import Diagnostic, Location
 from lifetime_lint.engine import IO_ERROR, FileResult, FixMode
 from lifetime_lint.files import discover
@@ -47,7 +47,7 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 class _DefaultToCheck(click.Group):
     """Route `lifetime-lint --fix .` to `lifetime-lint check --fix .`."""
 
-    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args or (
             args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")
         ):
@@ -61,7 +61,7 @@ def main() -> None:
     """Find and fix GPU-memory lifetime bugs in PyTorch code."""
 
 
-def _split(values: Sequence[str]) -> List[str]:
+def _split(values: Sequence[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
@@ -69,60 +69,106 @@ def _split(values: Sequence[str]) -> List[str]:
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change behaviour.")
-@click.option("--diff", "diff_only", is_flag=True,
-              help="Print the diff of the fixes instead of writing; exit 1 if there is any.")
-@click.option("--select", multiple=True, metavar="CODES",
-              help="Rules to enable (codes, prefixes or ALL), replacing the config's.")
+@click.option(
+    "--diff",
+    "diff_only",
+    is_flag=True,
+    help="Print the diff of the fixes instead of writing; exit 1 if there is any.",
+)
+@click.option(
+    "--select",
+    multiple=True,
+    metavar="CODES",
+    help="Rules to enable (codes, prefixes or ALL), replacing the config's.",
+)
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Rules to enable as well.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Rules to disable.")
-@click.option("--format", "output_format", type=click.Choice(sorted(REPORTERS)), default="text",
-              show_default=True, help="Output format.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(sorted(REPORTERS)),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even if diagnostics remain.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
-              help="Config file (pyproject.toml or a file of top-level keys).")
-@click.option("--target-torch-version", metavar="X.Y",
-              help="Oldest torch the code must run on (decides which fixes exist).")
-@click.option("--force-exclude", is_flag=True,
-              help="Apply excludes to paths named on the command line too (for pre-commit).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="Config file (pyproject.toml or a file of top-level keys).",
+)
+@click.option(
+    "--target-torch-version",
+    metavar="X.Y",
+    help="Oldest torch the code must run on (decides which fixes exist).",
+)
+@click.option(
+    "--force-exclude",
+    is_flag=True,
+    help="Apply excludes to paths named on the command line too (for pre-commit).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print diagnostics, nothing else.")
 @click.option("--statistics", is_flag=True, help="Count diagnostics per rule.")
 @click.option("--show-fixes", is_flag=True, help="After --fix, list the fixes applied per file.")
-@click.option("--diff-base", metavar="REV",
-              help="Report only diagnostics on lines added or changed since git revision REV "
-                   "(for pull-request gates).")
-@click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Report only diagnostics not recorded in FILE (see --write-baseline).")
-@click.option("--write-baseline", "write_baseline_path", type=click.Path(dir_okay=False),
-              metavar="FILE", help="Record every current diagnostic in FILE and exit 0.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="N",
-              help="Processes to check files with (default: the CPU count; 1 under "
-                   "pre-commit for small file lists).")
+@click.option(
+    "--diff-base",
+    metavar="REV",
+    help="Report only diagnostics on lines added or changed since git revision REV "
+    "(for pull-request gates).",
+)
+@click.option(
+    "--baseline",
+    "baseline_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Report only diagnostics not recorded in FILE (see --write-baseline).",
+)
+@click.option(
+    "--write-baseline",
+    "write_baseline_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Record every current diagnostic in FILE and exit 0.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Processes to check files with (default: the CPU count; 1 under "
+    "pre-commit for small file lists).",
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), metavar="DIR",
-              help=f"Where to keep the result cache (default: {DEFAULT_CACHE_DIR}/ in the "
-                   "project root, or the `cache-dir` setting).")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help=f"Where to keep the result cache (default: {DEFAULT_CACHE_DIR}/ in the "
+    "project root, or the `cache-dir` setting).",
+)
 def check(
-    paths: Tuple[str, ...],
+    paths: tuple[str, ...],
     fix: bool,
     unsafe_fixes: bool,
     diff_only: bool,
-    select: Tuple[str, ...],
-    extend_select: Tuple[str, ...],
-    ignore: Tuple[str, ...],
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
     output_format: str,
     exit_zero: bool,
-    config_path: Optional[str],
-    target_torch_version: Optional[str],
+    config_path: str | None,
+    target_torch_version: str | None,
     force_exclude: bool,
     quiet: bool,
     statistics: bool,
     show_fixes: bool,
-    diff_base: Optional[str],
-    baseline_path: Optional[str],
-    write_baseline_path: Optional[str],
-    jobs: Optional[int],
+    diff_base: str | None,
+    baseline_path: str | None,
+    write_baseline_path: str | None,
+    jobs: int | None,
     no_cache: bool,
-    cache_dir: Optional[str],
+    cache_dir: str | None,
 ) -> None:
     """Check PATHS (default: the current folder) for GPU-memory lifetime bugs."""
     rules = all_rules()
@@ -149,7 +195,7 @@ def check(
         sys.exit(EXIT_ERROR)
 
     files, missing = discover(paths or ["."], settings, force_exclude=force_exclude)
-    results: List[FileResult] = [_missing(path) for path in missing]
+    results: list[FileResult] = [_missing(path) for path in missing]
     results.extend(
         run_files(
             files,
@@ -173,7 +219,7 @@ def check(
             click.echo(format_line(error, RunSummary()), err=True)
         sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
 
-    notes: List[str] = []
+    notes: list[str] = []
     if baseline is not None:
         kept, matched = baseline.filter(d for r in results for d in r.diagnostics)
         keep = {id(d) for d in kept}
@@ -189,8 +235,11 @@ def check(
                          f"{'it' if stale == 1 else 'them'}.")  # fmt: skip
     if changed is not None:
         for r in results:
-            r.diagnostics = [d for d in r.diagnostics
-                             if d.is_error or changed.touches(d.path, d.start.row, d.end.row)]
+            r.diagnostics = [
+                d
+                for d in r.diagnostics
+                if d.is_error or changed.touches(d.path, d.start.row, d.end.row)
+            ]
     code = _report(results, settings, mode, output_format, quiet, statistics, exit_zero,
                    show_fixes)  # fmt: skip
     if notes and not quiet:
@@ -199,7 +248,7 @@ def check(
     sys.exit(code)
 
 
-def _cache_dir(option: Optional[str], settings: Settings) -> str:
+def _cache_dir(option: str | None, settings: Settings) -> str:
     if option:
         return option
     configured = settings.extra.get("cache-dir")
@@ -211,9 +260,9 @@ def _cache_dir(option: Optional[str], settings: Settings) -> str:
 def _apply_cli_selection(
     settings: Settings,
     rules: Sequence,
-    select: Tuple[str, ...],
-    extend_select: Tuple[str, ...],
-    ignore: Tuple[str, ...],
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
 ) -> None:
     known = [rule.code for rule in rules]
     if select:
@@ -247,7 +296,7 @@ def _missing(path: str) -> FileResult:
 
 
 def _report(
-    results: List[FileResult],
+    results: list[FileResult],
     settings: Settings,
     mode: FixMode,
     output_format: str,
@@ -296,7 +345,7 @@ def _report(
     click.echo(output, nl=False)
     if output_format in MACHINE_FORMATS:
         # Keep stdout parseable; the human summary goes to stderr.
-        extra: List[str] = []
+        extra: list[str] = []
         if show_fixes and summary.fixed_by_path:
             extra.extend(render_fix_summary(summary))
         if statistics and diagnostics:
@@ -313,7 +362,7 @@ def _report(
 @main.command()
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Print every rule's documentation.")
-def rule(code: Optional[str], show_all: bool) -> None:
+def rule(code: str | None, show_all: bool) -> None:
     """Print the documentation of rule CODE (or of every rule with --all)."""
     if show_all:
         chosen = all_rules()

@@ -13,8 +13,9 @@ from __future__ import annotations
 import fnmatch
 import os
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -40,7 +41,7 @@ class ConfigError(Exception):
 
 
 # key -> (type, description). Other modules extend this table with their own settings.
-GLOBAL_KEYS: Dict[str, Tuple[type, str]] = {
+GLOBAL_KEYS: dict[str, tuple[type, str]] = {
     "select": (list, "rule codes or prefixes to enable (default: all)"),
     "extend-select": (list, "rule codes or prefixes to enable in addition to `select`"),
     "ignore": (list, "rule codes or prefixes to disable"),
@@ -56,24 +57,24 @@ GLOBAL_KEYS: Dict[str, Tuple[type, str]] = {
 class Settings:
     """The resolved settings of one run."""
 
-    select: List[str] = field(default_factory=lambda: ["ALL"])
-    extend_select: List[str] = field(default_factory=list)
-    ignore: List[str] = field(default_factory=list)
-    exclude: List[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
-    extend_exclude: List[str] = field(default_factory=list)
-    per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
-    target_torch_version: Tuple[int, int] = DEFAULT_TARGET_TORCH
-    rule_options: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # by rule code
-    config_path: Optional[str] = None
+    select: list[str] = field(default_factory=lambda: ["ALL"])
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
+    extend_exclude: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    target_torch_version: tuple[int, int] = DEFAULT_TARGET_TORCH
+    rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # by rule code
+    config_path: str | None = None
     root: str = field(default_factory=os.getcwd)
-    extra: Dict[str, Any] = field(default_factory=dict)  # keys added by other modules
+    extra: dict[str, Any] = field(default_factory=dict)  # keys added by other modules
 
     # -- selection ----------------------------------------------------------------
-    def enabled_rules(self, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
+    def enabled_rules(self, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
         selected = list(self.select) + list(self.extend_select)
         return [rule for rule in rules if _selected(rule.code, selected, self.ignore)]
 
-    def options_for(self, rule: Type[Rule]) -> Dict[str, Any]:
+    def options_for(self, rule: type[Rule]) -> dict[str, Any]:
         options = rule.option_defaults()
         options.update(self.rule_options.get(rule.code, {}))
         return options
@@ -86,7 +87,7 @@ class Settings:
             return os.path.abspath(path).replace(os.sep, "/")
         return rel.replace(os.sep, "/")
 
-    def is_excluded(self, path: str, base: Optional[str] = None) -> bool:
+    def is_excluded(self, path: str, base: str | None = None) -> bool:
         """Whether a path matches an exclude pattern.
 
         Patterns with a `/` match the path relative to the config's folder; bare names
@@ -102,9 +103,9 @@ class Settings:
             below = rel if not rel.startswith("../") else os.path.basename(path)
         return _matches_any(rel, below, patterns)
 
-    def ignored_codes(self, path: str) -> List[str]:
+    def ignored_codes(self, path: str) -> list[str]:
         rel = self.relative(path)
-        codes: List[str] = []
+        codes: list[str] = []
         for pattern, ignored in self.per_file_ignores.items():
             if _path_matches(rel, pattern):
                 codes.extend(ignored)
@@ -165,7 +166,7 @@ def _matches_any(rel: str, below: str, patterns: Sequence[str]) -> bool:
 # -- loading --------------------------------------------------------------------------
 
 
-def find_config(start: str) -> Optional[str]:
+def find_config(start: str) -> str | None:
     """The nearest pyproject.toml with a [tool.lifetime-lint] table, from `start` upwards."""
     directory = os.path.abspath(start)
     if os.path.isfile(directory):
@@ -187,7 +188,7 @@ def find_config(start: str) -> Optional[str]:
 
 
 def load_settings(
-    config_path: Optional[str], rules: Sequence[Type[Rule]], start: Optional[str] = None
+    config_path: str | None, rules: Sequence[type[Rule]], start: str | None = None
 ) -> Settings:
     """Read and validate the configuration; `config_path=None` means discover it."""
     if config_path is None:
@@ -228,9 +229,9 @@ def _apply_table(
     table: Mapping[str, Any],
     prefix: str,
     config_path: str,
-    rules: Sequence[Type[Rule]],
+    rules: Sequence[type[Rule]],
 ) -> None:
-    by_id: Dict[str, Type[Rule]] = {}
+    by_id: dict[str, type[Rule]] = {}
     for rule in rules:
         by_id[rule.code] = rule
         by_id[rule.name] = rule
@@ -277,9 +278,11 @@ def _check_type(value: Any, expected: type, where: str) -> Any:
     return value
 
 
-def _validate_rule_options(rule: Type[Rule], table: Mapping[str, Any], where: str) -> Dict[str, Any]:
+def _validate_rule_options(
+    rule: type[Rule], table: Mapping[str, Any], where: str
+) -> dict[str, Any]:
     known = {option.name: option for option in rule.options}
-    result: Dict[str, Any] = {}
+    result: dict[str, Any] = {}
     for key, value in table.items():
         if key not in known:
             valid = ", ".join(sorted(known)) or "none"
@@ -305,10 +308,10 @@ def validate_selectors(selectors: Sequence[str], known_codes: Sequence[str], whe
             raise ConfigError(f"{where}: unknown rule selector {selector!r}")
 
 
-def parse_torch_version(value: str, where: str = "target-torch-version") -> Tuple[int, int]:
+def parse_torch_version(value: str, where: str = "target-torch-version") -> tuple[int, int]:
     parts = value.strip().split(".")
     try:
         major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
     except ValueError:
-        raise ConfigError(f"{where} must look like \"2.9\", got {value!r}") from None
+        raise ConfigError(f'{where} must look like "2.9", got {value!r}') from None
     return (major, minor)

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -26,7 +26,7 @@ _OTHER_BACKEND = re.compile(
 )
 
 
-def cuda_function(context: FileContext, call: cst.Call) -> Optional[str]:
+def cuda_function(context: FileContext, call: cst.Call) -> str | None:
     """`"empty_cache"` for `torch.cuda.empty_cache()`, `tc.empty_cache()`, `empty_cache()`..."""
     qualified = context.qualified_name(call.func)
     if qualified is None or not qualified.startswith(CUDA_MODULE + "."):
@@ -48,7 +48,7 @@ def in_multi_backend_dispatch(context: FileContext, ancestors: Sequence[cst.CSTN
             if _mentions_other_backend(context, _if_chain_parts(chain[head], chain)):
                 return True
         elif isinstance(node, cst.IfExp):
-            parts: List[cst.CSTNode] = [node.test]
+            parts: list[cst.CSTNode] = [node.test]
             parts += [b for b in (node.body, node.orelse) if not _contains(chain, b)]
             if _mentions_other_backend(context, parts):
                 return True
@@ -67,10 +67,10 @@ def _is_elif_of(parent: cst.CSTNode, child: cst.CSTNode) -> bool:
     return isinstance(parent, cst.If) and parent.orelse is child
 
 
-def _if_chain_parts(head: cst.If, ancestors: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
+def _if_chain_parts(head: cst.If, ancestors: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:
     """The tests of every branch, and the bodies of the branches the node is not in."""
-    parts: List[cst.CSTNode] = []
-    branch: Optional[cst.CSTNode] = head
+    parts: list[cst.CSTNode] = []
+    branch: cst.CSTNode | None = head
     while branch is not None:
         if isinstance(branch, cst.If):
             parts.append(branch.test)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
 
 
 class Applicability(str, enum.Enum):
@@ -34,7 +33,7 @@ class Edit:
     end: int
     content: str
 
-    def overlaps(self, other: "Edit") -> bool:
+    def overlaps(self, other: Edit) -> bool:
         if self == other:
             return False
         if self.start == self.end == other.start == other.end:
@@ -53,9 +52,9 @@ class Fix:
     """
 
     message: str
-    edits: Tuple[Edit, ...]
+    edits: tuple[Edit, ...]
     applicability: Applicability = Applicability.SAFE
-    orphan_import_candidates: Tuple[str, ...] = ()
+    orphan_import_candidates: tuple[str, ...] = ()
 
     @property
     def is_safe(self) -> bool:
@@ -72,10 +71,10 @@ class Diagnostic:
     path: str
     start: Location
     end: Location
-    fix: Optional[Fix] = None
-    noqa_row: Optional[int] = None
+    fix: Fix | None = None
+    noqa_row: int | None = None
     # Character offsets of the flagged node: used to map fixes and baselines.
-    span: Tuple[int, int] = (0, 0)
+    span: tuple[int, int] = (0, 0)
     # Set for diagnostics about the file itself (unreadable, unparsable): exit code 2.
     is_error: bool = False
     extra: dict = field(default_factory=dict)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Type
+from typing import Callable
 
 import libcst as cst
 
@@ -51,11 +52,11 @@ class FixMode:
 @dataclass
 class FileResult:
     path: str
-    diagnostics: List[Diagnostic] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
     fixes_applied: int = 0
-    fixed_by_code: Dict[str, int] = field(default_factory=dict)
-    diff: Optional[str] = None
-    fixed_text: Optional[str] = None  # the new source, when fixes changed it
+    fixed_by_code: dict[str, int] = field(default_factory=dict)
+    diff: str | None = None
+    fixed_text: str | None = None  # the new source, when fixes changed it
     written: bool = False
 
     @property
@@ -73,9 +74,9 @@ class _Dispatcher:
 
     def __init__(
         self,
-        ancestors: List[cst.CSTNode],
-        visits: Dict[str, List[Callable[[cst.CSTNode], object]]],
-        leaves: Dict[str, List[Callable[[cst.CSTNode], object]]],
+        ancestors: list[cst.CSTNode],
+        visits: dict[str, list[Callable[[cst.CSTNode], object]]],
+        leaves: dict[str, list[Callable[[cst.CSTNode], object]]],
     ) -> None:
         self._ancestors = ancestors
         self._visits = visits
@@ -96,11 +97,11 @@ class _Dispatcher:
         self._ancestors.pop()
 
 
-def _subscriptions(rule: Type[Rule]) -> Tuple[Tuple[str, str], ...]:
+def _subscriptions(rule: type[Rule]) -> tuple[tuple[str, str], ...]:
     names = []
     for attribute in dir(rule):
         if attribute.startswith(("visit_", "leave_")) and callable(getattr(rule, attribute)):
-            kind, _, node_type = attribute.partition("_")
+            _kind, _, node_type = attribute.partition("_")
             if node_type and "_" not in node_type:
                 names.append((attribute, node_type))
     return tuple(names)
@@ -109,7 +110,7 @@ def _subscriptions(rule: Type[Rule]) -> Tuple[Tuple[str, str], ...]:
 class Linter:
     """Lints and fixes files with one set of settings. Cheap to build; reuse it."""
 
-    def __init__(self, settings: Settings, rules: Optional[Sequence[Type[Rule]]] = None) -> None:
+    def __init__(self, settings: Settings, rules: Sequence[type[Rule]] | None = None) -> None:
         self.settings = settings
         self.rules = settings.enabled_rules(rules if rules is not None else all_rules())
         self.options = {rule.code: settings.options_for(rule) for rule in self.rules}
@@ -121,12 +122,14 @@ class Linter:
         try:
             source = SourceFile.read(path)
         except SourceError as error:
-            result.diagnostics.append(_file_error(path, IO_ERROR, f"Failed to read {path}: {error}"))
+            result.diagnostics.append(
+                _file_error(path, IO_ERROR, f"Failed to read {path}: {error}")
+            )
             return result
         return self.check_source(source, mode, result)
 
     def check_source(
-        self, source: SourceFile, mode: FixMode = FixMode(), result: Optional[FileResult] = None
+        self, source: SourceFile, mode: FixMode = FixMode(), result: FileResult | None = None
     ) -> FileResult:
         path = source.path
         result = result or FileResult(path)
@@ -147,8 +150,8 @@ class Linter:
         return result
 
     def lint_text(
-        self, path: str, text: str, newline: Optional[str] = None
-    ) -> Tuple[List[Diagnostic], Optional[Diagnostic]]:
+        self, path: str, text: str, newline: str | None = None
+    ) -> tuple[list[Diagnostic], Diagnostic | None]:
         """Diagnostics for one source text, or a file-level error diagnostic."""
         ignored = self.settings.ignored_codes(path)
         rules = [
@@ -167,8 +170,8 @@ class Linter:
             return [], _file_error(path, SYNTAX_ERROR, f"Failed to parse {path}: nesting too deep")
         context = FileContext(path, text, module, newline or detect_newline(text), self.settings)
         instances = [rule(context, self.options[rule.code]) for rule in rules]
-        visits: Dict[str, List[Callable]] = {}
-        leaves: Dict[str, List[Callable]] = {}
+        visits: dict[str, list[Callable]] = {}
+        leaves: dict[str, list[Callable]] = {}
         for instance in instances:
             for attribute, node_type in self._subscriptions[type(instance)]:
                 table = visits if attribute.startswith("visit_") else leaves
@@ -182,12 +185,12 @@ class Linter:
         return self._to_diagnostics(context, context.reports), None
 
     # -- reports -> diagnostics ------------------------------------------------------
-    def _to_diagnostics(self, context: FileContext, reports: List[RawReport]) -> List[Diagnostic]:
-        suppressions: Optional[Suppressions] = None
+    def _to_diagnostics(self, context: FileContext, reports: list[RawReport]) -> list[Diagnostic]:
+        suppressions: Suppressions | None = None
         if "noqa" in context.source:
             suppressions = parse_suppressions(context.source)
-        diagnostics: List[Diagnostic] = []
-        seen: Set[Tuple[str, int, int, str]] = set()
+        diagnostics: list[Diagnostic] = []
+        seen: set[tuple[str, int, int, str]] = set()
         for report in reports:
             code = report.rule.code
             position = context.position(report.node)
@@ -233,10 +236,10 @@ class Linter:
         self,
         path: str,
         source: SourceFile,
-        diagnostics: List[Diagnostic],
+        diagnostics: list[Diagnostic],
         mode: FixMode,
         result: FileResult,
-    ) -> Tuple[str, List[Diagnostic]]:
+    ) -> tuple[str, list[Diagnostic]]:
         text = source.text
         for _ in range(MAX_FIX_ROUNDS):
             candidates = [d for d in diagnostics if d.fix is not None and mode.allows(d.fix)]
@@ -310,7 +313,9 @@ def unified_diff(path: str, before: str, after: str) -> str:
 def _file_error(path: str, code: str, message: str, row: int = 1, column: int = 1) -> Diagnostic:
     return Diagnostic(
         code=code,
-        name="io-error" if code == IO_ERROR else ("syntax-error" if code == SYNTAX_ERROR else "internal-error"),
+        name="io-error"
+        if code == IO_ERROR
+        else ("syntax-error" if code == SYNTAX_ERROR else "internal-error"),
         message=message,
         path=path,
         start=Location(row, column),
@@ -336,10 +341,10 @@ def _syntax_error(path: str, text: str, error: cst.ParserSyntaxError) -> Diagnos
 
 
 __all__ = [
+    "IO_ERROR",
+    "SYNTAX_ERROR",
     "Applicability",
     "FileResult",
     "FixMode",
     "Linter",
-    "IO_ERROR",
-    "SYNTAX_ERROR",
 ]

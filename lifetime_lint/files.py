@@ -9,7 +9,7 @@ names every changed file, needs).
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator, List, Tuple
+from collections.abc import Iterable, Iterator
 
 from lifetime_lint.config import Settings
 
@@ -18,10 +18,10 @@ PYTHON_SUFFIXES = (".py", ".pyi")
 
 def discover(
     paths: Iterable[str], settings: Settings, force_exclude: bool = False
-) -> Tuple[List[str], List[str]]:
+) -> tuple[list[str], list[str]]:
     """The files to check, and the named paths that do not exist."""
-    found: List[str] = []
-    missing: List[str] = []
+    found: list[str] = []
+    missing: list[str] = []
     seen = set()
     for path in paths:
         path = os.path.normpath(path)

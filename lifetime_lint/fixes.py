@@ -8,8 +8,8 @@ block, and never shadows a name the module already uses.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -29,10 +29,10 @@ class Target:
 
     module: str
     name: str
-    attributes: Tuple[str, ...] = ()
+    attributes: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, spec: str) -> "Target":
+    def parse(cls, spec: str) -> Target:
         spec = spec.strip()
         if ":" in spec:
             module, _, path = spec.partition(":")
@@ -40,8 +40,10 @@ class Target:
         else:
             module, _, last = spec.rpartition(".")
             parts = [last]
-        if not module or not all(p.isidentifier() for p in parts) or not all(
-            p.isidentifier() for p in module.split(".")
+        if (
+            not module
+            or not all(p.isidentifier() for p in parts)
+            or not all(p.isidentifier() for p in module.split("."))
         ):
             raise ValueError(f"not a valid import target: {spec!r} (use 'package.module:name')")
         return cls(module, parts[0], tuple(parts[1:]))
@@ -51,7 +53,7 @@ class Target:
         return ".".join((self.module, self.name) + self.attributes)
 
 
-def target_problem(spec: str) -> Optional[str]:
+def target_problem(spec: str) -> str | None:
     """Why `spec` is not a valid helper path, or None: an `Option.validate` for rule options
     that name a helper (`reclaim-call`, `chunk-writer`, ...)."""
     try:
@@ -63,7 +65,7 @@ def target_problem(spec: str) -> Optional[str]:
 
 def reference_to(
     context: FileContext, target: Target, ancestors: Sequence[cst.CSTNode]
-) -> Tuple[str, Tuple[Edit, ...]]:
+) -> tuple[str, tuple[Edit, ...]]:
     """Code that names `target` at a point, and the edits (an import) it needs."""
     imports = context.imports
     local = imports.visible_local_for(f"{target.module}.{target.name}", ancestors)
@@ -73,7 +75,7 @@ def reference_to(
     if module_local is not None and "." not in target.module:
         return ".".join((module_local, target.name) + target.attributes), ()
     name = target.name
-    asname: Optional[str] = None
+    asname: str | None = None
     if _name_is_taken(context, name):
         asname = f"_ll_{name}"
     edit = add_from_import_edit(context, target.module, name, asname)
@@ -82,7 +84,7 @@ def reference_to(
 
 def module_reference(
     context: FileContext, module: str, ancestors: Sequence[cst.CSTNode]
-) -> Tuple[str, Tuple[Edit, ...]]:
+) -> tuple[str, tuple[Edit, ...]]:
     """Code that names a module (`torch`) at a point, and the `import` it needs."""
     local = context.imports.visible_local_for(module, ancestors)
     if local is not None:
@@ -95,7 +97,7 @@ def module_reference(
 
 def import_bindings_under(
     context: FileContext, func: cst.BaseExpression, module: str
-) -> Tuple[str, ...]:
+) -> tuple[str, ...]:
     """The local name a rewrite of `func` may leave unused, for `Fix.orphan_import_candidates`.
 
     `empty_cache` of `from torch.cuda import empty_cache`, `cuda` of `from torch import cuda`,
@@ -129,7 +131,7 @@ class _NameFinder(cst.CSTVisitor):
     """Every name the module uses or binds (attribute names after a dot excluded)."""
 
     def __init__(self) -> None:
-        self.names: Set[str] = set()
+        self.names: set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
@@ -155,7 +157,7 @@ class _NameFinder(cst.CSTVisitor):
 
 
 def add_from_import_edit(
-    context: FileContext, module: str, name: str, asname: Optional[str] = None
+    context: FileContext, module: str, name: str, asname: str | None = None
 ) -> Edit:
     """`from module import name [as asname]`, merged into an existing top-level
     `from module import ...` when there is one, else a new line after the import block."""
@@ -188,7 +190,7 @@ def _insert_import_line(context: FileContext, code: str) -> Edit:
 def import_insertion_offset(context: FileContext) -> int:
     """After the docstring, `__future__` imports and the leading block of imports."""
     body = context.module.body
-    anchor: Optional[cst.CSTNode] = None
+    anchor: cst.CSTNode | None = None
     for index, statement in enumerate(body):
         if _is_import_line(statement) or (index == 0 and _is_docstring(statement)):
             anchor = statement
@@ -219,14 +221,14 @@ def _is_docstring(statement: cst.CSTNode) -> bool:
 # -- applying ---------------------------------------------------------------------------
 
 
-def select_non_overlapping(fixes: Iterable[Fix]) -> List[Fix]:
+def select_non_overlapping(fixes: Iterable[Fix]) -> list[Fix]:
     """Greedily accept fixes in source order whose edits overlap no accepted edit.
 
     Identical edits (the same import added by two fixes) are shared, not conflicts. The
     rest waits for the next round of the fix loop, which re-lints the new source.
     """
-    accepted: List[Fix] = []
-    taken: List[Edit] = []
+    accepted: list[Fix] = []
+    taken: list[Edit] = []
     for fix in sorted(fixes, key=lambda f: min((e.start for e in f.edits), default=0)):
         if any(edit.overlaps(other) for edit in fix.edits for other in taken):
             continue
@@ -237,7 +239,7 @@ def select_non_overlapping(fixes: Iterable[Fix]) -> List[Fix]:
 
 def apply_edits(source: str, edits: Iterable[Edit]) -> str:
     unique = sorted(set(edits), key=lambda e: (e.start, e.end))
-    pieces: List[str] = []
+    pieces: list[str] = []
     cursor = 0
     for edit in unique:
         pieces.append(source[cursor : edit.start])
@@ -247,7 +249,7 @@ def apply_edits(source: str, edits: Iterable[Edit]) -> str:
     return "".join(pieces)
 
 
-def remove_orphan_imports(module: cst.Module, names: Set[str]) -> cst.Module:
+def remove_orphan_imports(module: cst.Module, names: set[str]) -> cst.Module:
     """Drop import aliases binding `names` when nothing in the module reads them any more."""
     if not names:
         return module
@@ -260,9 +262,9 @@ def remove_orphan_imports(module: cst.Module, names: Set[str]) -> cst.Module:
 
 
 class _ReferenceCounter(cst.CSTVisitor):
-    def __init__(self, names: Set[str]) -> None:
+    def __init__(self, names: set[str]) -> None:
         self.names = names
-        self.counts: Dict[str, int] = {}
+        self.counts: dict[str, int] = {}
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False
@@ -282,26 +284,26 @@ class _ReferenceCounter(cst.CSTVisitor):
         # A name listed in `__all__` (or used by string) is still in use.
         try:
             value = node.evaluated_value
-        except Exception:  # noqa: BLE001 - odd literals are simply not names
+        except Exception:
             return
         if isinstance(value, str) and value in self.names:
             self.counts[value] = self.counts.get(value, 0) + 1
 
 
 class _ImportRemover(cst.CSTTransformer):
-    def __init__(self, names: Set[str]) -> None:
+    def __init__(self, names: set[str]) -> None:
         self.names = names
 
     def leave_ImportFrom(
         self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
-    ) -> "cst.ImportFrom | cst.RemovalSentinel":
+    ) -> cst.ImportFrom | cst.RemovalSentinel:
         if isinstance(updated_node.names, cst.ImportStar):
             return updated_node
         return self._without_unused(updated_node, lambda alias: True)
 
     def leave_Import(
         self, original_node: cst.Import, updated_node: cst.Import
-    ) -> "cst.Import | cst.RemovalSentinel":
+    ) -> cst.Import | cst.RemovalSentinel:
         # Only `import a.b as x` bindings are candidates: a plain `import torch` may be
         # there for its side effects.
         return self._without_unused(updated_node, lambda alias: alias.asname is not None)
@@ -324,12 +326,12 @@ class _ImportRemover(cst.CSTTransformer):
         self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
     ) -> cst.IndentedBlock:
         if not updated_node.body:  # never leave a block empty
-            return updated_node.with_changes(
-                body=[cst.SimpleStatementLine(body=[cst.Pass()])]
-            )
+            return updated_node.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
         first = updated_node.body[0]
-        if len(updated_node.body) < len(original_node.body) and first.leading_lines and all(
-            line.comment is None for line in first.leading_lines
+        if (
+            len(updated_node.body) < len(original_node.body)
+            and first.leading_lines
+            and all(line.comment is None for line in first.leading_lines)
         ):
             # The removed import opened the block: do not leave the block opening on a
             # blank line.
@@ -339,7 +341,7 @@ class _ImportRemover(cst.CSTTransformer):
         return updated_node
 
 
-def _bound_name(alias: cst.ImportAlias) -> Optional[str]:
+def _bound_name(alias: cst.ImportAlias) -> str | None:
     if alias.asname is not None:
         return dotted_name(alias.asname.name)  # type: ignore[arg-type]
     return dotted_name(alias.name)

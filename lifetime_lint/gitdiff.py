@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from typing import Dict, List, Optional, Set
 
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 ALL_LINES = None  # marks an untracked file: every line is new
@@ -23,13 +22,12 @@ class GitDiffError(Exception):
     """git is missing, the folder is not a repository, or the revision is unknown."""
 
 
-def _git(args: List[str], cwd: str) -> str:
+def _git(args: list[str], cwd: str) -> str:
     try:
         completed = subprocess.run(
             ["git", "-c", "core.quotepath=off", *args],
             cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            capture_output=True,
             check=False,
         )
     except FileNotFoundError:
@@ -43,10 +41,10 @@ def _git(args: List[str], cwd: str) -> str:
 class ChangedLines:
     """Changed rows per file (absolute, normalised paths) since a revision."""
 
-    def __init__(self, changed: Dict[str, Optional[Set[int]]]) -> None:
+    def __init__(self, changed: dict[str, set[int] | None]) -> None:
         self._changed = changed
 
-    def rows(self, path: str) -> Optional[Set[int]]:
+    def rows(self, path: str) -> set[int] | None:
         """The changed rows of `path`; None if every row is new; empty if nothing changed."""
         key = os.path.normcase(os.path.realpath(path))
         if key not in self._changed:
@@ -60,7 +58,7 @@ class ChangedLines:
         return any(row in rows for row in range(first_row, last_row + 1))
 
 
-def changed_lines(base: str, cwd: Optional[str] = None) -> ChangedLines:
+def changed_lines(base: str, cwd: str | None = None) -> ChangedLines:
     """Lines added or modified in the working tree since `base` (a commit, branch or tag)."""
     cwd = cwd or os.getcwd()
     top = _git(["rev-parse", "--show-toplevel"], cwd).strip()
@@ -78,8 +76,8 @@ def changed_lines(base: str, cwd: Optional[str] = None) -> ChangedLines:
          "--dst-prefix=b/", "-U0", "-M", commit, "--"],
         top,
     )  # fmt: skip
-    changed: Dict[str, Optional[Set[int]]] = {}
-    current: Optional[Set[int]] = None
+    changed: dict[str, set[int] | None] = {}
+    current: set[int] | None = None
     for line in diff.splitlines():
         if line.startswith("+++ "):
             target = line[4:].rstrip("\t")  # git appends a tab to names with spaces

@@ -9,17 +9,17 @@ against it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Union
 
 import libcst as cst
 
 from lifetime_lint.traversal import subclass_test, walk
 
 
-def dotted_name(node: cst.BaseExpression) -> Optional[str]:
+def dotted_name(node: cst.BaseExpression) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None."""
-    parts: List[str] = []
+    parts: list[str] = []
     while isinstance(node, cst.Attribute):
         parts.append(node.attr.value)
         node = node.value
@@ -29,7 +29,7 @@ def dotted_name(node: cst.BaseExpression) -> Optional[str]:
     return None
 
 
-def _module_name(node: Union[cst.Attribute, cst.Name, None]) -> Optional[str]:
+def _module_name(node: cst.Attribute | cst.Name | None) -> str | None:
     return dotted_name(node) if node is not None else None
 
 
@@ -39,9 +39,9 @@ class ImportBinding:
 
     local: str  # the name bound in the scope ("t" for `import torch as t`)
     qualified: str  # what it means ("torch")
-    statement: Union[cst.Import, cst.ImportFrom]
+    statement: cst.Import | cst.ImportFrom
     alias: cst.ImportAlias
-    scope: Optional[cst.CSTNode]  # enclosing FunctionDef/ClassDef, None at module level
+    scope: cst.CSTNode | None  # enclosing FunctionDef/ClassDef, None at module level
 
 
 class ImportMap:
@@ -50,18 +50,18 @@ class ImportMap:
     def __init__(self, bindings: Sequence[ImportBinding], module: cst.Module) -> None:
         self.module = module
         self.bindings = list(bindings)
-        self._by_local: Dict[str, List[ImportBinding]] = {}
+        self._by_local: dict[str, list[ImportBinding]] = {}
         for binding in self.bindings:
             self._by_local.setdefault(binding.local, []).append(binding)
 
     @classmethod
-    def from_module(cls, module: cst.Module) -> "ImportMap":
+    def from_module(cls, module: cst.Module) -> ImportMap:
         collector = _ImportCollector()
         # Imports are statements: expressions (which cannot hold one) are not entered.
         walk(module, collector.enter, collector.leave, _may_hold_imports)
         return cls(collector.bindings, module)
 
-    def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:
+    def qualified_name(self, node: cst.BaseExpression) -> str | None:
         """Resolve `t.cuda.empty_cache` to `torch.cuda.empty_cache` through the imports.
 
         Returns None when the root name is not bound by an import (a local variable, a
@@ -77,7 +77,7 @@ class ImportMap:
         qualified = bindings[-1].qualified
         return f"{qualified}.{rest}" if rest else qualified
 
-    def bindings_for(self, local: str) -> List[ImportBinding]:
+    def bindings_for(self, local: str) -> list[ImportBinding]:
         return list(self._by_local.get(local, ()))
 
     def locals_for(self, qualified: str) -> Iterator[ImportBinding]:
@@ -86,9 +86,7 @@ class ImportMap:
             if binding.qualified == qualified:
                 yield binding
 
-    def visible_local_for(
-        self, qualified: str, ancestors: Sequence[cst.CSTNode]
-    ) -> Optional[str]:
+    def visible_local_for(self, qualified: str, ancestors: Sequence[cst.CSTNode]) -> str | None:
         """A local name meaning `qualified` that is visible at a point with these ancestors.
 
         Module-level imports and imports in an enclosing function are visible; imports in
@@ -116,8 +114,8 @@ def _may_hold_imports(node: cst.CSTNode) -> bool:
 
 class _ImportCollector(cst.CSTVisitor):
     def __init__(self) -> None:
-        self.bindings: List[ImportBinding] = []
-        self._scopes: List[cst.CSTNode] = []
+        self.bindings: list[ImportBinding] = []
+        self._scopes: list[cst.CSTNode] = []
 
     # Driven by `traversal.walk` (cheaper than `module.visit`), routed like a visitor.
     def enter(self, node: cst.CSTNode) -> None:

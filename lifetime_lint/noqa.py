@@ -16,7 +16,6 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Set
 
 _LINE_NOQA = re.compile(
     r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE
@@ -31,8 +30,8 @@ ALL = None  # a suppression that covers every code
 
 @dataclass
 class Suppressions:
-    by_row: Dict[int, Optional[Set[str]]] = field(default_factory=dict)
-    file_codes: Optional[Set[str]] = field(default_factory=set)  # None: whole file
+    by_row: dict[int, set[str] | None] = field(default_factory=dict)
+    file_codes: set[str] | None = field(default_factory=set)  # None: whole file
 
     def file_suppresses(self, code: str) -> bool:
         return self.file_codes is None or code in self.file_codes
@@ -44,7 +43,7 @@ class Suppressions:
         return codes is None or code in codes
 
 
-def _codes(text: Optional[str]) -> Optional[Set[str]]:
+def _codes(text: str | None) -> set[str] | None:
     if not text:
         return None
     return {code.upper() for code in re.split(r"[,\s]+", text.strip()) if code}

@@ -8,16 +8,15 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from typing import Dict, List, Type
 
 from lifetime_lint.rule import Rule
 
 
-@functools.lru_cache(maxsize=None)
-def all_rules() -> List[Type[Rule]]:
+@functools.cache
+def all_rules() -> list[type[Rule]]:
     from lifetime_lint import rules as package
 
-    found: Dict[str, Type[Rule]] = {}
+    found: dict[str, type[Rule]] = {}
     for info in pkgutil.iter_modules(package.__path__):
         if info.name.startswith("_"):
             continue
@@ -36,7 +35,7 @@ def all_rules() -> List[Type[Rule]]:
     return [found[code] for code in sorted(found)]
 
 
-def rule_by_selector(selector: str) -> List[Type[Rule]]:
+def rule_by_selector(selector: str) -> list[type[Rule]]:
     """Rules whose code or name matches (`LL004`, `ll004`, `raw-empty-cache`)."""
     selector = selector.strip()
     return [

@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable
 from urllib.parse import quote
 
 from lifetime_lint import __version__
@@ -42,13 +43,13 @@ class RunSummary:
     fix_enabled: bool = False
     unsafe_fixes: bool = False
     fixed: int = 0
-    fixed_by_code: Dict[str, int] = field(default_factory=dict)
+    fixed_by_code: dict[str, int] = field(default_factory=dict)
     files_checked: int = 0
     show_statistics: bool = False
-    rule_names: Dict[str, str] = field(default_factory=dict)
+    rule_names: dict[str, str] = field(default_factory=dict)
     quiet: bool = False  # diagnostics only, no closing summary
     show_fixes: bool = False  # list the fixes applied, per file and rule
-    fixed_by_path: Dict[str, Dict[str, int]] = field(default_factory=dict)
+    fixed_by_path: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def display_path(path: str) -> str:
@@ -76,11 +77,11 @@ def format_line(d: Diagnostic, summary: RunSummary) -> str:
 
 
 def render_text(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
-    lines: List[str] = [format_line(d, summary) for d in diagnostics]
+    lines: list[str] = [format_line(d, summary) for d in diagnostics]
     return _finish_text(lines, diagnostics, summary)
 
 
-def _finish_text(lines: List[str], diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
+def _finish_text(lines: list[str], diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
     if summary.show_fixes and summary.fixed_by_path:
         if lines:
             lines.append("")
@@ -94,7 +95,7 @@ def _finish_text(lines: List[str], diagnostics: Sequence[Diagnostic], summary: R
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def render_statistics(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> List[str]:
+def render_statistics(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> list[str]:
     counts = Counter(d.code for d in diagnostics)
     fixable = Counter(d.code for d in diagnostics if fix_marker(d, summary))
     rows = []
@@ -105,7 +106,7 @@ def render_statistics(diagnostics: Sequence[Diagnostic], summary: RunSummary) ->
     return rows
 
 
-def render_fix_summary(summary: RunSummary) -> List[str]:
+def render_fix_summary(summary: RunSummary) -> list[str]:
     """What `--fix` changed, per file and rule (`--show-fixes`)."""
     total = sum(sum(codes.values()) for codes in summary.fixed_by_path.values())
     lines = [f"Fixed {total} {'error' if total == 1 else 'errors'}:"]
@@ -113,15 +114,17 @@ def render_fix_summary(summary: RunSummary) -> List[str]:
         lines.append(f"- {display_path(path)}:")
         for code, count in sorted(summary.fixed_by_path[path].items()):
             name = summary.rule_names.get(code, "")
-            lines.append(f"    {count} \u00d7 {code} ({name})" if name else f"    {count} \u00d7 {code}")
+            lines.append(
+                f"    {count} \u00d7 {code} ({name})" if name else f"    {count} \u00d7 {code}"
+            )
     return lines
 
 
 def _closing_lines(
     diagnostics: Sequence[Diagnostic], summary: RunSummary, leading_blank: bool
-) -> List[str]:
+) -> list[str]:
     remaining = len(diagnostics)
-    lines: List[str] = []
+    lines: list[str] = []
     if remaining == 0 and summary.fixed == 0:
         return ["All checks passed!"]
     if leading_blank:
@@ -141,18 +144,16 @@ def _closing_lines(
         lines.append(f"[*] {fixable} fixable with the {flags} option.")
     if unsafe and not summary.unsafe_fixes:
         plural = "fixes" if unsafe > 1 else "fix"
-        lines.append(
-            f"{unsafe} hidden {plural} can be enabled with the `--unsafe-fixes` option."
-        )
+        lines.append(f"{unsafe} hidden {plural} can be enabled with the `--unsafe-fixes` option.")
     return lines
 
 
-def _json_location(location) -> Dict[str, int]:
+def _json_location(location) -> dict[str, int]:
     return {"row": location.row, "column": location.column}
 
 
-def diagnostic_to_json(d: Diagnostic) -> Dict[str, object]:
-    fix: Optional[Dict[str, object]] = None
+def diagnostic_to_json(d: Diagnostic) -> dict[str, object]:
+    fix: dict[str, object] | None = None
     if d.fix is not None:
         fix = {
             "applicability": d.fix.applicability.value,
@@ -196,7 +197,7 @@ _MAX_SPAN_LINES = 6  # longer spans show their first lines and an ellipsis
 
 def render_full(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
     sources = SourceLines()
-    lines: List[str] = []
+    lines: list[str] = []
     for d in diagnostics:
         lines.append(format_line(d, summary))
         lines.extend(_snippet(d, sources.get(d.path)))
@@ -210,7 +211,7 @@ def render_full(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
     return _finish_text(lines, diagnostics, summary)
 
 
-def _snippet(d: Diagnostic, source: List[str]) -> List[str]:
+def _snippet(d: Diagnostic, source: list[str]) -> list[str]:
     if not source or not 0 < d.start.row <= len(source):
         return []
     first = max(1, d.start.row - 1)
@@ -289,10 +290,10 @@ def _first_paragraph(text: str) -> str:
     return ""
 
 
-def _rule_descriptors(codes: Sequence[str]) -> List[Dict[str, object]]:
+def _rule_descriptors(codes: Sequence[str]) -> list[dict[str, object]]:
     from lifetime_lint.registry import all_rules
 
-    descriptors: List[Dict[str, object]] = []
+    descriptors: list[dict[str, object]] = []
     for rule in all_rules():
         documentation = rule.documentation()
         descriptors.append({
@@ -318,7 +319,7 @@ def _rule_descriptors(codes: Sequence[str]) -> List[Dict[str, object]]:
     return descriptors
 
 
-def _artifact(path: str, root: str) -> Dict[str, str]:
+def _artifact(path: str, root: str) -> dict[str, str]:
     absolute = os.path.abspath(path)
     try:
         rel = os.path.relpath(absolute, root)
@@ -329,7 +330,7 @@ def _artifact(path: str, root: str) -> Dict[str, str]:
     return {"uri": quote(rel.replace(os.sep, "/")), "uriBaseId": "%SRCROOT%"}
 
 
-def _region(start, end) -> Dict[str, int]:
+def _region(start, end) -> dict[str, int]:
     return {"startLine": start.row, "startColumn": start.column,
             "endLine": end.row, "endColumn": end.column}  # fmt: skip
 
@@ -344,7 +345,7 @@ def render_sarif(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
     results = []
     for d in diagnostics:
         artifact = _artifact(d.path, root)
-        result: Dict[str, object] = {
+        result: dict[str, object] = {
             "ruleId": d.code,
             "ruleIndex": index[d.code],
             "level": "error",
@@ -393,7 +394,7 @@ def render_sarif(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
 
 Reporter = Callable[[Sequence[Diagnostic], RunSummary], str]
 
-REPORTERS: Dict[str, Reporter] = {
+REPORTERS: dict[str, Reporter] = {
     "text": render_text,
     "concise": render_text,
     "full": render_full,

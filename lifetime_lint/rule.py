@@ -14,18 +14,13 @@ from __future__ import annotations
 
 import inspect
 from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
     Any,
     Callable,
     ClassVar,
-    Dict,
-    List,
-    Mapping,
-    Optional,
-    Sequence,
-    Tuple,
 )
 
 import libcst as cst
@@ -48,7 +43,7 @@ class Option:
     default: Any
     doc: str
     # Returns an error message for a value of the right type that is still wrong.
-    validate: Optional[Callable[[Any], Optional[str]]] = None
+    validate: Callable[[Any], str | None] | None = None
 
 
 class Rule:
@@ -57,12 +52,12 @@ class Rule:
     code: ClassVar[str] = ""
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
-    triggers: ClassVar[Tuple[str, ...]] = ()
-    options: ClassVar[Tuple[Option, ...]] = ()
+    triggers: ClassVar[tuple[str, ...]] = ()
+    options: ClassVar[tuple[Option, ...]] = ()
     # "always", "sometimes" or "never": shown in the rules table and `lifetime-lint rule`.
     fix_availability: ClassVar[str] = "sometimes"
 
-    def __init__(self, context: "FileContext", options: Mapping[str, Any]) -> None:
+    def __init__(self, context: FileContext, options: Mapping[str, Any]) -> None:
         self.context = context
         self.settings = options
 
@@ -70,9 +65,9 @@ class Rule:
         self,
         node: cst.CSTNode,
         message: str,
-        fix: Optional[Fix] = None,
+        fix: Fix | None = None,
         *,
-        statement: Optional[cst.CSTNode] = None,
+        statement: cst.CSTNode | None = None,
     ) -> None:
         self.context.report(self, node, message, fix, statement)
 
@@ -84,7 +79,7 @@ class Rule:
         return inspect.cleandoc(cls.__doc__ or cls.summary)
 
     @classmethod
-    def option_defaults(cls) -> Dict[str, Any]:
+    def option_defaults(cls) -> dict[str, Any]:
         return {option.name: option.default for option in cls.options}
 
 
@@ -93,8 +88,8 @@ class RawReport:
     rule: Rule
     node: cst.CSTNode
     message: str
-    fix: Optional[Fix]
-    statement: Optional[cst.CSTNode]
+    fix: Fix | None
+    statement: cst.CSTNode | None
 
 
 _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
@@ -108,7 +103,7 @@ class FileContext:
     """
 
     def __init__(
-        self, path: str, source: str, module: cst.Module, newline: str, settings: "Settings"
+        self, path: str, source: str, module: cst.Module, newline: str, settings: Settings
     ) -> None:
         self.path = path
         self.source = source
@@ -117,14 +112,14 @@ class FileContext:
         self.settings = settings
         # The live ancestor chain during the traversal; the last element is the node
         # being visited. Rules read it instead of paying for ParentNodeProvider.
-        self.ancestors: List[cst.CSTNode] = []
-        self.reports: List[RawReport] = []
+        self.ancestors: list[cst.CSTNode] = []
+        self.reports: list[RawReport] = []
         # Facts about this file that a rule or fix helper computes once and reuses, keyed
         # by a name of the helper's choosing (e.g. "fixes.taken_names").
-        self.memo: Dict[str, Any] = {}
-        self._imports: Optional[ImportMap] = None
-        self._offsets: Optional[NodeOffsets] = None
-        self._line_starts: Optional[List[int]] = None
+        self.memo: dict[str, Any] = {}
+        self._imports: ImportMap | None = None
+        self._offsets: NodeOffsets | None = None
+        self._line_starts: list[int] | None = None
 
     # -- names ----------------------------------------------------------------------
     @property
@@ -133,7 +128,7 @@ class FileContext:
             self._imports = ImportMap.from_module(self.module)
         return self._imports
 
-    def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:
+    def qualified_name(self, node: cst.BaseExpression) -> str | None:
         return self.imports.qualified_name(node)
 
     # -- positions -----------------------------------------------------------------
@@ -150,7 +145,7 @@ class FileContext:
         return CodePosition(row, offset - self.line_starts[row - 1])
 
     @property
-    def line_starts(self) -> List[int]:
+    def line_starts(self) -> list[int]:
         if self._line_starts is None:
             starts = [0]
             text = self.source
@@ -173,11 +168,11 @@ class FileContext:
     def row_of(self, offset: int) -> int:
         return bisect_right(self.line_starts, offset)
 
-    def span(self, node: cst.CSTNode) -> Tuple[int, int]:
+    def span(self, node: cst.CSTNode) -> tuple[int, int]:
         """The node's (start, end) character offsets in the source (syntactic range)."""
         return self._raw_span(node, clamp=True)
 
-    def _raw_span(self, node: cst.CSTNode, clamp: bool = False) -> Tuple[int, int]:
+    def _raw_span(self, node: cst.CSTNode, clamp: bool = False) -> tuple[int, int]:
         if self._offsets is None:
             # One code generation for all of the file's nodes (see lifetime_lint.traversal).
             self._offsets = NodeOffsets(self.module)
@@ -212,7 +207,7 @@ class FileContext:
         return self.source[start:end]
 
     # -- reporting -----------------------------------------------------------------
-    def current_statement(self) -> Optional[cst.CSTNode]:
+    def current_statement(self) -> cst.CSTNode | None:
         for node in reversed(self.ancestors):
             if isinstance(node, _STATEMENT_TYPES):
                 return node
@@ -223,14 +218,14 @@ class FileContext:
         rule: Rule,
         node: cst.CSTNode,
         message: str,
-        fix: Optional[Fix],
-        statement: Optional[cst.CSTNode],
+        fix: Fix | None,
+        statement: cst.CSTNode | None,
     ) -> None:
         if statement is None and any(ancestor is node for ancestor in self.ancestors):
             statement = self.current_statement()
         self.reports.append(RawReport(rule, node, message, fix, statement))
 
-    def inside(self, types: Sequence[type]) -> Optional[cst.CSTNode]:
+    def inside(self, types: Sequence[type]) -> cst.CSTNode | None:
         """The innermost ancestor of one of these types, if any."""
         types = tuple(types)
         for node in reversed(self.ancestors):

@@ -17,9 +17,10 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import IO, Dict, List, Optional, Sequence, Tuple, Type
+from typing import IO
 
 from lifetime_lint.cache import Cache
 from lifetime_lint.config import Settings
@@ -32,7 +33,7 @@ from lifetime_lint.source import SourceError, SourceFile
 PARALLEL_MIN_FILES = 32
 
 
-def default_jobs(file_count: int, environ: Optional[Dict[str, str]] = None) -> int:
+def default_jobs(file_count: int, environ: dict[str, str] | None = None) -> int:
     """The CPU count; 1 under pre-commit (which parallelises itself) for small file lists."""
     environ = os.environ if environ is None else environ
     if environ.get("PRE_COMMIT") == "1" and file_count < 4 * PARALLEL_MIN_FILES:
@@ -49,7 +50,7 @@ class Checker:
 
     linter: Linter
     mode: FixMode
-    cache: Optional[Cache] = None
+    cache: Cache | None = None
 
     def check(self, path: str) -> FileResult:
         data = _read(path)
@@ -79,7 +80,7 @@ class Checker:
                 self.cache.store(new_key, result.diagnostics)
         return result
 
-    def lookup(self, path: str, data: bytes, key: str = "") -> Optional[FileResult]:
+    def lookup(self, path: str, data: bytes, key: str = "") -> FileResult | None:
         """The cached result, if there is one that this fix mode can use unchanged."""
         if self.cache is None:
             return None
@@ -138,11 +139,11 @@ def _io_error(path: str, message: str) -> Diagnostic:
 
 # -- the process pool -------------------------------------------------------------------
 
-_WORKER: Optional[Checker] = None
+_WORKER: Checker | None = None
 
 
 def _init_worker(
-    settings: Settings, rules: Sequence[Type[Rule]], mode: FixMode, cache_dir: Optional[str]
+    settings: Settings, rules: Sequence[type[Rule]], mode: FixMode, cache_dir: str | None
 ) -> None:
     global _WORKER
     linter = Linter(settings, rules)
@@ -150,7 +151,7 @@ def _init_worker(
     _WORKER = Checker(linter, mode, cache)
 
 
-def _check_chunk(chunk: Sequence[Tuple[int, str]]) -> List[Tuple[int, FileResult]]:
+def _check_chunk(chunk: Sequence[tuple[int, str]]) -> list[tuple[int, FileResult]]:
     assert _WORKER is not None
     return [(index, _WORKER.check(path)) for index, path in chunk]
 
@@ -158,20 +159,20 @@ def _check_chunk(chunk: Sequence[Tuple[int, str]]) -> List[Tuple[int, FileResult
 def run_files(
     paths: Sequence[str],
     settings: Settings,
-    rules: Sequence[Type[Rule]],
+    rules: Sequence[type[Rule]],
     mode: FixMode,
     jobs: int = 1,
-    cache_dir: Optional[str] = None,
-    progress: Optional["Progress"] = None,
-) -> List[FileResult]:
+    cache_dir: str | None = None,
+    progress: Progress | None = None,
+) -> list[FileResult]:
     """Check every path; results in the order of `paths`."""
     linter = Linter(settings, rules)
     cache = Cache(cache_dir, settings, linter.rules) if cache_dir else None
     checker = Checker(linter, mode, cache)
     progress = progress or Progress(len(paths), enabled=False)
-    results: List[Optional[FileResult]] = [None] * len(paths)
+    results: list[FileResult | None] = [None] * len(paths)
 
-    pending: List[Tuple[int, str]] = []
+    pending: list[tuple[int, str]] = []
     if cache is not None and jobs > 1:
         for index, path in enumerate(paths):
             data = _read(path)
@@ -221,7 +222,7 @@ class Progress:
         self,
         total: int,
         enabled: bool,
-        stream: Optional[IO[str]] = None,
+        stream: IO[str] | None = None,
         delay: float = 0.5,
     ) -> None:
         self.total = total
@@ -234,7 +235,7 @@ class Progress:
         self._drawn = False
 
     @classmethod
-    def for_terminal(cls, total: int, quiet: bool, stream: Optional[IO[str]] = None) -> "Progress":
+    def for_terminal(cls, total: int, quiet: bool, stream: IO[str] | None = None) -> Progress:
         stream = stream or sys.stderr
         interactive = hasattr(stream, "isatty") and stream.isatty()
         return cls(total, enabled=interactive and not quiet and os.environ.get("TERM") != "dumb",
@@ -245,7 +246,9 @@ class Progress:
         if not self.enabled:
             return
         now = time.monotonic()
-        if now - self._start < self._delay or (now - self._last_draw < 0.1 and self.done < self.total):
+        if now - self._start < self._delay or (
+            now - self._last_draw < 0.1 and self.done < self.total
+        ):
             return
         self._last_draw = now
         width = 30

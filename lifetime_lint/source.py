@@ -13,7 +13,6 @@ import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass
-from typing import Dict, List
 
 _BINARY_SNIFF = 8192
 
@@ -31,7 +30,7 @@ class SourceFile:
     newline: str  # the file's first line ending, for inserted lines
 
     @classmethod
-    def read(cls, path: str) -> "SourceFile":
+    def read(cls, path: str) -> SourceFile:
         try:
             with open(path, "rb") as handle:
                 data = handle.read()
@@ -44,7 +43,7 @@ class SourceFile:
         return cls.from_bytes(path, data)
 
     @classmethod
-    def from_bytes(cls, path: str, data: bytes) -> "SourceFile":
+    def from_bytes(cls, path: str, data: bytes) -> SourceFile:
         if b"\x00" in data[:_BINARY_SNIFF]:
             raise SourceError("binary file (contains NUL bytes), not Python source")
         try:
@@ -81,9 +80,9 @@ class SourceLines:
     """
 
     def __init__(self) -> None:
-        self._files: Dict[str, List[str]] = {}
+        self._files: dict[str, list[str]] = {}
 
-    def get(self, path: str) -> List[str]:
+    def get(self, path: str) -> list[str]:
         if path not in self._files:
             try:
                 self._files[path] = SourceFile.read(path).text.splitlines()

@@ -24,7 +24,7 @@ import inspect
 import re
 import textwrap
 from itertools import accumulate
-from typing import Callable, Dict, List, Optional, Tuple, Type
+from typing import Callable
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -43,17 +43,17 @@ _VISIT_HELPERS = frozenset(
 )
 
 # None: the order could not be read; use `node.children` for that type.
-_CHILD_FIELDS: Dict[type, Optional[Tuple[str, ...]]] = {}
+_CHILD_FIELDS: dict[type, tuple[str, ...] | None] = {}
 _UNKNOWN = ("<unknown>",)
 
 
-def child_fields(node_type: Type[cst.CSTNode]) -> Optional[Tuple[str, ...]]:
+def child_fields(node_type: type[cst.CSTNode]) -> tuple[str, ...] | None:
     """The fields LibCST visits for this node type, in visiting order (cached)."""
     try:
         return _CHILD_FIELDS[node_type]
     except KeyError:
         pass
-    fields: Optional[Tuple[str, ...]]
+    fields: tuple[str, ...] | None
     try:
         source = textwrap.dedent(inspect.getsource(node_type._visit_and_replace_children))
         calls = [
@@ -64,7 +64,7 @@ def child_fields(node_type: Type[cst.CSTNode]) -> Optional[Tuple[str, ...]]:
             and call.func.id in _VISIT_HELPERS
         ]
         calls.sort(key=lambda call: (call.lineno, call.col_offset))
-        names: List[str] = []
+        names: list[str] = []
         for call in calls:
             argument = call.args[1] if len(call.args) > 1 else None
             if not (isinstance(argument, ast.Constant) and isinstance(argument.value, str)):
@@ -82,7 +82,7 @@ def walk(
     node: cst.CSTNode,
     enter: Callable[[cst.CSTNode], object],
     leave: Callable[[cst.CSTNode], object],
-    descend: Optional[Callable[[cst.CSTNode], bool]] = None,
+    descend: Callable[[cst.CSTNode], bool] | None = None,
 ) -> None:
     """Visit `node` and its descendants in `node.visit` order, changing nothing.
 
@@ -150,7 +150,7 @@ def _visit(
 
 
 _ATTRIBUTE_HOOK = re.compile(r"^(visit|leave)_[A-Za-z]+_[a-z_]+$")
-_HOOKS: Dict[type, bool] = {}
+_HOOKS: dict[type, bool] = {}
 
 
 def _has_attribute_hooks(visitor_type: type) -> bool:
@@ -168,7 +168,7 @@ def _has_attribute_hooks(visitor_type: type) -> bool:
 
 
 # isinstance() against LibCST's abstract base classes is slow; the answer per type is not.
-_NODE_TYPES: Dict[type, bool] = {}
+_NODE_TYPES: dict[type, bool] = {}
 
 
 def _is_node(kind: type) -> bool:
@@ -181,7 +181,7 @@ def _is_node(kind: type) -> bool:
 
 def subclass_test(*types: type) -> Callable[[cst.CSTNode], bool]:
     """A fast `isinstance(node, types)` for nodes: the answer is cached per node type."""
-    answers: Dict[type, bool] = {}
+    answers: dict[type, bool] = {}
 
     def test(node: cst.CSTNode) -> bool:
         kind = type(node)
@@ -197,14 +197,14 @@ def subclass_test(*types: type) -> Callable[[cst.CSTNode], bool]:
 class _SyntacticRange:
     """What `record_syntactic_position` returns: records a node's token range on exit."""
 
-    __slots__ = ("state", "node", "start_node", "end_node", "start")
+    __slots__ = ("end_node", "node", "start", "start_node", "state")
 
     def __init__(
         self,
-        state: "_TokenRangeState",
+        state: _TokenRangeState,
         node: cst.CSTNode,
-        start_node: Optional[cst.CSTNode],
-        end_node: Optional[cst.CSTNode],
+        start_node: cst.CSTNode | None,
+        end_node: cst.CSTNode | None,
     ) -> None:
         self.state = state
         self.node = node
@@ -228,9 +228,11 @@ class _TokenRangeState(CodegenState):
     line/column ranges (same nodes, same choice of syntactic vs whitespace-inclusive)."""
 
     def __init__(self, module: cst.Module) -> None:
-        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
-        self.ranges: Dict[cst.CSTNode, Tuple[int, int]] = {}
-        self._stack: List[int] = []
+        super().__init__(
+            default_indent=module.default_indent, default_newline=module.default_newline
+        )
+        self.ranges: dict[cst.CSTNode, tuple[int, int]] = {}
+        self._stack: list[int] = []
 
     def before_codegen(self, node: cst.CSTNode) -> None:
         self._stack.append(len(self.tokens))
@@ -247,8 +249,8 @@ class _TokenRangeState(CodegenState):
         self,
         node: cst.CSTNode,
         *,
-        start_node: Optional[cst.CSTNode] = None,
-        end_node: Optional[cst.CSTNode] = None,
+        start_node: cst.CSTNode | None = None,
+        end_node: cst.CSTNode | None = None,
     ) -> _SyntacticRange:
         return _SyntacticRange(self, node, start_node, end_node)
 
@@ -263,7 +265,7 @@ class NodeOffsets:
         self._ranges = state.ranges
         self._offsets = list(accumulate(map(len, state.tokens), initial=0))
 
-    def __getitem__(self, node: cst.CSTNode) -> Tuple[int, int]:
+    def __getitem__(self, node: cst.CSTNode) -> tuple[int, int]:
         start, end = self._ranges[node]  # KeyError for a node not in the module
         return self._offsets[start], self._offsets[end]
 

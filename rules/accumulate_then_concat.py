@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
@@ -13,7 +13,7 @@ from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.rule import Option, Rule
 
 
-def _validate_count(value: int) -> Optional[str]:
+def _validate_count(value: int) -> str | None:
     return None if value >= 0 else "must be 0 or more"
 
 
@@ -139,7 +139,9 @@ class AccumulateThenConcat(Rule):
 
     code = "LL002"
     name = "accumulate-then-concatenate"
-    summary = "Chunks accumulated in a list and concatenated after the loop: peak is twice the output"
+    summary = (
+        "Chunks accumulated in a list and concatenated after the loop: peak is twice the output"
+    )
     triggers = ("cat", "stack")
     fix_availability = "sometimes"
     options = (
@@ -161,7 +163,7 @@ class AccumulateThenConcat(Rule):
 
     def __init__(self, context, options) -> None:  # type: ignore[no-untyped-def]
         super().__init__(context, options)
-        self._indexes: Dict[int, _FunctionIndex] = {}
+        self._indexes: dict[int, _FunctionIndex] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         kind = _CONCATS.get(self.context.qualified_name(node.func) or "")
@@ -188,15 +190,15 @@ class AccumulateThenConcat(Rule):
         kind: str,
         name: cst.Name,
         function: cst.FunctionDef,
-        ancestors: List[cst.CSTNode],
+        ancestors: list[cst.CSTNode],
     ) -> None:
         index = self._index(function)
         uses = index.names.get(name.value, [])
         if index.dynamic or not uses:
             return
-        init: Optional[_Use] = None
-        grows: List[_Use] = []
-        cat_use: Optional[_Use] = None
+        init: _Use | None = None
+        grows: list[_Use] = []
+        cat_use: _Use | None = None
         for use in uses:
             role = _role(use, call)
             if role == "init" and init is None:
@@ -237,7 +239,10 @@ class AccumulateThenConcat(Rule):
         if _is_metadata_name(name.value):
             return
         targets = _loop_targets(grows[0].ancestors) | index.parameters
-        kinds = [_chunk_kind(self.context, e, targets, index, grow) for e, grow in zip(chunk_exprs, grows)]
+        kinds = [
+            _chunk_kind(self.context, e, targets, index, grow)
+            for e, grow in zip(chunk_exprs, grows)
+        ]
         if any(k in ("metadata", "view") for k in kinds):
             return
 
@@ -257,16 +262,16 @@ class AccumulateThenConcat(Rule):
         call: cst.Call,
         kind: str,
         name: cst.Name,
-        init: "_Use",
-        grows: List["_Use"],
-        loops: List[Optional[cst.CSTNode]],
-        kinds: List[str],
-        index: "_FunctionIndex",
+        init: _Use,
+        grows: list[_Use],
+        loops: list[cst.CSTNode | None],
+        kinds: list[str],
+        index: _FunctionIndex,
         block: cst.CSTNode,
         init_at: int,
         cat_at: int,
-        ancestors: List[cst.CSTNode],
-    ) -> Optional[Fix]:
+        ancestors: list[cst.CSTNode],
+    ) -> Fix | None:
         if kind not in ("cat", "stack") or len(grows) != 1 or _role(grows[0], call) != "append":
             return None
         grow = grows[0]
@@ -295,16 +300,22 @@ class AccumulateThenConcat(Rule):
         stack = ", stack=True" if kind == "stack" else ""
         init_value = _assigned_value(init)
         start, end = self.context.span(init_value)
-        edits: List[Edit] = [
+        edits: list[Edit] = [
             Edit(start, end, f"{reference}(dim={dim_code}, count={count_code}{stack})"),
         ]
         call_start, call_end = self.context.span(call)
         edits.append(Edit(call_start, call_end, f"{name.value}.result()"))
         chunk = _grown_value(grow)
-        released = _releasable_chunk(chunk, _enclosing_statement(grow.ancestors), _body(loop.body), index)
+        released = _releasable_chunk(
+            chunk, _enclosing_statement(grow.ancestors), _body(loop.body), index
+        )
         # A local chunk read after its append may be mutated in place before the
         # concatenation: the list would see that, the writer's copy would not.
-        safe = count_safe and kinds[0] == "fresh" and (not isinstance(chunk, cst.Name) or released is not None)
+        safe = (
+            count_safe
+            and kinds[0] == "fresh"
+            and (not isinstance(chunk, cst.Name) or released is not None)
+        )
         if released is not None:
             statement = _enclosing_statement(grow.ancestors)
             indent = self.context.indentation_of(statement)
@@ -322,9 +333,9 @@ class AccumulateThenConcat(Rule):
         self,
         call: cst.Call,
         kind: str,
-        literal: Union[cst.List, cst.Tuple],
+        literal: cst.List | cst.Tuple,
         function: cst.FunctionDef,
-        ancestors: List[cst.CSTNode],
+        ancestors: list[cst.CSTNode],
     ) -> None:
         if kind != "cat" or len(literal.elements) != 2:
             return
@@ -352,7 +363,10 @@ class AccumulateThenConcat(Rule):
             loop, self.settings["min-constant-count"], self._index(function)
         ):
             return
-        if _is_metadata_name(out) or _expression_kind(self.context, elements[1], set()) == "metadata":
+        if (
+            _is_metadata_name(out)
+            or _expression_kind(self.context, elements[1], set()) == "metadata"
+        ):
             return
         if not _loop_carried(out, assign, loop, self._index(function)):
             return  # `x = torch.cat([x, extra], 1)` after `x = ...` in the same iteration
@@ -362,7 +376,11 @@ class AccumulateThenConcat(Rule):
             f"step and holds the old and new result together; write each chunk into a "
             f"preallocated output"
         )
-        fix = None if conditional else self._running_fix(call, assign, out, elements[1], loop, function, ancestors)
+        fix = (
+            None
+            if conditional
+            else self._running_fix(call, assign, out, elements[1], loop, function, ancestors)
+        )
         self.report(call, message, fix)
 
     def _running_fix(
@@ -373,30 +391,44 @@ class AccumulateThenConcat(Rule):
         chunk: cst.BaseExpression,
         loop: cst.CSTNode,
         function: cst.FunctionDef,
-        ancestors: List[cst.CSTNode],
-    ) -> Optional[Fix]:
+        ancestors: list[cst.CSTNode],
+    ) -> Fix | None:
         # for i in range(n):
         #     if i == 0:
         #         out = first
         #     else:
         #         ...
         #         out = torch.cat([out, chunk], dim)
-        if not (isinstance(loop, cst.For) and isinstance(loop.target, cst.Name) and loop.orelse is None):
+        if not (
+            isinstance(loop, cst.For) and isinstance(loop.target, cst.Name) and loop.orelse is None
+        ):
             return None
         iterable = loop.iter
-        if not (_is_call_to(iterable, "range") and len(iterable.args) == 1 and iterable.args[0].keyword is None):
+        if not (
+            _is_call_to(iterable, "range")
+            and len(iterable.args) == 1
+            and iterable.args[0].keyword is None
+        ):
             return None
         count = iterable.args[0].value
         if not _is_simple(count):
             return None
         first_if = next(
-            (s for s in _body(loop.body) if isinstance(s, cst.If) and _is_zero_test(s.test, loop.target.value)),
+            (
+                s
+                for s in _body(loop.body)
+                if isinstance(s, cst.If) and _is_zero_test(s.test, loop.target.value)
+            ),
             None,
         )
         if first_if is None or not isinstance(first_if.orelse, cst.Else):
             return None
         first = _body(first_if.body)
-        if len(first) != 1 or not isinstance(first[0], cst.SimpleStatementLine) or len(first[0].body) != 1:
+        if (
+            len(first) != 1
+            or not isinstance(first[0], cst.SimpleStatementLine)
+            or len(first[0].body) != 1
+        ):
             return None
         first_assign = first[0].body[0]
         if not (
@@ -422,13 +454,17 @@ class AccumulateThenConcat(Rule):
             start, _ = self.context.span(use.node)
             if start < loop_start:
                 return None
-            if start < loop_end and not any(a is first_assign or a is assign for a in use.ancestors):
+            if start < loop_end and not any(
+                a is first_assign or a is assign for a in use.ancestors
+            ):
                 return None
         if _assigned_in(_body(loop.body)) & _names_in(count):
             return None
         dim = _argument(call, 1, ("dim",))
         dim_code = "0" if dim is None else self.context.source_of(dim)
-        if dim is not None and (not _is_simple(dim) or _names_in(dim) & _assigned_in(_body(loop.body))):
+        if dim is not None and (
+            not _is_simple(dim) or _names_in(dim) & _assigned_in(_body(loop.body))
+        ):
             return None
         target = Target.parse(self.settings["chunk-writer"])
         reference, import_edits = reference_to(self.context, target, ancestors)
@@ -444,7 +480,11 @@ class AccumulateThenConcat(Rule):
                 loop_line,
                 f"{indent}{out} = {reference}(dim={dim_code}, count={self.context.source_of(count)}){newline}",
             ),
-            Edit(first_start, first_end, f"{out}.append({self.context.source_of(first_assign.value)})"),
+            Edit(
+                first_start,
+                first_end,
+                f"{out}.append({self.context.source_of(first_assign.value)})",
+            ),
             Edit(cat_start, cat_end, f"{out}.append({self.context.source_of(chunk)})"),
             Edit(after, after, f"{indent}{out} = {out}.result(){newline}"),
         ) + import_edits
@@ -458,7 +498,9 @@ class AccumulateThenConcat(Rule):
             release = f"{self.context.indentation_of(cat_line)}del {released}{newline}"
             if at == after:  # the cat ends the loop: one insertion, in order
                 edits = tuple(
-                    Edit(at, at, release + edit.content) if (edit.start, edit.end) == (at, at) else edit
+                    Edit(at, at, release + edit.content)
+                    if (edit.start, edit.end) == (at, at)
+                    else edit
                     for edit in edits
                 )
             else:
@@ -473,12 +515,12 @@ class AccumulateThenConcat(Rule):
     def _comprehension(
         self,
         call: cst.Call,
-        comprehension: Union[cst.ListComp, cst.GeneratorExp],
+        comprehension: cst.ListComp | cst.GeneratorExp,
         function: cst.FunctionDef,
-        list_name: Optional[str],
+        list_name: str | None,
     ) -> None:
         clauses = []
-        clause: Optional[cst.CompFor] = comprehension.for_in
+        clause: cst.CompFor | None = comprehension.for_in
         while clause is not None:
             clauses.append(clause)
             clause = clause.inner_for_in
@@ -488,11 +530,13 @@ class AccumulateThenConcat(Rule):
             return
         if list_name is not None and _is_metadata_name(list_name):
             return
-        targets: Set[str] = set(self._index(function).parameters)
+        targets: set[str] = set(self._index(function).parameters)
         for c in clauses:
             targets |= _names_in(c.target)
         element = comprehension.elt
-        if _expression_kind(self.context, element, targets) != "fresh" or not _runs_a_model(element):
+        if _expression_kind(self.context, element, targets) != "fresh" or not _runs_a_model(
+            element
+        ):
             return
         written = self.context.source_of(call.func)
         self.report(
@@ -502,7 +546,7 @@ class AccumulateThenConcat(Rule):
         )
 
     # -- per-function index ---------------------------------------------------------------
-    def _index(self, function: cst.FunctionDef) -> "_FunctionIndex":
+    def _index(self, function: cst.FunctionDef) -> _FunctionIndex:
         index = self._indexes.get(id(function))
         if index is None:
             index = _FunctionIndex.build(function)
@@ -564,19 +608,113 @@ _METADATA_CALLS = {
     "torch.linspace", "torch.logspace", "torch.LongTensor", "torch.IntTensor",
     "torch.FloatTensor", "torch.BoolTensor",
 }  # fmt: skip
-_METADATA_BUILTINS = {"len", "int", "float", "bool", "str", "tuple", "list", "range", "max", "min", "sum", "round", "abs"}
+_METADATA_BUILTINS = {
+    "len",
+    "int",
+    "float",
+    "bool",
+    "str",
+    "tuple",
+    "list",
+    "range",
+    "max",
+    "min",
+    "sum",
+    "round",
+    "abs",
+}
 _METADATA_METHODS = {"item", "tolist", "size", "dim", "numel", "nelement", "stride", "data_ptr"}
 _METADATA_ATTRIBUTES = {"shape", "ndim", "dtype", "device"}
 # A list or chunk named with one of these words holds metadata or conditioning (ids,
 # positions, rotary tables, prompt embeddings, masks): small next to decoded outputs.
 _METADATA_WORDS = frozenset(
-    """id ids idx idxs index indices indexes token tokens position positions pos shape shapes
-    size sizes len lens length lengths offset offsets coef coeff coeffs coefficient
-    coefficients sigma sigmas timestep timesteps ts step steps mask masks label labels score
-    scores logprob logprobs prob probs count counts num nums seed seeds seqlen seqlens
-    cu start starts end ends cos sin freq freqs rope coord coords grid grids embed embeds
-    embedding embeddings emb embs prompt prompts text caption captions timestamp timestamps
-    norm norms loss losses ngram ngrams""".split()
+    [
+        "id",
+        "ids",
+        "idx",
+        "idxs",
+        "index",
+        "indices",
+        "indexes",
+        "token",
+        "tokens",
+        "position",
+        "positions",
+        "pos",
+        "shape",
+        "shapes",
+        "size",
+        "sizes",
+        "len",
+        "lens",
+        "length",
+        "lengths",
+        "offset",
+        "offsets",
+        "coef",
+        "coeff",
+        "coeffs",
+        "coefficient",
+        "coefficients",
+        "sigma",
+        "sigmas",
+        "timestep",
+        "timesteps",
+        "ts",
+        "step",
+        "steps",
+        "mask",
+        "masks",
+        "label",
+        "labels",
+        "score",
+        "scores",
+        "logprob",
+        "logprobs",
+        "prob",
+        "probs",
+        "count",
+        "counts",
+        "num",
+        "nums",
+        "seed",
+        "seeds",
+        "seqlen",
+        "seqlens",
+        "cu",
+        "start",
+        "starts",
+        "end",
+        "ends",
+        "cos",
+        "sin",
+        "freq",
+        "freqs",
+        "rope",
+        "coord",
+        "coords",
+        "grid",
+        "grids",
+        "embed",
+        "embeds",
+        "embedding",
+        "embeddings",
+        "emb",
+        "embs",
+        "prompt",
+        "prompts",
+        "text",
+        "caption",
+        "captions",
+        "timestamp",
+        "timestamps",
+        "norm",
+        "norms",
+        "loss",
+        "losses",
+        "ngram",
+        "ngrams",
+    ]
 )
 # Views of their input: a list of them holds no memory of its own.
 _VIEW_METHODS = {
@@ -610,23 +748,21 @@ _HEAVY_CALL = re.compile(
 @dataclass
 class _Use:
     node: cst.Name
-    ancestors: Tuple[cst.CSTNode, ...]  # from the function's body down to the name's parent
+    ancestors: tuple[cst.CSTNode, ...]  # from the function's body down to the name's parent
     nested: bool  # inside a nested def, lambda or class
 
 
 @dataclass
 class _FunctionIndex:
-    names: Dict[str, List[_Use]] = field(default_factory=dict)
-    parameters: Set[str] = field(default_factory=set)
+    names: dict[str, list[_Use]] = field(default_factory=dict)
+    parameters: set[str] = field(default_factory=set)
     dynamic: bool = False  # locals(), vars(), eval, exec: any local may be read
 
     @classmethod
-    def build(cls, function: cst.FunctionDef) -> "_FunctionIndex":
+    def build(cls, function: cst.FunctionDef) -> _FunctionIndex:
         index = cls()
         params = function.params
-        for param in (
-            list(params.params) + list(params.posonly_params) + list(params.kwonly_params)
-        ):
+        for param in list(params.params) + list(params.posonly_params) + list(params.kwonly_params):
             index.parameters.add(param.name.value)
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
@@ -639,7 +775,7 @@ class _FunctionIndex:
 class _Collector(cst.CSTVisitor):
     def __init__(self, index: _FunctionIndex) -> None:
         self.index = index
-        self.stack: List[cst.CSTNode] = []
+        self.stack: list[cst.CSTNode] = []
         self.nested = 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -703,11 +839,20 @@ def _role(use: _Use, call: cst.Call) -> str:
             return parent.attr.value
         return "escape"
     if isinstance(parent, cst.AugAssign) and parent.target is use.node:
-        if isinstance(parent.operator, cst.AddAssign) and isinstance(parent.value, (cst.List, cst.Tuple)):
-            single = len(parent.value.elements) == 1 and isinstance(parent.value.elements[0], cst.Element)
+        if isinstance(parent.operator, cst.AddAssign) and isinstance(
+            parent.value, (cst.List, cst.Tuple)
+        ):
+            single = len(parent.value.elements) == 1 and isinstance(
+                parent.value.elements[0], cst.Element
+            )
             return "append" if single else "extend"
         return "escape"
-    if isinstance(parent, cst.Arg) and len(chain) >= 2 and chain[-2] is call and call.args[0] is parent:
+    if (
+        isinstance(parent, cst.Arg)
+        and len(chain) >= 2
+        and chain[-2] is call
+        and call.args[0] is parent
+    ):
         return "cat"
     if isinstance(parent, cst.Del) or (
         isinstance(parent, cst.Element) and len(chain) >= 3 and isinstance(chain[-3], cst.Del)
@@ -716,7 +861,7 @@ def _role(use: _Use, call: cst.Call) -> str:
     return "escape"
 
 
-def _import_bound(context, func: cst.BaseExpression) -> Tuple[str, ...]:  # type: ignore[no-untyped-def]
+def _import_bound(context, func: cst.BaseExpression) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
     """`cat` of `from torch import cat`: an import the fix may leave unused."""
     if isinstance(func, cst.Name) and context.imports.bindings_for(func.value):
         return (func.value,)
@@ -726,7 +871,12 @@ def _import_bound(context, func: cst.BaseExpression) -> Tuple[str, ...]:  # type
 def _is_empty_list(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.List) and not node.elements:
         return True
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "list" and not node.args
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Name)
+        and node.func.value == "list"
+        and not node.args
+    )
 
 
 def _assigned_value(use: _Use) -> cst.BaseExpression:
@@ -735,7 +885,7 @@ def _assigned_value(use: _Use) -> cst.BaseExpression:
     return assign.value
 
 
-def _grown_value(use: _Use) -> Optional[cst.BaseExpression]:
+def _grown_value(use: _Use) -> cst.BaseExpression | None:
     parent = use.ancestors[-1]
     if isinstance(parent, cst.Attribute):
         call = use.ancestors[-2]
@@ -749,7 +899,7 @@ def _grown_value(use: _Use) -> Optional[cst.BaseExpression]:
     return None
 
 
-def _single_element(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+def _single_element(value: cst.BaseExpression) -> cst.BaseExpression | None:
     if isinstance(value, (cst.List, cst.Tuple)) and value.elements:
         first = value.elements[0]
         if isinstance(first, cst.Element):
@@ -760,9 +910,9 @@ def _single_element(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
 
 
 def _chunk_kind(
-    context, expr: cst.BaseExpression, targets: Set[str], index: _FunctionIndex, grow: _Use
+    context, expr: cst.BaseExpression, targets: set[str], index: _FunctionIndex, grow: _Use
 ) -> str:  # type: ignore[no-untyped-def]
-    """"metadata", "view" (of data alive anyway), "fresh" (a computed chunk) or "unknown"."""
+    """ "metadata", "view" (of data alive anyway), "fresh" (a computed chunk) or "unknown"."""
     if isinstance(expr, cst.Name):
         if _is_metadata_name(expr.value):
             return "metadata"
@@ -778,8 +928,19 @@ def _chunk_kind(
     return _expression_kind(context, expr, targets)
 
 
-def _expression_kind(context, expr: cst.BaseExpression, targets: Set[str]) -> str:  # type: ignore[no-untyped-def]
-    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.Tuple, cst.List, cst.Dict)):
+def _expression_kind(context, expr: cst.BaseExpression, targets: set[str]) -> str:  # type: ignore[no-untyped-def]
+    if isinstance(
+        expr,
+        (
+            cst.Integer,
+            cst.Float,
+            cst.SimpleString,
+            cst.ConcatenatedString,
+            cst.Tuple,
+            cst.List,
+            cst.Dict,
+        ),
+    ):
         return "metadata"
     if isinstance(expr, cst.Name):
         if _is_metadata_name(expr.value):
@@ -826,17 +987,24 @@ def _expression_kind(context, expr: cst.BaseExpression, targets: Set[str]) -> st
     return "unknown"
 
 
-def _loop_carried(name: str, cat_assign: cst.Assign, loop: cst.CSTNode, index: _FunctionIndex) -> bool:
+def _loop_carried(
+    name: str, cat_assign: cst.Assign, loop: cst.CSTNode, index: _FunctionIndex
+) -> bool:
     """The value concatenated onto comes from the previous iteration: no other binding of
     the name in the loop except under a first-iteration or `is None` branch."""
     for use in index.names.get(name, []):
         if not any(a is loop for a in use.ancestors) or any(a is cat_assign for a in use.ancestors):
             continue
         parent = use.ancestors[-1] if use.ancestors else None
-        if not isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For, cst.AsName)):
+        if not isinstance(
+            parent,
+            (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For, cst.AsName),
+        ):
             continue
         branch = next((a for a in reversed(use.ancestors) if isinstance(a, cst.If)), None)
-        if branch is None or not any(a is loop for a in use.ancestors[: use.ancestors.index(branch)]):
+        if branch is None or not any(
+            a is loop for a in use.ancestors[: use.ancestors.index(branch)]
+        ):
             return False
         if not _is_first_iteration_test(branch.test):
             return False
@@ -847,7 +1015,9 @@ def _is_first_iteration_test(test: cst.BaseExpression) -> bool:
     """`i == 0`, `x is None`, `not xs`, `first`-named flags."""
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         comparison = test.comparisons[0]
-        if isinstance(comparison.operator, cst.Equal) and isinstance(comparison.comparator, cst.Integer):
+        if isinstance(comparison.operator, cst.Equal) and isinstance(
+            comparison.comparator, cst.Integer
+        ):
             return comparison.comparator.evaluated_value == 0
         if isinstance(comparison.operator, cst.Is) and isinstance(comparison.comparator, cst.Name):
             return comparison.comparator.value == "None"
@@ -872,18 +1042,18 @@ def _runs_a_model(expr: cst.BaseExpression) -> bool:
     return bool(_HEAVY_CALL.search(name.lower().lstrip("_")))
 
 
-def _is_held(expr: cst.BaseExpression, targets: Set[str]) -> bool:
+def _is_held(expr: cst.BaseExpression, targets: set[str]) -> bool:
     """A loop variable, a parameter or `self` state, or an attribute / item of one."""
     while isinstance(expr, (cst.Attribute, cst.Subscript)):
         expr = expr.value
     return isinstance(expr, cst.Name) and (expr.value in targets or expr.value == "self")
 
 
-def _bound_in(name: str, loop: cst.CSTNode, index: _FunctionIndex) -> Optional[cst.BaseExpression]:
+def _bound_in(name: str, loop: cst.CSTNode, index: _FunctionIndex) -> cst.BaseExpression | None:
     """The value last bound to `name` by a plain `name = value` at the top of the loop body,
     when the loop binds it in no other way."""
     body = list(_body(getattr(loop, "body", None)))  # type: ignore[arg-type]
-    last: Optional[cst.BaseExpression] = None
+    last: cst.BaseExpression | None = None
     for use in index.names.get(name, []):
         if not any(a is loop for a in use.ancestors):
             continue
@@ -906,7 +1076,7 @@ def _is_metadata_name(name: str) -> bool:
 # -- loops ----------------------------------------------------------------------------------
 
 
-def _loops_between(chain: Sequence[cst.CSTNode], top: cst.CSTNode) -> List[cst.CSTNode]:
+def _loops_between(chain: Sequence[cst.CSTNode], top: cst.CSTNode) -> list[cst.CSTNode]:
     started = False
     loops = []
     for node in chain:
@@ -917,13 +1087,15 @@ def _loops_between(chain: Sequence[cst.CSTNode], top: cst.CSTNode) -> List[cst.C
     return loops
 
 
-def _loop_between(chain: Sequence[cst.CSTNode], top: cst.CSTNode) -> Optional[cst.CSTNode]:
+def _loop_between(chain: Sequence[cst.CSTNode], top: cst.CSTNode) -> cst.CSTNode | None:
     """The innermost loop at or below `top` in the chain."""
     loops = _loops_between(chain, top)
     return loops[-1] if loops else None
 
 
-def _innermost_loop(ancestors: Sequence[cst.CSTNode], function: cst.FunctionDef) -> Optional[cst.CSTNode]:
+def _innermost_loop(
+    ancestors: Sequence[cst.CSTNode], function: cst.FunctionDef
+) -> cst.CSTNode | None:
     found = None
     inside = False
     for node in ancestors:
@@ -937,8 +1109,8 @@ def _innermost_loop(ancestors: Sequence[cst.CSTNode], function: cst.FunctionDef)
     return found
 
 
-def _loop_targets(chain: Sequence[cst.CSTNode]) -> Set[str]:
-    names: Set[str] = set()
+def _loop_targets(chain: Sequence[cst.CSTNode]) -> set[str]:
+    names: set[str] = set()
     for node in chain:
         if isinstance(node, cst.For):
             names |= _names_in(node.target)
@@ -956,7 +1128,11 @@ def _iterable_is_small_or_model_axis(
 ) -> bool:
     if isinstance(iterable, (cst.Tuple, cst.List, cst.Set)):
         return len(iterable.elements) < min_count
-    if _is_call_to(iterable, "enumerate") or _is_call_to(iterable, "zip") or _is_call_to(iterable, "reversed"):
+    if (
+        _is_call_to(iterable, "enumerate")
+        or _is_call_to(iterable, "zip")
+        or _is_call_to(iterable, "reversed")
+    ):
         if any(_iterable_is_small_or_model_axis(a.value, min_count, index) for a in iterable.args):  # type: ignore[attr-defined]
             return True
     if isinstance(iterable, cst.Name):
@@ -980,7 +1156,7 @@ def _iterable_is_small_or_model_axis(
     return False
 
 
-def _literal_binding(name: str, index: _FunctionIndex) -> Optional[Union[cst.Tuple, cst.List]]:
+def _literal_binding(name: str, index: _FunctionIndex) -> cst.Tuple | cst.List | None:
     """The tuple or list literal a local is bound to, when that is its only binding."""
     literal = None
     for use in index.names.get(name, []):
@@ -1008,7 +1184,19 @@ def _once_per_iteration(chain: Sequence[cst.CSTNode], loop: cst.For) -> bool:
         if node is loop:
             inside = True
             continue
-        if inside and isinstance(node, (cst.If, cst.Try, cst.TryStar, cst.For, cst.While, cst.Match, cst.IfExp, cst.BooleanOperation)):
+        if inside and isinstance(
+            node,
+            (
+                cst.If,
+                cst.Try,
+                cst.TryStar,
+                cst.For,
+                cst.While,
+                cst.Match,
+                cst.IfExp,
+                cst.BooleanOperation,
+            ),
+        ):
             return False
     finder = _JumpFinder()
     loop.body.visit(finder)
@@ -1037,7 +1225,7 @@ class _JumpFinder(cst.CSTVisitor):
 
 def _count_expression(
     context, loop: cst.For, index: _FunctionIndex, before_loop: Sequence[cst.CSTNode]
-) -> Optional[Tuple[str, bool]]:  # type: ignore[no-untyped-def]
+) -> tuple[str, bool] | None:  # type: ignore[no-untyped-def]
     """Code for the number of iterations, evaluated where the list was created; and whether
     it is certain to evaluate without error."""
     iterable = loop.iter
@@ -1046,13 +1234,19 @@ def _count_expression(
         args = iterable.args
         if not args or any(a.keyword is not None or a.star for a in args):
             return None
-        if any(not _is_simple(a.value) for a in args) or any(_names_in(a.value) & rebound for a in args):
+        if any(not _is_simple(a.value) for a in args) or any(
+            _names_in(a.value) & rebound for a in args
+        ):
             return None
         if len(args) == 1:
             return context.source_of(args[0].value), True
         return f"len({context.source_of(iterable)})", True
     sequence = iterable
-    if _is_call_to(iterable, "enumerate") and len(iterable.args) == 1 and iterable.args[0].keyword is None:
+    if (
+        _is_call_to(iterable, "enumerate")
+        and len(iterable.args) == 1
+        and iterable.args[0].keyword is None
+    ):
         sequence = iterable.args[0].value
     if isinstance(sequence, cst.Name) and sequence.value not in rebound:
         return f"len({sequence.value})", _is_sized_local(sequence.value, index)
@@ -1069,27 +1263,46 @@ def _is_sized_local(name: str, index: _FunctionIndex) -> bool:
             if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
                 return False
             values.append(assign.value)
-        elif isinstance(parent, (cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.WithItem, cst.AsName, cst.Param)):
+        elif isinstance(
+            parent,
+            (
+                cst.AugAssign,
+                cst.For,
+                cst.CompFor,
+                cst.NamedExpr,
+                cst.WithItem,
+                cst.AsName,
+                cst.Param,
+            ),
+        ):
             return False
     if not values or name in index.parameters:
         return False
     for value in values:
         if isinstance(value, (cst.List, cst.ListComp, cst.Tuple)):
             continue
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("list", "tuple", "sorted"):
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value in ("list", "tuple", "sorted")
+        ):
             continue
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("split", "chunk", "unbind", "tensor_split"):
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("split", "chunk", "unbind", "tensor_split")
+        ):
             continue
         return False
     return True
 
 
 def _releasable_chunk(
-    chunk: Optional[cst.BaseExpression],
-    statement: Optional[cst.CSTNode],
+    chunk: cst.BaseExpression | None,
+    statement: cst.CSTNode | None,
     body: Sequence[cst.CSTNode],
     index: _FunctionIndex,
-) -> Optional[str]:
+) -> str | None:
     """A local chunk bound in `body` (a loop body or a branch of it) before any read of it
     there, read nowhere else, and never read after `statement` (its append): `del` after
     the append is then safe."""
@@ -1104,10 +1317,18 @@ def _releasable_chunk(
         return None
     first_bound = None
     for i, s in enumerate(body[:position]):
-        if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Assign):
+        if (
+            isinstance(s, cst.SimpleStatementLine)
+            and len(s.body) == 1
+            and isinstance(s.body[0], cst.Assign)
+        ):
             assign = s.body[0]
             targets = assign.targets
-            if len(targets) == 1 and isinstance(targets[0].target, cst.Name) and targets[0].target.value == name:
+            if (
+                len(targets) == 1
+                and isinstance(targets[0].target, cst.Name)
+                and targets[0].target.value == name
+            ):
                 if name in _names_in(assign.value):
                     return None  # reads the previous iteration's value first
                 first_bound = i
@@ -1129,7 +1350,9 @@ def _releasable_chunk(
 # -- small syntax helpers -------------------------------------------------------------------
 
 
-def _argument(call: cst.Call, position: Optional[int], keywords: Sequence[str]) -> Optional[cst.BaseExpression]:
+def _argument(
+    call: cst.Call, position: int | None, keywords: Sequence[str]
+) -> cst.BaseExpression | None:
     positional = [a for a in call.args if a.keyword is None and not a.star]
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value in keywords:
@@ -1139,7 +1362,7 @@ def _argument(call: cst.Call, position: Optional[int], keywords: Sequence[str]) 
     return None
 
 
-def _innermost_function(ancestors: Sequence[cst.CSTNode]) -> Optional[cst.FunctionDef]:
+def _innermost_function(ancestors: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
     for node in reversed(ancestors):
         if isinstance(node, cst.FunctionDef):
             return node
@@ -1154,10 +1377,12 @@ def _body(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     return ()
 
 
-def _statement_position(chain: Sequence[cst.CSTNode]) -> Tuple[Optional[cst.CSTNode], int]:
+def _statement_position(chain: Sequence[cst.CSTNode]) -> tuple[cst.CSTNode | None, int]:
     """The block holding the statement of a use, and the statement's index in it."""
     for i in range(len(chain) - 1, 0, -1):
-        if isinstance(chain[i], cst.SimpleStatementLine) and isinstance(chain[i - 1], cst.IndentedBlock):
+        if isinstance(chain[i], cst.SimpleStatementLine) and isinstance(
+            chain[i - 1], cst.IndentedBlock
+        ):
             block = chain[i - 1]
             for j, statement in enumerate(_body(block)):
                 if statement is chain[i]:
@@ -1165,7 +1390,7 @@ def _statement_position(chain: Sequence[cst.CSTNode]) -> Tuple[Optional[cst.CSTN
     return None, -1
 
 
-def _child_index(chain: Sequence[cst.CSTNode], block: cst.CSTNode) -> Optional[int]:
+def _child_index(chain: Sequence[cst.CSTNode], block: cst.CSTNode) -> int | None:
     for i, node in enumerate(chain):
         if node is block and i + 1 < len(chain):
             child = chain[i + 1]
@@ -1183,7 +1408,9 @@ def _enclosing_statement(chain: Sequence[cst.CSTNode]) -> cst.CSTNode:
 
 
 def _is_call_to(node: cst.BaseExpression, name: str) -> bool:
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name
+    return (
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name
+    )
 
 
 def _is_zero_test(test: cst.BaseExpression, name: str) -> bool:
@@ -1198,10 +1425,14 @@ def _is_zero_test(test: cst.BaseExpression, name: str) -> bool:
     )
 
 
-def _literal_int(node: cst.BaseExpression) -> Optional[int]:
+def _literal_int(node: cst.BaseExpression) -> int | None:
     if isinstance(node, cst.Integer):
         return int(node.evaluated_value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
+    if (
+        isinstance(node, cst.UnaryOperation)
+        and isinstance(node.operator, cst.Minus)
+        and isinstance(node.expression, cst.Integer)
+    ):
         return -int(node.expression.evaluated_value)
     return None
 
@@ -1217,7 +1448,9 @@ def _is_simple(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.BinaryOperation):
         return _is_simple(node.left) and _is_simple(node.right)
     if _is_call_to(node, "len") and len(node.args) == 1 and node.args[0].keyword is None:  # type: ignore[attr-defined]
-        return isinstance(node.args[0].value, (cst.Name, cst.Attribute)) and _is_simple(node.args[0].value)  # type: ignore[attr-defined]
+        return isinstance(node.args[0].value, (cst.Name, cst.Attribute)) and _is_simple(
+            node.args[0].value
+        )  # type: ignore[attr-defined]
     if isinstance(node, cst.Subscript):
         return _is_simple(node.value) and all(
             isinstance(s.slice, cst.Index) and _is_simple(s.slice.value) for s in node.slice
@@ -1225,13 +1458,13 @@ def _is_simple(node: cst.BaseExpression) -> bool:
     return False
 
 
-def _names_in(node: cst.CSTNode) -> Set[str]:
+def _names_in(node: cst.CSTNode) -> set[str]:
     finder = _NameCollector()
     node.visit(finder)
     return finder.names
 
 
-def _dotted_names_in(node: cst.CSTNode) -> List[str]:
+def _dotted_names_in(node: cst.CSTNode) -> list[str]:
     collector = _DottedCollector()
     node.visit(collector)
     return collector.dotted
@@ -1239,7 +1472,7 @@ def _dotted_names_in(node: cst.CSTNode) -> List[str]:
 
 class _NameCollector(cst.CSTVisitor):
     def __init__(self) -> None:
-        self.names: Set[str] = set()
+        self.names: set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
@@ -1251,7 +1484,7 @@ class _NameCollector(cst.CSTVisitor):
 
 class _DottedCollector(cst.CSTVisitor):
     def __init__(self) -> None:
-        self.dotted: List[str] = []
+        self.dotted: list[str] = []
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         parts = [node.attr.value]
@@ -1269,7 +1502,7 @@ class _DottedCollector(cst.CSTVisitor):
         self.dotted.append(node.value)
 
 
-def _assigned_in(statements: Sequence[cst.CSTNode]) -> Set[str]:
+def _assigned_in(statements: Sequence[cst.CSTNode]) -> set[str]:
     """Names bound anywhere in these statements."""
     collector = _AssignedCollector()
     for statement in statements:
@@ -1279,7 +1512,7 @@ def _assigned_in(statements: Sequence[cst.CSTNode]) -> Set[str]:
 
 class _AssignedCollector(cst.CSTVisitor):
     def __init__(self) -> None:
-        self.names: Set[str] = set()
+        self.names: set[str] = set()
 
     def _targets(self, node: cst.CSTNode) -> None:
         if isinstance(node, cst.Name):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -15,7 +15,7 @@ from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import Option, Rule
 
 
-def _validate_wrappers(value: List[str]) -> Optional[str]:
+def _validate_wrappers(value: list[str]) -> str | None:
     for entry in value:
         if not all(part.isidentifier() for part in entry.split(".")):
             return f"not a function or method name: {entry!r}"
@@ -122,7 +122,7 @@ class DiscardedAllGather(Rule):
 
     def __init__(self, context, options) -> None:
         super().__init__(context, options)
-        self._pending: Dict[int, List[_Candidate]] = {}
+        self._pending: dict[int, list[_Candidate]] = {}
 
     # -- triggers ---------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
@@ -139,7 +139,7 @@ class DiscardedAllGather(Rule):
         for candidate in self._pending.pop(id(original_node), ()):
             self._check(original_node, candidate)
 
-    def _kind(self, call: cst.Call) -> Optional[str]:
+    def _kind(self, call: cst.Call) -> str | None:
         qualified = self.context.qualified_name(call.func)
         if qualified is not None:
             kind = _COLLECTIVES.get(qualified)
@@ -176,8 +176,8 @@ class DiscardedAllGather(Rule):
         function.visit(uses)
         if uses.disqualified:
             return
-        guards: List[_Guard] = []
-        through: List[_Derived] = []  # results derived on every rank, read on the root only
+        guards: list[_Guard] = []
+        through: list[_Derived] = []  # results derived on every rank, read on the root only
         for chain in uses.reads:
             guard = _guard(self.context, chain)
             if guard is None:
@@ -220,15 +220,12 @@ class DiscardedAllGather(Rule):
             )  # fmt: skip
         self.report(
             call,
-            f"`{written}` fills `{result}` on every rank, but only {where} reads it{via}; "
-            f"{advice}",
+            f"`{written}` fills `{result}` on every rank, but only {where} reads it{via}; {advice}",
             fix,
             statement=statement,
         )
 
-    def _derived(
-        self, function: cst.FunctionDef, chain: Sequence[cst.CSTNode]
-    ) -> Optional["_Derived"]:
+    def _derived(self, function: cst.FunctionDef, chain: Sequence[cst.CSTNode]) -> _Derived | None:
         """For `video = torch.cat(result, ...)` run on every rank, where only the root reads
         `video`: the derived name and the guards of its reads. None otherwise."""
         if len(chain) < 5:
@@ -270,10 +267,10 @@ class DiscardedAllGather(Rule):
         allocation: cst.SimpleStatementLine,
         ancestors: Sequence[cst.CSTNode],
         root: str,
-        guards: Sequence["_Guard"],
-        derived: Optional["_Derived"],
+        guards: Sequence[_Guard],
+        derived: _Derived | None,
         block: cst.CSTNode,
-    ) -> Optional[Fix]:
+    ) -> Fix | None:
         if len(statement.body) != 1 or len(allocation.body) != 1:
             return None
         if _has_comment(allocation):
@@ -287,7 +284,7 @@ class DiscardedAllGather(Rule):
         group_code = None
         if group is not None and not (isinstance(group, cst.Name) and group.value == "None"):
             group_code = self.context.code_for(group).strip()
-        reasons: List[str] = []
+        reasons: list[str] = []
 
         # Which rank numbering the guard compares against.
         kinds = {_rank_kind(self.context, guard.rank, ancestors) for guard in guards}
@@ -341,10 +338,14 @@ class DiscardedAllGather(Rule):
         group_argument = f", group={group_code}" if group_code is not None else ""
         replacement = f"{result} = {reference}({tensor_code}{group_argument}, {destination}{extra})"
         start, end = self.context.span(call)
-        edits = tuple(
-            Edit(self.context.line_start_of(line), self.context.line_after(line), "")
-            for line in removed
-        ) + (Edit(start, end, replacement),) + import_edits
+        edits = (
+            tuple(
+                Edit(self.context.line_start_of(line), self.context.line_after(line), "")
+                for line in removed
+            )
+            + (Edit(start, end, replacement),)
+            + import_edits
+        )
         message = f"Gather onto rank {root} only, with `{reference}`"
         if reasons:
             message += " (unsafe: " + "; ".join(reasons) + ")"
@@ -366,13 +367,13 @@ def _has_comment(statement: cst.SimpleStatementLine) -> bool:
 
 class _CommentFinder(cst.CSTVisitor):
     def __init__(self) -> None:
-        self.comments: List[cst.Comment] = []
+        self.comments: list[cst.Comment] = []
 
     def visit_Comment(self, node: cst.Comment) -> None:
         self.comments.append(node)
 
 
-def _gather_group(context, call: cst.Call) -> Optional[str]:
+def _gather_group(context, call: cst.Call) -> str | None:
     """The `group` argument of a buffer collective as normalised code; None for the world."""
     group = _arguments(call, ("tensor_list", "tensor", "group")).get("group")
     if group is None or (isinstance(group, cst.Name) and group.value == "None"):
@@ -404,7 +405,7 @@ FIXABLE_KINDS = (LIST, INTO)
 _DIST = "torch.distributed"
 _C10D = "torch.distributed.distributed_c10d"
 _FUNCOL = "torch.distributed._functional_collectives"
-_COLLECTIVES: Dict[str, str] = {
+_COLLECTIVES: dict[str, str] = {
     f"{_DIST}.all_gather": LIST,
     f"{_C10D}.all_gather": LIST,
     f"{_DIST}.all_gather_into_tensor": INTO,
@@ -427,12 +428,12 @@ class _Derived:
     """`name = torch.cat(result, ...)`, run on every rank, whose reads are root-only."""
 
     name: str
-    guards: List["_Guard"]
+    guards: list[_Guard]
     statement: cst.SimpleStatementLine
     concat: cst.Call
 
 
-def _concat_dim(context, concat: cst.Call) -> Optional[str]:
+def _concat_dim(context, concat: cst.Call) -> str | None:
     """The literal `dim` of `torch.cat(xs[, dim])` (0 when absent); None for `torch.stack`,
     `out=` or a computed dim."""
     if context.qualified_name(concat.func) == "torch.stack":
@@ -457,9 +458,12 @@ def _concat_dim(context, concat: cst.Call) -> Optional[str]:
 def _later_sibling(block: cst.CSTNode, first: cst.CSTNode, second: cst.CSTNode) -> bool:
     body = list(block.body)  # type: ignore[attr-defined]
     positions = {id(node): index for index, node in enumerate(body)}
-    return id(first) in positions and id(second) in positions and (
-        positions[id(first)] < positions[id(second)]
+    return (
+        id(first) in positions
+        and id(second) in positions
+        and (positions[id(first)] < positions[id(second)])
     )
+
 
 _GATHER_ADVICE = "gather to that rank (`dist.gather`) so the others allocate no receive buffers"
 _ADVICE = {
@@ -475,12 +479,12 @@ _ADVICE = {
 class _Candidate:
     call: cst.Call
     kind: str
-    ancestors: Tuple[cst.CSTNode, ...]
+    ancestors: tuple[cst.CSTNode, ...]
 
 
 def _call_site(
     call: cst.Call, kind: str, ancestors: Sequence[cst.CSTNode]
-) -> Optional[Tuple[str, cst.SimpleStatementLine, cst.CSTNode]]:
+) -> tuple[str, cst.SimpleStatementLine, cst.CSTNode] | None:
     """(result name, the statement, its block) for `f(result, ...)` as a statement of its
     own, or `result = f(...)` for calls that return the result."""
     if len(ancestors) < 4:
@@ -504,13 +508,13 @@ def _call_site(
     return None
 
 
-def _arguments(call: cst.Call, names: Sequence[str]) -> Dict[str, cst.BaseExpression]:
+def _arguments(call: cst.Call, names: Sequence[str]) -> dict[str, cst.BaseExpression]:
     """Arguments by parameter name: positional ones in the order of `names`, plus keywords.
 
     The first positional parameter of the buffer collectives has several spellings
     (`tensor_list`, `output_tensor`, `object_list`); keywords for it map to the first name.
     """
-    found: Dict[str, cst.BaseExpression] = {}
+    found: dict[str, cst.BaseExpression] = {}
     position = 0
     aliases = {"tensor_list": 0, "output_tensor": 0, "object_list": 0, "input_tensor": 1, "obj": 1}
     for argument in call.args:
@@ -606,7 +610,7 @@ def _is_parameter(function: cst.FunctionDef, name: str) -> bool:
 
 def _allocation_before(
     block: cst.CSTNode, statement: cst.SimpleStatementLine, name: str
-) -> Optional[cst.SimpleStatementLine]:
+) -> cst.SimpleStatementLine | None:
     """The nearest earlier statement of the block that assigns `name` (`name = ...`)."""
     body = list(block.body)  # type: ignore[attr-defined]
     index = next(i for i, s in enumerate(body) if s is statement)
@@ -614,8 +618,7 @@ def _allocation_before(
         if isinstance(earlier, cst.SimpleStatementLine):
             for small in earlier.body:
                 if isinstance(small, cst.Assign) and any(
-                    isinstance(t.target, cst.Name) and t.target.value == name
-                    for t in small.targets
+                    isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets
                 ):
                     return earlier if _is_fresh(small.value) else None
                 if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
@@ -651,13 +654,13 @@ class _Uses(cst.CSTVisitor):
         self,
         name: str,
         statement: cst.SimpleStatementLine,
-        allocation: Optional[cst.SimpleStatementLine],
+        allocation: cst.SimpleStatementLine | None,
     ) -> None:
         self.name = name
         self.statement = statement
         self.allocation = allocation
-        self.chain: List[cst.CSTNode] = []
-        self.reads: List[Tuple[cst.CSTNode, ...]] = []
+        self.chain: list[cst.CSTNode] = []
+        self.reads: list[tuple[cst.CSTNode, ...]] = []
         self.disqualified = False
         self.reads_after_call = True
         self._passed_call = False
@@ -712,9 +715,7 @@ def _in_store_or_del(chain: Sequence[cst.CSTNode]) -> bool:
             return parent.target is node
         if isinstance(parent, (cst.For, cst.CompFor)):
             return parent.target is node
-        if isinstance(parent, (cst.Global, cst.Nonlocal, cst.NameItem)):
-            return True
-        return False
+        return bool(isinstance(parent, (cst.Global, cst.Nonlocal, cst.NameItem)))
     return False
 
 
@@ -726,15 +727,21 @@ _FLAG = "<flag>"
 @dataclass(frozen=True)
 class _Guard:
     root: str  # the root rank as code ("0", "dst"), or _FLAG for `if is_root:`
-    rank: Optional[cst.BaseExpression]  # the rank expression compared, if any
+    rank: cst.BaseExpression | None  # the rank expression compared, if any
 
 
-_RANK_NAME = re.compile(r"^_?(rank|global_rank|group_rank|rank_in_group|my_rank|cur_rank|"
-                        r"current_rank|world_rank|[a-z0-9]+_rank|rank_id|rank_idx)$")
-_NOT_RANK = re.compile(r"(^|_)(local|node|src|dst|root|target|master|leader|peer|next|prev|"
-                       r"last|first|num|max|min)(_|$)")
-_ROOT_VALUE = re.compile(r"^_?(dst|root|src|master|leader|target|main)(_?rank|_?idx|_?id)?$|"
-                         r"^_?[a-z0-9]+_(dst|root|src)$")
+_RANK_NAME = re.compile(
+    r"^_?(rank|global_rank|group_rank|rank_in_group|my_rank|cur_rank|"
+    r"current_rank|world_rank|[a-z0-9]+_rank|rank_id|rank_idx)$"
+)
+_NOT_RANK = re.compile(
+    r"(^|_)(local|node|src|dst|root|target|master|leader|peer|next|prev|"
+    r"last|first|num|max|min)(_|$)"
+)
+_ROOT_VALUE = re.compile(
+    r"^_?(dst|root|src|master|leader|target|main)(_?rank|_?idx|_?id)?$|"
+    r"^_?[a-z0-9]+_(dst|root|src)$"
+)
 _ROOT_FLAGS = {
     "is_root", "is_root_rank", "is_master", "is_main_process", "is_main_rank", "is_rank_zero",
     "is_rank0", "is_rank_0", "is_leader", "is_world_process_zero", "is_global_zero",
@@ -742,19 +749,14 @@ _ROOT_FLAGS = {
 }  # fmt: skip
 
 
-def _guard(context, chain: Sequence[cst.CSTNode]) -> Optional[_Guard]:
+def _guard(context, chain: Sequence[cst.CSTNode]) -> _Guard | None:
     """The root-only condition that protects the last node of the chain, if any."""
     for index in range(len(chain) - 2, -1, -1):
         node, child = chain[index], chain[index + 1]
-        found: Optional[_Guard] = None
+        found: _Guard | None = None
         if isinstance(node, cst.FunctionDef) and index == 0:
             return None
-        if isinstance(node, cst.If):
-            if child is node.body:
-                found = _root_when(context, node.test, True)
-            elif child is node.orelse:
-                found = _root_when(context, node.test, False)
-        elif isinstance(node, cst.IfExp):
+        if isinstance(node, (cst.If, cst.IfExp)):
             if child is node.body:
                 found = _root_when(context, node.test, True)
             elif child is node.orelse:
@@ -768,7 +770,7 @@ def _guard(context, chain: Sequence[cst.CSTNode]) -> Optional[_Guard]:
     return None
 
 
-def _early_exit_guard(context, block: cst.CSTNode, child: cst.CSTNode) -> Optional[_Guard]:
+def _early_exit_guard(context, block: cst.CSTNode, child: cst.CSTNode) -> _Guard | None:
     """`if rank != 0: return` earlier in the same block: the rest runs on the root only."""
     for statement in block.body:  # type: ignore[attr-defined]
         if statement is child:
@@ -794,7 +796,7 @@ def _exits(body: cst.BaseSuite) -> bool:
     return False
 
 
-def _root_when(context, test: cst.BaseExpression, truth: bool) -> Optional[_Guard]:
+def _root_when(context, test: cst.BaseExpression, truth: bool) -> _Guard | None:
     """The guard that holds when `test` evaluates to `truth`: exactly one rank passes."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return _root_when(context, test.expression, not truth)
@@ -849,7 +851,7 @@ def _mirrored(operator: cst.BaseCompOp) -> cst.BaseCompOp:
     return swapped() if swapped is not None else operator
 
 
-def _last_name(node: cst.BaseExpression) -> Optional[str]:
+def _last_name(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.Call) and not node.args:
         node = node.func
     if isinstance(node, cst.Name):
@@ -897,7 +899,7 @@ _LIKE_FACTORIES = {
 _SHAPE_FACTORIES = {"torch.empty", "torch.zeros", "torch.ones"}
 
 
-def _rank_kind(context, rank: Optional[cst.BaseExpression], ancestors) -> object:
+def _rank_kind(context, rank: cst.BaseExpression | None, ancestors) -> object:
     """`_GLOBAL`, `("group", code)` or None (unknown) for the rank a guard compares."""
     if rank is None:
         return None
@@ -923,7 +925,7 @@ def _rank_call_kind(context, call: cst.Call) -> object:
 
 def _assigned_value(
     node: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]
-) -> Optional[cst.BaseExpression]:
+) -> cst.BaseExpression | None:
     """The value of the single `name = ...` in the enclosing function, or of the single
     `self.attr = ...` in the enclosing class's methods."""
     if isinstance(node, cst.Name):
@@ -948,7 +950,7 @@ def _assigned_value(
 class _AssignmentFinder(cst.CSTVisitor):
     def __init__(self, target: str) -> None:
         self.target = target
-        self.values: List[cst.BaseExpression] = []
+        self.values: list[cst.BaseExpression] = []
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -964,7 +966,7 @@ class _AssignmentFinder(cst.CSTVisitor):
             self.values.append(node.value)
 
 
-def _buffer_shape(context, value: cst.BaseExpression, tensor_code: str) -> Optional[str]:
+def _buffer_shape(context, value: cst.BaseExpression, tensor_code: str) -> str | None:
     """How the receive buffers were made: `_LIKE_TENSOR` (copies of the sent tensor's shape),
     the code of a per-rank shapes iterable, `_LIKE_OTHER`, or None (not a buffer list)."""
     if not isinstance(value, cst.ListComp) or value.for_in.inner_for_in is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
 
 import libcst as cst
 
@@ -24,7 +23,7 @@ class AcceleratorEquivalent:
     """The `torch.accelerator` function that replaces a `torch.cuda` one."""
 
     name: str
-    since: Tuple[int, int]
+    since: tuple[int, int]
     safe: bool
     caveat: str = ""  # why the fix is unsafe, when it is
 
@@ -35,7 +34,7 @@ _UNSAFE_STATS = (
 )
 
 # What torch.accelerator offers, by release (design notes §3; checked against torch 2.13).
-ACCELERATOR_EQUIVALENTS: Dict[str, AcceleratorEquivalent] = {
+ACCELERATOR_EQUIVALENTS: dict[str, AcceleratorEquivalent] = {
     "device_count": AcceleratorEquivalent("device_count", (2, 6), True),
     "synchronize": AcceleratorEquivalent("synchronize", (2, 6), True),
     "current_device": AcceleratorEquivalent("current_device_index", (2, 6), True),
@@ -55,7 +54,7 @@ ACCELERATOR_EQUIVALENTS: Dict[str, AcceleratorEquivalent] = {
 }  # fmt: skip
 
 # Advice where no torch.accelerator equivalent exists (up to torch 2.14).
-NO_EQUIVALENT_ADVICE: Dict[str, str] = {
+NO_EQUIVALENT_ADVICE: dict[str, str] = {
     "manual_seed": "`torch.manual_seed` seeds every device",
     "manual_seed_all": "`torch.manual_seed` seeds every device",
 }
@@ -68,7 +67,7 @@ DEFAULT_BANNED = (
 )  # fmt: skip
 
 
-def _validate_replacements(value: Dict[str, str]) -> Optional[str]:
+def _validate_replacements(value: dict[str, str]) -> str | None:
     for name, spec in value.items():
         problem = target_problem(spec)
         if problem:
@@ -159,7 +158,7 @@ class HardCodedCudaCall(Rule):
         super().__init__(context, options)
         allowed = set(options["allowed-calls"]) | {"empty_cache"}
         self.banned = (set(options["banned-calls"]) | set(options["extend-banned-calls"])) - allowed
-        self.replacements: Dict[str, str] = dict(options["replacements"])
+        self.replacements: dict[str, str] = dict(options["replacements"])
 
     def visit_Call(self, node: cst.Call) -> None:
         function = cuda_function(self.context, node)
@@ -172,7 +171,7 @@ class HardCodedCudaCall(Rule):
         fix, advice = self._fix(node, function, ancestors)
         self.report(node, f"`{written}()` is CUDA-only; {advice}", fix)
 
-    def _fix(self, node: cst.Call, function: str, ancestors) -> Tuple[Optional[Fix], str]:
+    def _fix(self, node: cst.Call, function: str, ancestors) -> tuple[Fix | None, str]:
         if function in self.replacements:
             target = Target.parse(self.replacements[function])
             reference, imports = reference_to(self.context, target, ancestors)
@@ -197,10 +196,10 @@ class HardCodedCudaCall(Rule):
         self,
         node: cst.Call,
         reference: str,
-        imports: Tuple[Edit, ...],
+        imports: tuple[Edit, ...],
         applicability: Applicability,
         keep_arguments: bool = False,
-    ) -> Optional[Fix]:
+    ) -> Fix | None:
         edits = [Edit(*self.context.span(node.func), reference)]
         if not keep_arguments:  # a project helper keeps the call's arguments as written
             keyword_edit = self._device_keyword_to_positional(node)
@@ -234,4 +233,8 @@ class HardCodedCudaCall(Rule):
 
     @staticmethod
     def _is_with_item(node: cst.Call, ancestors) -> bool:
-        return len(ancestors) >= 2 and isinstance(ancestors[-2], cst.WithItem) and ancestors[-2].item is node
+        return (
+            len(ancestors) >= 2
+            and isinstance(ancestors[-2], cst.WithItem)
+            and ancestors[-2].item is node
+        )

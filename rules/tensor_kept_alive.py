@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Sequence
 from fnmatch import fnmatchcase
-from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -27,7 +27,7 @@ from lifetime_lint.noqa import Suppressions, parse_suppressions
 from lifetime_lint.rule import Option, Rule
 
 
-def _validate_patterns(value: List[str]) -> Optional[str]:
+def _validate_patterns(value: list[str]) -> str | None:
     for pattern in value:
         if not pattern or pattern.strip() != pattern:
             return f"not a callee pattern: {pattern!r}"
@@ -38,39 +38,209 @@ def _validate_patterns(value: List[str]) -> Optional[str]:
 
 # Methods whose result is a new tensor (not a view of the receiver).
 _FRESH_METHODS = frozenset(
-    """clone matmul mm bmm baddbmm addmm softmax log_softmax exp log sqrt rsqrt pow abs neg
-    sigmoid tanh relu gelu silu clamp clip add sub mul div masked_fill where gather scatter
-    index_select cumsum cumprod repeat repeat_interleave tile roll flip round floor ceil
-    lerp new_zeros new_ones new_empty new_full new_tensor sample mode square reciprocal
-    einsum""".split()
+    [
+        "clone",
+        "matmul",
+        "mm",
+        "bmm",
+        "baddbmm",
+        "addmm",
+        "softmax",
+        "log_softmax",
+        "exp",
+        "log",
+        "sqrt",
+        "rsqrt",
+        "pow",
+        "abs",
+        "neg",
+        "sigmoid",
+        "tanh",
+        "relu",
+        "gelu",
+        "silu",
+        "clamp",
+        "clip",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "masked_fill",
+        "where",
+        "gather",
+        "scatter",
+        "index_select",
+        "cumsum",
+        "cumprod",
+        "repeat",
+        "repeat_interleave",
+        "tile",
+        "roll",
+        "flip",
+        "round",
+        "floor",
+        "ceil",
+        "lerp",
+        "new_zeros",
+        "new_ones",
+        "new_empty",
+        "new_full",
+        "new_tensor",
+        "sample",
+        "mode",
+        "square",
+        "reciprocal",
+        "einsum",
+    ]
 )
 # Reductions: their results are a fraction of their input (often a scalar); not worth a
 # finding, with or without `dim`.
 _REDUCTIONS = frozenset(
-    """sum mean std var norm vector_norm matrix_norm amax amin max min prod logsumexp all
-    any count_nonzero argmax argmin median nansum nanmean""".split()
+    [
+        "sum",
+        "mean",
+        "std",
+        "var",
+        "norm",
+        "vector_norm",
+        "matrix_norm",
+        "amax",
+        "amin",
+        "max",
+        "min",
+        "prod",
+        "logsumexp",
+        "all",
+        "any",
+        "count_nonzero",
+        "argmax",
+        "argmin",
+        "median",
+        "nansum",
+        "nanmean",
+    ]
 )
 _VIEW_METHODS = VIEW_METHODS
 # Views that hand out several pieces of one storage: none of them owns it alone.
 _SPLITTING = frozenset({"chunk", "split", "tensor_split", "unbind", "split_with_sizes"})
 # Results that are not tensors.
 _SCALAR_METHODS = frozenset(
-    """item tolist size dim numel ndimension nelement element_size data_ptr stride
-    get_device is_contiguous is_floating_point is_complex keys values items format join
-    startswith endswith lower upper strip replace encode_plus count index""".split()
+    [
+        "item",
+        "tolist",
+        "size",
+        "dim",
+        "numel",
+        "ndimension",
+        "nelement",
+        "element_size",
+        "data_ptr",
+        "stride",
+        "get_device",
+        "is_contiguous",
+        "is_floating_point",
+        "is_complex",
+        "keys",
+        "values",
+        "items",
+        "format",
+        "join",
+        "startswith",
+        "endswith",
+        "lower",
+        "upper",
+        "strip",
+        "replace",
+        "encode_plus",
+        "count",
+        "index",
+    ]
 )
 _SCALAR_ATTRIBUTES = frozenset(
-    """shape dtype device ndim is_cuda requires_grad layout config grad_fn is_leaf names""".split()
+    [
+        "shape",
+        "dtype",
+        "device",
+        "ndim",
+        "is_cuda",
+        "requires_grad",
+        "layout",
+        "config",
+        "grad_fn",
+        "is_leaf",
+        "names",
+    ]
 )
 _SCALAR_BUILTINS = frozenset(
-    """len int float str bool range list dict tuple set frozenset isinstance issubclass
-    getattr hasattr enumerate zip sorted reversed round repr type id hash print format open
-    any all min max divmod iter next map filter callable object super""".split()
+    [
+        "len",
+        "int",
+        "float",
+        "str",
+        "bool",
+        "range",
+        "list",
+        "dict",
+        "tuple",
+        "set",
+        "frozenset",
+        "isinstance",
+        "issubclass",
+        "getattr",
+        "hasattr",
+        "enumerate",
+        "zip",
+        "sorted",
+        "reversed",
+        "round",
+        "repr",
+        "type",
+        "id",
+        "hash",
+        "print",
+        "format",
+        "open",
+        "any",
+        "all",
+        "min",
+        "max",
+        "divmod",
+        "iter",
+        "next",
+        "map",
+        "filter",
+        "callable",
+        "object",
+        "super",
+    ]
 )
 _TORCH_VIEW_FUNCTIONS = frozenset(
-    """chunk split tensor_split unbind narrow transpose permute squeeze unsqueeze flatten
-    reshape t movedim moveaxis swapaxes select view_as_real view_as_complex as_strided
-    diagonal broadcast_to atleast_1d atleast_2d atleast_3d""".split()
+    [
+        "chunk",
+        "split",
+        "tensor_split",
+        "unbind",
+        "narrow",
+        "transpose",
+        "permute",
+        "squeeze",
+        "unsqueeze",
+        "flatten",
+        "reshape",
+        "t",
+        "movedim",
+        "moveaxis",
+        "swapaxes",
+        "select",
+        "view_as_real",
+        "view_as_complex",
+        "as_strided",
+        "diagonal",
+        "broadcast_to",
+        "atleast_1d",
+        "atleast_2d",
+        "atleast_3d",
+    ]
 )
 _TORCH_NOT_TENSORS = (
     "torch.cuda.",
@@ -101,17 +271,59 @@ _TORCH_NOT_TENSORS = (
     "torch.cpu.",
 )
 _TORCH_NOT_TENSOR_FUNCTIONS = frozenset(
-    """device dtype manual_seed seed initial_seed no_grad inference_mode enable_grad
-    set_grad_enabled autocast finfo iinfo load save numel use_deterministic_algorithms
-    typename is_tensor is_storage is_floating_point is_complex is_nonzero
-    is_grad_enabled is_inference_mode_enabled get_default_dtype set_default_dtype
-    get_rng_state set_rng_state""".split()
+    [
+        "device",
+        "dtype",
+        "manual_seed",
+        "seed",
+        "initial_seed",
+        "no_grad",
+        "inference_mode",
+        "enable_grad",
+        "set_grad_enabled",
+        "autocast",
+        "finfo",
+        "iinfo",
+        "load",
+        "save",
+        "numel",
+        "use_deterministic_algorithms",
+        "typename",
+        "is_tensor",
+        "is_storage",
+        "is_floating_point",
+        "is_complex",
+        "is_nonzero",
+        "is_grad_enabled",
+        "is_inference_mode_enabled",
+        "get_default_dtype",
+        "set_default_dtype",
+        "get_rng_state",
+        "set_rng_state",
+    ]
 )
 
 _COLLECTIVES = frozenset(
-    """all_reduce all_gather all_gather_into_tensor all_gather_object reduce_scatter
-    reduce_scatter_tensor all_to_all all_to_all_single broadcast broadcast_object_list
-    reduce gather scatter send recv isend irecv batch_isend_irecv""".split()
+    [
+        "all_reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "all_gather_object",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "all_to_all",
+        "all_to_all_single",
+        "broadcast",
+        "broadcast_object_list",
+        "reduce",
+        "gather",
+        "scatter",
+        "send",
+        "recv",
+        "isend",
+        "irecv",
+        "batch_isend_irecv",
+    ]
 )
 _DEFAULT_HEAVY = (
     "*encoder",
@@ -327,7 +539,7 @@ class TensorKeptAlive(Rule):
         patterns = list(options["heavy-calls"]) + list(options["extend-heavy-calls"])
         self._heavy_patterns = tuple(p.lower() for p in patterns)
         self._submodules_are_heavy: bool = options["submodules-are-heavy"]
-        self._submodules: Dict[int, FrozenSet[str]] = {}
+        self._submodules: dict[int, frozenset[str]] = {}
 
     # -- visitor ---------------------------------------------------------------------
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -340,20 +552,18 @@ class TensorKeptAlive(Rule):
         _Analysis(self, cfg).run()
 
     # -- heavy work --------------------------------------------------------------------
-    def submodules(self) -> FrozenSet[str]:
+    def submodules(self) -> frozenset[str]:
         """Attributes the enclosing class assigns in `__init__` or registers as modules."""
         owner = self.context.inside((cst.ClassDef,))
         if owner is None:
             return frozenset()
         key = id(owner)
         if key not in self._submodules:
-            names: Set[str] = set()
+            names: set[str] = set()
             for statement in owner.body.body:
                 if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
                     names |= _assigned_submodules(statement)
-            methods = {
-                s.name.value for s in owner.body.body if isinstance(s, cst.FunctionDef)
-            }
+            methods = {s.name.value for s in owner.body.body if isinstance(s, cst.FunctionDef)}
             self._submodules[key] = frozenset(names - methods)
         return self._submodules[key]
 
@@ -371,7 +581,7 @@ class TensorKeptAlive(Rule):
         # `ModelMixin`, `PreTrainedModel`) does real model work.
         return not any(n.endswith(("Module", "Model", "Mixin")) for n in names)
 
-    def heavy_call(self, call: cst.Call, submodules: FrozenSet[str]) -> bool:
+    def heavy_call(self, call: cst.Call, submodules: frozenset[str]) -> bool:
         """A model, encoder/decoder, submodule or collective call, or a `heavy-calls` match.
 
         Judged on the called name (the last part of the dotted callee), so
@@ -399,15 +609,20 @@ class TensorKeptAlive(Rule):
         if parts[0] == "self" and self._in_light_class():
             return False  # `self._encode_plus(...)` in a tokenizer works on lists and ints
         name = last.lower()
-        if self._submodules_are_heavy and len(parts) == 2 and parts[0] == "self" and last in submodules:
+        if (
+            self._submodules_are_heavy
+            and len(parts) == 2
+            and parts[0] == "self"
+            and last in submodules
+        ):
             return not any(fnmatchcase(name, light) for light in _LIGHT_SUBMODULES)
         return any(fnmatchcase(name, pattern) for pattern in self._heavy_patterns)
 
 
-def _assigned_submodules(init: cst.FunctionDef) -> Set[str]:
+def _assigned_submodules(init: cst.FunctionDef) -> set[str]:
     """`self.x = <not a literal>` and `register_modules(x=...)` in an `__init__`."""
-    names: Set[str] = set()
-    stack: List[cst.CSTNode] = [init.body]
+    names: set[str] = set()
+    stack: list[cst.CSTNode] = [init.body]
     while stack:
         node = stack.pop()
         if isinstance(node, cst.Assign):
@@ -428,9 +643,17 @@ def _assigned_submodules(init: cst.FunctionDef) -> Set[str]:
             name = dotted_name(node.value.func)
             if name is not None and name.endswith("register_modules"):
                 names.update(a.keyword.value for a in node.value.args if a.keyword is not None)
-        elif isinstance(node, (cst.BaseSuite, cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            stack.extend(iter_children(node))
-        elif isinstance(node, (cst.Else, cst.ExceptHandler, cst.Finally)):
+        elif isinstance(
+            node,
+            (
+                cst.BaseSuite,
+                cst.SimpleStatementLine,
+                cst.BaseCompoundStatement,
+                cst.Else,
+                cst.ExceptHandler,
+                cst.Finally,
+            ),
+        ):
             stack.extend(iter_children(node))
     return names
 
@@ -456,7 +679,8 @@ def _is_compiled(function: cst.FunctionDef) -> bool:
             else decorator.decorator
         )
         if name is not None and any(
-            part in ("jit", "script", "compile", "script_method", "trace") for part in name.split(".")
+            part in ("jit", "script", "compile", "script_method", "trace")
+            for part in name.split(".")
         ):
             return True
     return False
@@ -473,14 +697,14 @@ class _Analysis:
         self.rule = rule
         self.context = rule.context
         self.cfg = cfg
-        self._submodules: Optional[FrozenSet[str]] = None
-        self._heavy: Dict[int, Optional[Tuple[str, cst.CSTNode]]] = {}
-        self.kinds: Dict[int, str] = {}  # DefSite.index -> _FRESH / _OTHER / view / pending
-        self._pending_reports: List[Tuple[str, StatementInfo, int, Tuple[str, cst.CSTNode]]] = []
-        self.flow: Optional[Dataflow] = None
+        self._submodules: frozenset[str] | None = None
+        self._heavy: dict[int, tuple[str, cst.CSTNode] | None] = {}
+        self.kinds: dict[int, str] = {}  # DefSite.index -> _FRESH / _OTHER / view / pending
+        self._pending_reports: list[tuple[str, StatementInfo, int, tuple[str, cst.CSTNode]]] = []
+        self.flow: Dataflow | None = None
 
     @property
-    def submodules(self) -> FrozenSet[str]:
+    def submodules(self) -> frozenset[str]:
         if self._submodules is None:
             self._submodules = self.rule.submodules()
         return self._submodules
@@ -493,7 +717,7 @@ class _Analysis:
         flow = solve(cfg)
         self.flow = flow
         self._resolve_kinds(flow, candidates)
-        groups: Dict[int, List[Tuple[str, StatementInfo, int]]] = {}
+        groups: dict[int, list[tuple[str, StatementInfo, int]]] = {}
         for info, name in self._dead_points(flow, candidates):
             sites = flow.reaching(flow.reach_out[info.exit.index], name)  # type: ignore[union-attr]
             real = [s for s in sites if s.kind not in ("unbound", "deleted")]
@@ -515,21 +739,21 @@ class _Analysis:
         self._consumed_lists(flow)
 
     # -- which names can be findings ---------------------------------------------------
-    def _candidate_names(self) -> Set[str]:
+    def _candidate_names(self) -> set[str]:
         cfg = self.cfg
-        excluded: Set[str] = set(cfg.declared) | set(cfg.captured)
+        excluded: set[str] = set(cfg.declared) | set(cfg.captured)
         self.excluded = excluded
-        fresh_sites: Set[str] = set()
+        fresh_sites: set[str] = set()
         for node in cfg.nodes:
             excluded |= node.escapes
             excluded |= node.truth
-        tensorish: Set[str] = set()
+        tensorish: set[str] = set()
         for site in cfg.defs:
             if site.kind in ("param", "annassign") and site.annotation is not None:
                 if _mentions_tensor(site.annotation):
                     tensorish.add(site.name)
-        views: List[Tuple[DefSite, Tuple[str, ...]]] = []
-        binops: List[Tuple[DefSite, Tuple[str, ...]]] = []
+        views: list[tuple[DefSite, tuple[str, ...]]] = []
+        binops: list[tuple[DefSite, tuple[str, ...]]] = []
         for site in cfg.defs:
             if site.kind in ("assign", "annassign", "walrus", "augassign"):
                 kind, names = self._classify(site.value, site.unpacked)
@@ -587,10 +811,10 @@ class _Analysis:
             if name not in excluded and not _SMALL_NAMES.search(name.lower().rstrip("_0123456789"))
         } | self.lists
 
-    def _tensor_lists(self, excluded: Set[str], tensorish: Set[str]) -> Set[str]:
+    def _tensor_lists(self, excluded: set[str], tensorish: set[str]) -> set[str]:
         """Local lists that hold fresh tensors: `[f(x) for ...]`, or `[]` filled by
         `.append(t)`/`.extend(...)` of tensor-like values, and nothing else."""
-        filled: Dict[str, bool] = {}
+        filled: dict[str, bool] = {}
         for node in self.cfg.nodes:
             for call in node.calls:
                 func = call.func
@@ -606,16 +830,16 @@ class _Analysis:
                     ) or self._classify(value, False)[0] == _FRESH
                     name = func.value.value
                     filled[name] = filled.get(name, True) and fresh
-        lists: Set[str] = set()
+        lists: set[str] = set()
         for site in self.cfg.defs:
             if site.kind not in ("assign", "annassign") or site.unpacked:
                 continue
             value = site.value
             if isinstance(value, cst.ListComp):
                 element = value.elt
-                if (
-                    isinstance(element, cst.Name) and element.value in tensorish
-                ) or self._classify(element, False)[0] == _FRESH:
+                if (isinstance(element, cst.Name) and element.value in tensorish) or self._classify(
+                    element, False
+                )[0] == _FRESH:
                     self.kinds[site.index] = "list"
                     lists.add(site.name)
             elif isinstance(value, cst.List) and not value.elements and filled.get(site.name):
@@ -623,10 +847,11 @@ class _Analysis:
                 lists.add(site.name)
         return {name for name in lists if name not in excluded}
 
-    def _resolve_kinds(self, flow: Dataflow, candidates: Set[str]) -> None:
+    def _resolve_kinds(self, flow: Dataflow, candidates: set[str]) -> None:
         """`x = x.to(...)`, `x += y`: the new binding is fresh iff the old one was."""
         pending = [
-            site for site in self.cfg.defs
+            site
+            for site in self.cfg.defs
             if self.kinds.get(site.index) == "inherit" and site.name in candidates
         ]
         for _ in range(len(pending) + 1):
@@ -651,8 +876,8 @@ class _Analysis:
                 self.kinds[site.index] = _FRESH
 
     def _classify(
-        self, value: Optional[cst.BaseExpression], unpacked: bool
-    ) -> Tuple[str, Tuple[str, ...]]:
+        self, value: cst.BaseExpression | None, unpacked: bool
+    ) -> tuple[str, tuple[str, ...]]:
         """What a value is: fresh tensor, a view of names, an operator, or something else."""
         if value is None:
             return _OTHER, ()
@@ -691,7 +916,7 @@ class _Analysis:
             return "view", tuple(sorted(_value_names(value)))
         return _OTHER, ()
 
-    def _classify_call(self, call: cst.Call, unpacked: bool) -> Tuple[str, Tuple[str, ...]]:
+    def _classify_call(self, call: cst.Call, unpacked: bool) -> tuple[str, tuple[str, ...]]:
         func = call.func
         if isinstance(func, cst.Name):
             if func.value in _SCALAR_BUILTINS:
@@ -708,11 +933,7 @@ class _Analysis:
         if qualified is not None and (qualified == "torch" or qualified.startswith("torch.")):
             return self._classify_torch(qualified, call, unpacked)
         method = func.attr.value
-        if (
-            method == "pop"
-            and len(call.args) == 2
-            and isinstance(call.args[1].value, cst.Name)
-        ):
+        if method == "pop" and len(call.args) == 2 and isinstance(call.args[1].value, cst.Name):
             # `x = callback_outputs.pop("x", x)`: the callback's replacement or x itself.
             return "view", (call.args[1].value.value,)
         if self.rule.heavy_call(call, self.submodules):
@@ -739,7 +960,7 @@ class _Analysis:
 
     def _classify_torch(
         self, qualified: str, call: cst.Call, unpacked: bool
-    ) -> Tuple[str, Tuple[str, ...]]:
+    ) -> tuple[str, tuple[str, ...]]:
         if any(qualified.startswith(prefix) for prefix in _TORCH_NOT_TENSORS):
             return _OTHER, ()
         parts = qualified.split(".")
@@ -762,12 +983,12 @@ class _Analysis:
         return _FRESH, ()
 
     # -- where names die -------------------------------------------------------------
-    def _dead_points(self, flow: Dataflow, candidates: Set[str]):
+    def _dead_points(self, flow: Dataflow, candidates: set[str]):
         """(statement, name) for the outermost statements after which a live name dies."""
         mask = 0
         for name in candidates:
             mask |= flow.name_bit(name)
-        found: Dict[str, List[StatementInfo]] = {}
+        found: dict[str, list[StatementInfo]] = {}
         for info in self.cfg.statements:
             if info.exit is None or (info.exit.kind == "after" and not info.exit.preds):
                 continue
@@ -793,7 +1014,7 @@ class _Analysis:
                     yield info, name
 
     # -- heavy work while the name is bound -------------------------------------------
-    def _node_heavy(self, node: Node, inside: Set[int]) -> Optional[Tuple[str, cst.CSTNode]]:
+    def _node_heavy(self, node: Node, inside: set[int]) -> tuple[str, cst.CSTNode] | None:
         if node.index in self._heavy:
             result = self._heavy[node.index]
         else:
@@ -819,7 +1040,7 @@ class _Analysis:
                 return True
         return False
 
-    def _heavy_after(self, info: StatementInfo, name: str) -> Optional[Tuple[str, cst.CSTNode]]:
+    def _heavy_after(self, info: StatementInfo, name: str) -> tuple[str, cst.CSTNode] | None:
         start = info.exit
         assert start is not None
         loops = {n.index for n in self.cfg.nodes if n.loop_body and start in n.loop_body}
@@ -897,10 +1118,10 @@ class _Analysis:
             )
 
     # -- reporting ---------------------------------------------------------------------
-    def _report(self, groups: Dict[int, List[Tuple[str, StatementInfo, int]]]) -> None:
+    def _report(self, groups: dict[int, list[tuple[str, StatementInfo, int]]]) -> None:
         context = self.context
         prepared = []
-        suppressed: Set[Tuple[int, str]] = set()
+        suppressed: set[tuple[int, str]] = set()
         suppressions = parse_suppressions(context.source) if "noqa" in context.source else None
         for name, info, status, heavy in self._pending_reports:
             last_use, dynamic = self._last_use(info, name)
@@ -943,16 +1164,16 @@ class _Analysis:
                 # One `del` for every name that dies here, except names whose finding is
                 # suppressed by a noqa comment (their fix must not run either).
                 names = [
-                    n
-                    for n, _, s in groups[id(info)]
-                    if s == 0 and (id(info), n) not in suppressed
+                    n for n, _, s in groups[id(info)] if s == 0 and (id(info), n) not in suppressed
                 ]
                 if name not in names:
                     names = [name]
                 fix = self._fix(info, names)
             self.rule.report(last_use, message, fix, statement=info.statement)
 
-    def _suppressed(self, suppressions: Suppressions, node: cst.CSTNode, info: StatementInfo) -> bool:
+    def _suppressed(
+        self, suppressions: Suppressions, node: cst.CSTNode, info: StatementInfo
+    ) -> bool:
         """Whether the engine will drop this finding (the rows it checks for `# noqa`)."""
         code = self.rule.code
         if suppressions.file_suppresses(code):
@@ -965,18 +1186,20 @@ class _Analysis:
             rows.add(statement.end.line)
         return any(suppressions.row_suppresses(row, code) for row in rows)
 
-    def _last_use(self, info: StatementInfo, name: str) -> Tuple[Optional[cst.CSTNode], bool]:
+    def _last_use(self, info: StatementInfo, name: str) -> tuple[cst.CSTNode | None, bool]:
         """The last read of `name` inside the statement: a Name, or a `locals()`-like call
         (then the flag is True) when the name is only read dynamically."""
         context = self.context
         span = context.position(info.statement)
         low = (span.start.line, span.start.column)
         high = (span.end.line, span.end.column)
-        best: Optional[cst.CSTNode] = None
+        best: cst.CSTNode | None = None
         best_key = None
         dynamic = False
         for node in self.cfg.nodes:
-            reads: List[Tuple[cst.CSTNode, bool]] = [(load, False) for load in node.loads if load.value == name]
+            reads: list[tuple[cst.CSTNode, bool]] = [
+                (load, False) for load in node.loads if load.value == name
+            ]
             if node.dynamic_call is not None:
                 reads.append((node.dynamic_call, True))
             for read, is_dynamic in reads:
@@ -990,8 +1213,10 @@ class _Analysis:
         context = self.context
         offset = context.line_after(info.statement)
         prefix = ""
-        if offset == len(context.source) and context.source and not context.source.endswith(
-            ("\n", "\r")
+        if (
+            offset == len(context.source)
+            and context.source
+            and not context.source.endswith(("\n", "\r"))
         ):
             prefix = context.newline
         indentation = context.indentation_of(info.statement)
@@ -1005,14 +1230,14 @@ class _Analysis:
             applicability=Applicability.SAFE,
         )
 
-    def _jump_edits(self, info: StatementInfo, names: Sequence[str]) -> List[Edit]:
+    def _jump_edits(self, info: StatementInfo, names: Sequence[str]) -> list[Edit]:
         """`break`/`continue` lines inside the statement that leave it without passing the
         `del` after it: the names dead at the jump's target get their own `del` before it."""
         assert self.flow is not None and info.exit is not None
         flow = self.flow
         low, high = info.entry.index, info.exit.index
         lines = {id(line.entry): line for line in self.cfg.statements}
-        edits: List[Edit] = []
+        edits: list[Edit] = []
         for node in self.cfg.nodes[low : high + 1]:
             if not node.jump or not isinstance(node.statement, (cst.Break, cst.Continue)):
                 continue
@@ -1022,9 +1247,12 @@ class _Analysis:
             if low <= target.index <= high or target.kind not in ("after", "for", "while"):
                 continue  # stays inside the statement, or crosses a `finally`
             line = lines.get(id(node))
-            if line is None or not line.insertable or not isinstance(
-                line.statement, cst.SimpleStatementLine
-            ) or len(line.statement.body) != 1:
+            if (
+                line is None
+                or not line.insertable
+                or not isinstance(line.statement, cst.SimpleStatementLine)
+                or len(line.statement.body) != 1
+            ):
                 continue
             dead_here = []
             for name in names:
@@ -1072,7 +1300,7 @@ def _mentions_tensor(annotation: cst.BaseExpression) -> bool:
     return False
 
 
-def _operand_names(expr: cst.BaseExpression) -> Tuple[str, ...]:
+def _operand_names(expr: cst.BaseExpression) -> tuple[str, ...]:
     """Names whose values an arithmetic expression combines (its direct operands)."""
     if isinstance(expr, cst.Name):
         return (expr.value,)
@@ -1081,13 +1309,15 @@ def _operand_names(expr: cst.BaseExpression) -> Tuple[str, ...]:
     if isinstance(expr, cst.UnaryOperation):
         return _operand_names(expr.expression)
     if isinstance(expr, (cst.Attribute, cst.Subscript)) and isinstance(expr.value, cst.Name):
-        return (expr.value.value,) if not (
-            isinstance(expr, cst.Attribute) and expr.attr.value in _SCALAR_ATTRIBUTES
-        ) else ()
+        return (
+            (expr.value.value,)
+            if not (isinstance(expr, cst.Attribute) and expr.attr.value in _SCALAR_ATTRIBUTES)
+            else ()
+        )
     return ()
 
 
-def _value_names(expr: cst.BaseExpression) -> Set[str]:
+def _value_names(expr: cst.BaseExpression) -> set[str]:
     """Names an expression's value may be (the branches of `a if c else b`, `a or b`)."""
     if isinstance(expr, cst.Name):
         return {expr.value}

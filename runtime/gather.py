@@ -23,27 +23,28 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-GATHER_FALLBACK_BACKENDS: Tuple[str, ...] = ("hccl",)
+GATHER_FALLBACK_BACKENDS: tuple[str, ...] = ("hccl",)
 FALLBACK_ENV = "LIFETIME_LINT_GATHER_FALLBACK"
 
 Shape = Sequence[int]
 
 
 def gather_to_root(
-    tensor: "torch.Tensor",
+    tensor: torch.Tensor,
     *,
-    dst: Optional[int] = None,
-    group_dst: Optional[int] = None,
+    dst: int | None = None,
+    group_dst: int | None = None,
     group: Any = None,
-    dim: Optional[int] = None,
-    shapes: Optional[Sequence[Shape]] = None,
-    fallback_backends: Optional[Sequence[str]] = None,
-) -> Union[List["torch.Tensor"], "torch.Tensor", None]:
+    dim: int | None = None,
+    shapes: Sequence[Shape] | None = None,
+    fallback_backends: Sequence[str] | None = None,
+) -> list[torch.Tensor] | torch.Tensor | None:
     """Gather `tensor` from every rank of `group` onto one rank.
 
     Args:
@@ -103,15 +104,17 @@ def gather_to_root(
             del buffers  # drop the receive buffers at once
             return None
         return _result(buffers, dim, torch)
-    output: Optional["torch.Tensor"] = None
+    output: torch.Tensor | None = None
     buffers = None
     if is_root:
         if dim is not None and tensor.dim() > 0 and dim % tensor.dim() == 0:
             # Concatenation along dim 0: receive straight into contiguous slices of the result.
             output = tensor.new_empty((world_size * tensor.shape[0],) + tuple(tensor.shape[1:]))
-            buffers = list(output.chunk(world_size)) if tensor.shape[0] else [
-                tensor.new_empty(tensor.shape) for _ in range(world_size)
-            ]
+            buffers = (
+                list(output.chunk(world_size))
+                if tensor.shape[0]
+                else [tensor.new_empty(tensor.shape) for _ in range(world_size)]
+            )
         else:
             buffers = [torch.empty_like(tensor) for _ in range(world_size)]
     _gather(dist, tensor, buffers, group, group_dst)
@@ -160,7 +163,7 @@ def _gather(dist, tensor, buffers, group, group_dst) -> None:
         dist.gather(tensor, buffers, dst=dst, group=group)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _has_group_dst(function: Any) -> bool:
     try:
         return "group_dst" in inspect.signature(function).parameters
@@ -168,7 +171,7 @@ def _has_group_dst(function: Any) -> bool:
         return False
 
 
-def _falls_back(backend: Any, configured: Optional[Sequence[str]]) -> bool:
+def _falls_back(backend: Any, configured: Sequence[str] | None) -> bool:
     """Whether this group's backend ("nccl", "cpu:gloo,cuda:nccl", ...) is a listed one."""
     names = configured
     if names is None:

@@ -43,7 +43,8 @@ Contract (what `result()` equals, and when):
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -52,9 +53,9 @@ if TYPE_CHECKING:  # pragma: no cover
 class _Meta:
     """The shape and dtype of the result so far."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("dtype", "shape")
 
-    def __init__(self, shape: Tuple[int, ...], dtype: "torch.dtype") -> None:
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype) -> None:
         self.shape = shape
         self.dtype = dtype
 
@@ -71,42 +72,42 @@ class ChunkWriter:
     """
 
     __slots__ = (
-        "dim",
+        "_appended",
+        "_buffer",
+        "_channels_last",
+        "_filled",
+        "_held",
+        "_sources",
+        "_template",
         "count",
+        "dim",
         "size",
         "stack",
-        "_buffer",
-        "_filled",
-        "_appended",
-        "_held",
-        "_template",
-        "_sources",
-        "_channels_last",
     )
 
     def __init__(
         self,
         dim: int = 0,
         *,
-        count: Optional[int] = None,
-        size: Optional[int] = None,
+        count: int | None = None,
+        size: int | None = None,
         stack: bool = False,
     ) -> None:
         self.dim = dim
         self.count = None if count is None else max(int(count), 0)
         self.size = None if size is None or stack else max(int(size), 0)
         self.stack = stack
-        self._buffer: Optional["torch.Tensor"] = None
+        self._buffer: torch.Tensor | None = None
         self._filled = 0  # written length along the (normalized) dim
         self._appended = 0  # chunks appended, legacy empty ones included
         # Chunks kept as they are: no hint, or only legacy empty 1-D chunks so far.
-        self._held: List["torch.Tensor"] = []
-        self._template: Optional[_Meta] = None  # shape and dtype of the result so far
+        self._held: list[torch.Tensor] = []
+        self._template: _Meta | None = None  # shape and dtype of the result so far
         self._sources: set = set()  # dtypes of the chunks written into the buffer
         self._channels_last = True  # every chunk so far is channels-last (4-D/5-D)
 
     # -- the public API -------------------------------------------------------------------
-    def append(self, chunk: "torch.Tensor") -> None:
+    def append(self, chunk: torch.Tensor) -> None:
         """Copy `chunk` into its slice of the output (validated as torch would)."""
         import torch
 
@@ -153,12 +154,12 @@ class ChunkWriter:
         self._sources.add(chunk.dtype)
         self._filled += length
 
-    def extend(self, chunks: Iterable["torch.Tensor"]) -> None:
+    def extend(self, chunks: Iterable[torch.Tensor]) -> None:
         """`append` each chunk in turn."""
         for chunk in chunks:
             self.append(chunk)
 
-    def __iadd__(self, chunks: Iterable["torch.Tensor"]) -> "ChunkWriter":
+    def __iadd__(self, chunks: Iterable[torch.Tensor]) -> ChunkWriter:
         self.extend(chunks)
         return self
 
@@ -166,7 +167,7 @@ class ChunkWriter:
         """The number of chunks appended so far."""
         return self._appended
 
-    def result(self) -> "torch.Tensor":
+    def result(self) -> torch.Tensor:
         """The concatenation of every chunk appended; the writer is empty afterwards."""
         import torch
 
@@ -195,7 +196,7 @@ class ChunkWriter:
             self._sources = set()
 
     # -- validation: torch's own checks and messages --------------------------------------
-    def _validate(self, torch: Any, chunk: Any) -> "_Meta":
+    def _validate(self, torch: Any, chunk: Any) -> _Meta:
         """Raise what torch would for this chunk; return the shape and dtype of the result so far.
 
         Checked by hand (no meta tensors: their first use imports torch's meta registrations,
@@ -219,14 +220,16 @@ class ChunkWriter:
             raise RuntimeError(f"cannot concatenate a chunk of shape {tuple(chunk.shape)}")
         return result
 
-    def _combine(self, chunk: "torch.Tensor") -> Optional["_Meta"]:
+    def _combine(self, chunk: torch.Tensor) -> _Meta | None:
         """The result's shape and dtype with this chunk added, or None where torch fails."""
         import torch
 
         shape = list(chunk.shape)
         ndim = len(shape)
         template = self._template
-        dtype = chunk.dtype if template is None else torch.promote_types(template.dtype, chunk.dtype)
+        dtype = (
+            chunk.dtype if template is None else torch.promote_types(template.dtype, chunk.dtype)
+        )
         if self.stack:
             if not -(ndim + 1) <= self.dim <= ndim:
                 return None
@@ -253,7 +256,7 @@ class ChunkWriter:
         expected[dim] += shape[dim]
         return _Meta(tuple(expected), dtype)
 
-    def _stand_ins(self, torch: Any, device: Any) -> List["torch.Tensor"]:
+    def _stand_ins(self, torch: Any, device: Any) -> list[torch.Tensor]:
         """One allocation-free tensor per chunk appended so far, shaped like the first."""
         if self._appended == 0:
             return []
@@ -275,7 +278,7 @@ class ChunkWriter:
         return None
 
     # -- allocation ---------------------------------------------------------------------
-    def _allocate(self, torch: Any, part: "torch.Tensor", dim: int, index: int) -> None:
+    def _allocate(self, torch: Any, part: torch.Tensor, dim: int, index: int) -> None:
         if self.size is not None:
             length = max(self.size, part.shape[dim])
         else:
@@ -309,7 +312,7 @@ class ChunkWriter:
         new.narrow(dim, 0, self._filled).copy_(old.narrow(dim, 0, self._filled))
         self._buffer = new
 
-    def _promote(self, torch: Any, dtype: "torch.dtype") -> None:
+    def _promote(self, torch: Any, dtype: torch.dtype) -> None:
         old = self._buffer
         assert old is not None
         rounded = [source for source in self._sources if not _exact_cast(torch, source, old.dtype)]
@@ -328,17 +331,17 @@ class ChunkWriter:
         self._buffer = new
 
     # -- small helpers ------------------------------------------------------------------
-    def _dim(self, chunk: "torch.Tensor") -> int:
+    def _dim(self, chunk: torch.Tensor) -> int:
         return self._dim_of(chunk.dim() + 1 if self.stack else chunk.dim())
 
     def _dim_of(self, ndim: int) -> int:
         return self.dim + ndim if self.dim < 0 else self.dim
 
     @staticmethod
-    def _is_legacy_empty(chunk: "torch.Tensor") -> bool:
+    def _is_legacy_empty(chunk: torch.Tensor) -> bool:
         return chunk.dim() == 1 and chunk.shape[0] == 0
 
-    def _note_format(self, torch: Any, chunk: "torch.Tensor") -> None:
+    def _note_format(self, torch: Any, chunk: torch.Tensor) -> None:
         if self.stack or not self._channels_last:
             self._channels_last = False
             return
@@ -354,7 +357,7 @@ class ChunkWriter:
     def _channels_last_result(self) -> bool:
         return self._channels_last and self._buffer is not None and not self._buffer.is_contiguous()
 
-    def _memory_format(self, torch: Any, tensor: "torch.Tensor") -> Any:
+    def _memory_format(self, torch: Any, tensor: torch.Tensor) -> Any:
         if self._channels_last and tensor.dim() == 4:
             return torch.channels_last
         if self._channels_last and tensor.dim() == 5:
@@ -366,7 +369,7 @@ class ChunkWriter:
 _MAX_COMPACTION_COPIES = 64
 
 
-def _compact(buffer: "torch.Tensor", dim: int, filled: int) -> Optional["torch.Tensor"]:
+def _compact(buffer: torch.Tensor, dim: int, filled: int) -> torch.Tensor | None:
     """Move the first `filled` entries along `dim` of a contiguous buffer into a contiguous
     tensor of that length, in place, and return it (a view of the buffer's storage).
 
@@ -396,7 +399,9 @@ def _compact(buffer: "torch.Tensor", dim: int, filled: int) -> Optional["torch.T
             return None
     for start, end in moves:
         count = end - start
-        source = flat.as_strided((count, block), (cap * inner, 1), flat.storage_offset() + start * cap * inner)
+        source = flat.as_strided(
+            (count, block), (cap * inner, 1), flat.storage_offset() + start * cap * inner
+        )
         target = flat.narrow(0, start * block, count * block).view(count, block)
         if end * block > start * cap * inner:  # the move overlaps its own source
             source = source.clone()
@@ -405,7 +410,7 @@ def _compact(buffer: "torch.Tensor", dim: int, filled: int) -> Optional["torch.T
     return flat.narrow(0, 0, outer * block).view(shape)
 
 
-def _exact_cast(torch: Any, source: "torch.dtype", target: "torch.dtype") -> bool:
+def _exact_cast(torch: Any, source: torch.dtype, target: torch.dtype) -> bool:
     """Whether every value of `source` converts to `target` without rounding."""
     if source == target or source == torch.bool:
         return True

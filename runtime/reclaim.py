@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 import sys
 from types import ModuleType
-from typing import Any, Optional
+from typing import Any
 
 # Probed in this order on torch releases without `torch.accelerator` (< 2.6).
 _LEGACY_DEVICE_TYPES = ("cuda", "xpu", "npu", "mps", "hpu", "mlu", "musa", "mtia")
@@ -27,7 +27,7 @@ _LEGACY_DEVICE_TYPES = ("cuda", "xpu", "npu", "mps", "hpu", "mlu", "musa", "mtia
 _BACKEND_ERRORS = (RuntimeError, AssertionError, AttributeError, NotImplementedError)
 
 
-def _torch() -> Optional[ModuleType]:
+def _torch() -> ModuleType | None:
     module = sys.modules.get("torch")
     if module is not None:
         return module
@@ -38,7 +38,7 @@ def _torch() -> Optional[ModuleType]:
     return torch
 
 
-def active_device_type(torch: Any = None) -> Optional[str]:
+def active_device_type(torch: Any = None) -> str | None:
     """The type of the current accelerator ("cuda", "xpu", "npu", "mps", ...), or None.
 
     Uses `torch.accelerator.current_accelerator()` where it exists (torch >= 2.6; it returns
@@ -97,7 +97,7 @@ def reclaim(collect_garbage: bool = False, *, torch: Any = None) -> None:
         return
     module = _device_module(torch, device_type)
     empty_cache = getattr(module, "empty_cache", None)
-    first_error: Optional[BaseException] = None
+    first_error: BaseException | None = None
     if callable(empty_cache):
         try:
             empty_cache()

@@ -16,12 +16,13 @@ Works for anything with `reverse()` and `pop()` (lists); needs no torch.
 
 from __future__ import annotations
 
-from typing import Iterator, List, TypeVar
+from collections.abc import Iterator
+from typing import TypeVar
 
 T = TypeVar("T")
 
 
-def release(items: List[T]) -> Iterator[T]:
+def release(items: list[T]) -> Iterator[T]:
     """Yield the items of `items` in order, removing each from the list as it is yielded.
 
     Args:
@@ -39,7 +40,7 @@ def release(items: List[T]) -> Iterator[T]:
     return _consume(items)
 
 
-def _consume(items: List[T]) -> Iterator[T]:
+def _consume(items: list[T]) -> Iterator[T]:
     # Reversed, the next item is at the end: O(1) pops instead of O(n) pops from the front.
     items.reverse()
     try:

@@ -74,7 +74,10 @@ def test_warm_run_parses_nothing_and_reports_the_same(project, parses):
     assert warm.stdout == cold.stdout  # including the fixes' edits
     assert warm.exit_code == cold.exit_code == 1
     assert json.loads(warm.stdout)[0]["fix"]["edits"]
-    assert run("--format", "sarif", "pkg").stdout == run("--format", "sarif", "--no-cache", "pkg").stdout
+    assert (
+        run("--format", "sarif", "pkg").stdout
+        == run("--format", "sarif", "--no-cache", "pkg").stdout
+    )
 
 
 def test_only_changed_files_are_parsed_again(project, parses):
@@ -178,7 +181,7 @@ def test_path_is_part_of_the_key(project, parses):
 
 
 def _hammer(args):
-    root, index = args
+    root, _index = args
     settings = Settings(root=root)
     rules = all_rules()
     cache_dir = os.path.join(root, "shared-cache")

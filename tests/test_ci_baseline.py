@@ -88,7 +88,9 @@ def test_identical_snippets_are_counted(project):
     body = "import torch\n\nfor step in range(3):\n    torch.cuda.empty_cache()\n"
     (project / "pipe" / "decode.py").write_text(body)
     run("--write-baseline", "b.json", "pipe")
-    (project / "pipe" / "decode.py").write_text(body + "\n\nfor step in range(3):\n    torch.cuda.empty_cache()\n")
+    (project / "pipe" / "decode.py").write_text(
+        body + "\n\nfor step in range(3):\n    torch.cuda.empty_cache()\n"
+    )
     result = run("--baseline", "b.json", "pipe")
     assert result.exit_code == 1
     assert "Found 1 error." in result.stdout
@@ -97,8 +99,9 @@ def test_identical_snippets_are_counted(project):
 def test_editing_the_flagged_line_makes_it_new(project):
     run("--write-baseline", "b.json", "pipe")
     (project / "pipe" / "decode.py").write_text(
-        CODE.replace("        model.to(\"cpu\")\n", "").replace(
-            "    model.to(\"cpu\")\n", "    model.to(\"meta\")\n")
+        CODE.replace('        model.to("cpu")\n', "").replace(
+            '    model.to("cpu")\n', '    model.to("meta")\n'
+        )
     )
     result = run("--baseline", "b.json", "pipe")
     assert result.exit_code == 1
@@ -110,7 +113,9 @@ def test_fixed_findings_are_reported_as_stale(project):
     (project / "pipe" / "decode.py").write_text(CODE.split("\n\ndef offload")[0] + "\n")
     result = run("--baseline", "b.json", "pipe")
     assert result.exit_code == 0
-    assert "1 baselined diagnostic is gone; run --write-baseline b.json to drop it." in result.stderr
+    assert (
+        "1 baselined diagnostic is gone; run --write-baseline b.json to drop it." in result.stderr
+    )
     # Not stale: findings of rules this run does not check, or in files it does not check.
     (project / "pipe" / "decode.py").write_text(CODE)
     (project / "pipe" / "extra.py").write_text("import torch\n\ntorch.cuda.synchronize()\n")
@@ -137,7 +142,10 @@ def test_baseline_and_diff_base_together(project, monkeypatch):
 def test_baseline_is_relative_to_its_own_folder(project, monkeypatch):
     (project / "ci").mkdir()
     run("--write-baseline", "ci/b.json", "pipe")
-    assert json.loads((project / "ci" / "b.json").read_text())["findings"][0]["path"] == "../pipe/decode.py"
+    assert (
+        json.loads((project / "ci" / "b.json").read_text())["findings"][0]["path"]
+        == "../pipe/decode.py"
+    )
     monkeypatch.chdir(project / "pipe")
     assert run("--baseline", "../ci/b.json", ".").exit_code == 0
 
@@ -156,7 +164,9 @@ def test_errors_are_never_baselined(project):
     (project / "pipe" / "broken.py").write_text("import torch\ntorch.cuda.synchronize()\ndef f(:\n")
     result = run("--write-baseline", "b.json", "pipe")
     assert result.exit_code == 2
-    assert all(f["code"] == "LL004" for f in json.loads((project / "b.json").read_text())["findings"])
+    assert all(
+        f["code"] == "LL004" for f in json.loads((project / "b.json").read_text())["findings"]
+    )
     result = run("--baseline", "b.json", "pipe")
     assert result.exit_code == 2
     assert "E999" in result.stdout

@@ -71,7 +71,9 @@ def test_old_findings_pass_new_ones_fail(repo):
 
 def test_changed_line_is_reported(repo):
     (repo / "pipe" / "decode.py").write_text(
-        OLD.replace("    torch.cuda.empty_cache()\n", "    torch.cuda.empty_cache()  # after decode\n")
+        OLD.replace(
+            "    torch.cuda.empty_cache()\n", "    torch.cuda.empty_cache()  # after decode\n"
+        )
     )
     result = run("--diff-base", "HEAD", "pipe")
     assert result.exit_code == 1

@@ -33,14 +33,7 @@ def _load_fix_safety():
 
 fix_safety = _load_fix_safety()
 
-OFFLOAD = (
-    "import torch\n"
-    "\n"
-    "\n"
-    "def offload(pipe):\n"
-    '    pipe.to("cpu")\n'
-    "    torch.cuda.empty_cache()\n"
-)
+OFFLOAD = 'import torch\n\n\ndef offload(pipe):\n    pipe.to("cpu")\n    torch.cuda.empty_cache()\n'
 
 SYNTHETIC = {
     # CRLF line endings throughout: the inserted import must use them too.
@@ -52,7 +45,9 @@ SYNTHETIC = {
     # No final newline, tab indentation, a form feed between definitions.
     "no_final_newline.py": OFFLOAD.rstrip("\n").replace("    ", "\t").encode() + b"\n\x0c\nx = 1",
     # Fixes that need the import added next to an existing `from` import and a docstring.
-    "docstring.py": ('"""A pipeline."""\nfrom __future__ import annotations\n\n' + OFFLOAD).encode(),
+    "docstring.py": (
+        '"""A pipeline."""\nfrom __future__ import annotations\n\n' + OFFLOAD
+    ).encode(),
     # Nothing to fix: must not be rewritten.
     "clean.py": b"import torch\n\n\ndef f(x):\n    return torch.relu(x)\n",
     # Suppressed: nothing to fix either.

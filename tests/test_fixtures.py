@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import os
 from pathlib import Path
-from typing import List, Optional
 
 import pytest
 
@@ -20,12 +19,8 @@ UPDATE = os.environ.get("LIFETIME_LINT_UPDATE_FIXTURES") == "1"
 _SUFFIXES = (".fixed.py", ".unsafe.py")
 
 
-def _cases() -> List[Path]:
-    return sorted(
-        path
-        for path in FIXTURES.glob("*/*.py")
-        if not path.name.endswith(_SUFFIXES)
-    )
+def _cases() -> list[Path]:
+    return sorted(path for path in FIXTURES.glob("*/*.py") if not path.name.endswith(_SUFFIXES))
 
 
 def _settings(case: Path) -> Settings:
@@ -37,7 +32,7 @@ def _settings(case: Path) -> Settings:
     return settings
 
 
-def _render(diagnostics: List[Diagnostic]) -> str:
+def _render(diagnostics: list[Diagnostic]) -> str:
     lines = []
     for d in diagnostics:
         marker = ""
@@ -62,7 +57,7 @@ def _fix(linter: Linter, case: Path, text: str, unsafe: bool) -> str:
     return result.fixed_text if result.fixed_text is not None else text
 
 
-def _compare(path: Path, actual: str, expected_default: Optional[str] = None) -> None:
+def _compare(path: Path, actual: str, expected_default: str | None = None) -> None:
     if UPDATE:
         if expected_default is not None and actual == expected_default:
             if path.exists():

@@ -49,7 +49,9 @@ def project(tmp_path, monkeypatch):
     (tmp_path / "pipelines" / "video").mkdir(parents=True)
     (tmp_path / "pipelines" / "video" / "decode.py").write_text(DECODE)
     (tmp_path / "pipelines" / "stats.py").write_text(STATS)
-    (tmp_path / "pipelines" / "broken.py").write_text("import torch\n\ndef f(:\n    torch.cuda.synchronize()\n")
+    (tmp_path / "pipelines" / "broken.py").write_text(
+        "import torch\n\ndef f(:\n    torch.cuda.synchronize()\n"
+    )
     return tmp_path
 
 
@@ -75,7 +77,9 @@ def test_sarif_is_valid_and_complete(project):
             assert rule["help"]["text"].startswith("## What it does")
             assert rule["helpUri"].startswith("https://")
             assert rule["shortDescription"]["text"]
-            assert rule["fullDescription"]["text"] and not rule["fullDescription"]["text"].startswith("#")
+            assert rule["fullDescription"]["text"] and not rule["fullDescription"][
+                "text"
+            ].startswith("#")
 
     results = run_["results"]
     by_rule = {}
@@ -117,7 +121,9 @@ def test_github_annotations(project):
         "endLine=6,endColumn=29::pipelines/video/decode.py:6:5: LL004 "
         "`torch.cuda.empty_cache()` is CUDA-only; use the platform-neutral `reclaim()`"
     )
-    assert lines[1].startswith("::error title=lifetime-lint (LL005),file=pipelines/video/decode.py,line=7,")
+    assert lines[1].startswith(
+        "::error title=lifetime-lint (LL005),file=pipelines/video/decode.py,line=7,"
+    )
     assert len(lines) == 2  # no human summary mixed into the workflow commands
 
 
@@ -159,7 +165,10 @@ def test_full_keeps_tabs_and_truncates_long_spans(tmp_path, monkeypatch):
              "\t)", "\tpass", ""]  # fmt: skip
     (tmp_path / "t.py").write_text("\n".join(lines))
     result = run("--format", "full", "--select", "LL005", "t.py")
-    assert "4 | \ttorch.cuda.synchronize(\n  | \t^^^^^^^^^^^^^^^^^^^^^^^ LL005\n5 | \t)\n" in result.stdout
+    assert (
+        "4 | \ttorch.cuda.synchronize(\n  | \t^^^^^^^^^^^^^^^^^^^^^^^ LL005\n5 | \t)\n"
+        in result.stdout
+    )
 
     from lifetime_lint.diagnostics import Diagnostic, Location
     from lifetime_lint.reporters import RunSummary, render_full

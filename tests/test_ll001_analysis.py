@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import textwrap
-from typing import List, Set
 
 import libcst as cst
 import pytest
@@ -35,14 +34,14 @@ def _statement(cfg: CFG, text: str) -> StatementInfo:
     raise AssertionError(f"no statement {text!r}")
 
 
-def _live_after(cfg: CFG, flow: Dataflow, text: str) -> Set[str]:
+def _live_after(cfg: CFG, flow: Dataflow, text: str) -> set[str]:
     info = _statement(cfg, text)
     assert info.exit is not None
     bits = flow.live_out[info.exit.index]
     return {name for i, name in enumerate(cfg.names) if bits >> i & 1}
 
 
-def _reaching_kinds(cfg: CFG, flow: Dataflow, text: str, name: str) -> List[str]:
+def _reaching_kinds(cfg: CFG, flow: Dataflow, text: str, name: str) -> list[str]:
     info = _statement(cfg, text)
     assert info.exit is not None
     return sorted(site.kind for site in flow.reaching(flow.reach_out[info.exit.index], name))
@@ -135,7 +134,7 @@ def test_definitely_bound_through_reaching_definitions():
 
 
 def test_match_captures_are_definitions_and_keywords_are_not_reads():
-    _, cfg, flow = _analyse(
+    _, cfg, _flow = _analyse(
         """
         def f(subject, x):
             match subject:

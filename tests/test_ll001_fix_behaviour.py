@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 import weakref
-from typing import Any, Dict
+from typing import Any
 
 import torch
 
@@ -14,7 +14,7 @@ from lifetime_lint.engine import FixMode, Linter
 from lifetime_lint.source import SourceFile
 
 PIPELINE = textwrap.dedent(
-    '''
+    """
     import torch
 
 
@@ -55,12 +55,12 @@ PIPELINE = textwrap.dedent(
             for piece in pieces:
                 total = total + torch.tanh(piece)
             return total
-    '''
+    """
 )
 
 
 class _Vae:
-    def __init__(self, probe: Dict[str, Any]) -> None:
+    def __init__(self, probe: dict[str, Any]) -> None:
         self.probe = probe
 
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
@@ -72,17 +72,18 @@ def _fixed(source: str, unsafe: bool) -> str:
     settings = Settings()
     settings.select = ["LL001"]
     result = Linter(settings).check_source(
-        SourceFile.from_bytes("pipeline.py", source.encode()), FixMode(diff_only=True, unsafe=unsafe)
+        SourceFile.from_bytes("pipeline.py", source.encode()),
+        FixMode(diff_only=True, unsafe=unsafe),
     )
     assert not result.has_error
     assert result.fixed_text is not None
     return result.fixed_text
 
 
-def _run(source: str) -> Dict[str, Any]:
-    namespace: Dict[str, Any] = {"weakref": weakref}
+def _run(source: str) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"weakref": weakref}
     exec(compile(source, "pipeline.py", "exec"), namespace)
-    probe: Dict[str, Any] = {}
+    probe: dict[str, Any] = {}
     torch.manual_seed(0)
     weight = torch.randn(8, 8)
     pipeline = namespace["Pipeline"](

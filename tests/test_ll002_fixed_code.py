@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Dict
+from typing import Any
 
 import pytest
 
@@ -79,9 +79,9 @@ def _fixed(source: str) -> str:
     return result.fixed_text
 
 
-def _load(source: str) -> Dict[str, Any]:
-    namespace: Dict[str, Any] = {}
-    exec(compile(source, "vae.py", "exec"), namespace)  # noqa: S102 - our own test code
+def _load(source: str) -> dict[str, Any]:
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "vae.py", "exec"), namespace)
     return namespace
 
 

@@ -29,7 +29,7 @@ def test_defaults_and_valid_values(tmp_path) -> None:
     "body",
     [
         'gather-call = "not a target"\n',
-        'gather-call = 3\n',
+        "gather-call = 3\n",
         'wrappers = ["all-gather"]\n',
         'wrappers = "all_gather"\n',
         'gather-to = "x.y"\n',

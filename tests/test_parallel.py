@@ -36,7 +36,9 @@ def tree(tmp_path, monkeypatch):
         folder = tmp_path / "models" / f"part{index % 5}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"stage_{index:03}.py").write_text(_module(index))
-    (tmp_path / "models" / "part0" / "broken.py").write_text("import torch\ntorch.cuda.synchronize(\n")
+    (tmp_path / "models" / "part0" / "broken.py").write_text(
+        "import torch\ntorch.cuda.synchronize(\n"
+    )
     return tmp_path
 
 
@@ -78,7 +80,8 @@ def test_parallel_fix_matches_serial_fix(tree, tmp_path_factory, pools):
     parallel = run("--jobs", "2", "--fix", "--unsafe-fixes", "models")
     assert pools == [2]
     serial = CliRunner().invoke(
-        main, ["check", "--no-cache", "--jobs", "1", "--fix", "--unsafe-fixes", str(copy / "models")]
+        main,
+        ["check", "--no-cache", "--jobs", "1", "--fix", "--unsafe-fixes", str(copy / "models")],
     )
     assert parallel.stdout.splitlines()[-1] == serial.stdout.splitlines()[-1]
     for path in sorted((tree / "models").rglob("*.py")):

@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 pre_commit = pytest.importorskip("pre_commit", reason="pre-commit is not installed")
 
-VIOLATING = '''\
+VIOLATING = """\
 import torch
 
 
@@ -28,16 +28,16 @@ def decode(vae, latents):
     video = vae.decode(latents).sample
     torch.cuda.empty_cache()
     return video
-'''
+"""
 
-CLEAN = '''\
+CLEAN = """\
 import torch
 
 
 def decode(vae, latents):
     with torch.no_grad():
         return vae.decode(latents).sample
-'''
+"""
 
 
 def _git(cwd: Path, *args: str) -> str:

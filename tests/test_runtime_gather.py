@@ -13,7 +13,7 @@ import os
 import tempfile
 import time
 import traceback
-from typing import Any, Callable, Tuple
+from typing import Any, Callable
 
 import pytest
 
@@ -33,7 +33,7 @@ TIMEOUT_S = 60.0
 # -- a small launcher, shared with tests/test_ll003_fix_runs.py --------------------------
 
 
-def _entry(worker: Callable, rank: int, world_size: int, folder: str, args: Tuple) -> None:
+def _entry(worker: Callable, rank: int, world_size: int, folder: str, args: tuple) -> None:
     try:
         dist.init_process_group(
             "gloo",
@@ -91,7 +91,7 @@ def run_gloo(worker: Callable, world_size: int, *args: Any, timeout: float = TIM
 # -- checks run on every rank -----------------------------------------------------------
 
 
-def _contribution(rank: int, shape=(3, 5), dtype=None) -> "torch.Tensor":
+def _contribution(rank: int, shape=(3, 5), dtype=None) -> torch.Tensor:
     dtype = dtype or torch.float32
     return (torch.arange(_numel(shape), dtype=torch.float32).reshape(shape) + 100 * rank).to(dtype)
 

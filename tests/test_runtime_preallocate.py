@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,7 +14,7 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int
 FAST = settings(max_examples=60, deadline=None)
 
 
-def _same(actual: "torch.Tensor", expected: "torch.Tensor") -> None:
+def _same(actual: torch.Tensor, expected: torch.Tensor) -> None:
     assert actual.dtype == expected.dtype
     assert actual.device == expected.device
     assert actual.shape == expected.shape
@@ -25,14 +23,14 @@ def _same(actual: "torch.Tensor", expected: "torch.Tensor") -> None:
     assert torch.equal(actual, expected)
 
 
-def _chunk(shape: List[int], dtype: "torch.dtype", seed: int) -> "torch.Tensor":
+def _chunk(shape: list[int], dtype: torch.dtype, seed: int) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     if dtype.is_floating_point:
         return torch.randn(shape, generator=generator).to(dtype)
     return torch.randint(0, 100, shape, generator=generator).to(dtype)
 
 
-def _write(chunks, dim: int, count: Optional[int], size: Optional[int], stack: bool = False):
+def _write(chunks, dim: int, count: int | None, size: int | None, stack: bool = False):
     writer = ChunkWriter(dim, count=count, size=size, stack=stack)
     for chunk in chunks:
         writer.append(chunk)
@@ -109,7 +107,12 @@ def test_promotion_that_would_round_is_refused_not_wrong() -> None:
 
 
 def test_legacy_empty_chunks_are_skipped_like_torch_cat() -> None:
-    chunks = [torch.empty(0, dtype=torch.float64), torch.ones(2, 3), torch.empty(0), torch.ones(1, 3)]
+    chunks = [
+        torch.empty(0, dtype=torch.float64),
+        torch.ones(2, 3),
+        torch.empty(0),
+        torch.ones(1, 3),
+    ]
     _same(_write(chunks, 0, 4, None), torch.cat(chunks, 0))
     _same(_write(chunks[:1], 0, 1, None), torch.cat(chunks[:1], 0))
 
@@ -220,7 +223,9 @@ def test_extend_iadd_len_and_reuse() -> None:
 @given(
     st.integers(1, 5), st.integers(1, 4), st.integers(1, 6), st.integers(0, 5), st.integers(1, 3)
 )
-def test_short_last_chunk_on_an_inner_dim_is_compacted_in_place(outer, length, n, last, inner) -> None:
+def test_short_last_chunk_on_an_inner_dim_is_compacted_in_place(
+    outer, length, n, last, inner
+) -> None:
     chunks = [torch.randn(outer, length, inner) for _ in range(n - 1)]
     chunks.append(torch.randn(outer, last, inner))
     writer = ChunkWriter(1, count=n)

@@ -38,7 +38,7 @@ def test_without_release_every_tile_stays_alive():
     tiles = [torch.ones(1024) * i for i in range(4)]
     refs = [weakref.ref(t) for t in tiles]
     alive = []
-    for tile in tiles:
+    for _tile in tiles:
         alive.append(sum(ref() is not None for ref in refs))
     assert alive == [4, 4, 4, 4]
 

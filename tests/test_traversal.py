@@ -122,6 +122,7 @@ def test_import_map_equals_a_full_visit(name):
     visitor = _ImportCollector()
     module.visit(visitor)
     fast = ImportMap.from_module(module).bindings
+
     def key(b):
         return (b.local, b.qualified, id(b.statement), id(b.alias), id(b.scope))
 

@@ -21,7 +21,6 @@ eager comprehensions are ordinary reads.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
@@ -55,10 +54,50 @@ _STORING_METHODS = frozenset(
 # Methods whose result may share the receiver's storage: storing the result stores the
 # receiver too.
 VIEW_METHODS = frozenset(
-    """view view_as reshape reshape_as expand expand_as transpose permute squeeze unsqueeze
-    narrow chunk split tensor_split unbind t movedim moveaxis swapaxes unflatten flatten
-    diagonal select unfold as_strided detach contiguous to type type_as float half double
-    bfloat16 int long bool cpu cuda requires_grad_ share_memory_ pin_memory""".split()
+    [
+        "view",
+        "view_as",
+        "reshape",
+        "reshape_as",
+        "expand",
+        "expand_as",
+        "transpose",
+        "permute",
+        "squeeze",
+        "unsqueeze",
+        "narrow",
+        "chunk",
+        "split",
+        "tensor_split",
+        "unbind",
+        "t",
+        "movedim",
+        "moveaxis",
+        "swapaxes",
+        "unflatten",
+        "flatten",
+        "diagonal",
+        "select",
+        "unfold",
+        "as_strided",
+        "detach",
+        "contiguous",
+        "to",
+        "type",
+        "type_as",
+        "float",
+        "half",
+        "double",
+        "bfloat16",
+        "int",
+        "long",
+        "bool",
+        "cpu",
+        "cuda",
+        "requires_grad_",
+        "share_memory_",
+        "pin_memory",
+    ]
 )
 _LITERALS = (
     cst.Integer,
@@ -77,13 +116,13 @@ class DefSite:
 
     name: str
     index: int  # position in CFG.defs
-    node: Optional["Node"]  # None for the pseudo-definitions at entry
+    node: Node | None  # None for the pseudo-definitions at entry
     kind: str  # assign, augassign, annassign, walrus, param, for, with, except, import,
     # def, class, match, starred, unbound (entry of a non-parameter), deleted (a `del`)
-    value: Optional[cst.BaseExpression] = None
+    value: cst.BaseExpression | None = None
     unpacked: bool = False  # one element of a tuple/list unpacking of `value`
-    annotation: Optional[cst.BaseExpression] = None
-    target: Optional[cst.Name] = None
+    annotation: cst.BaseExpression | None = None
+    target: cst.Name | None = None
 
 
 @dataclass(eq=False)
@@ -91,20 +130,20 @@ class Node:
     index: int
     kind: str  # small, if, for-iter, for, while, with, with-exit, dispatch, handler,
     # match, case, after, entry, exit, finally
-    statement: Optional[cst.CSTNode]  # the small statement or compound statement
-    succ: List["Node"] = field(default_factory=list)
-    esucc: List["Node"] = field(default_factory=list)
-    preds: List["Node"] = field(default_factory=list)
-    loads: List[cst.Name] = field(default_factory=list)
-    defs: List[DefSite] = field(default_factory=list)
-    kills: List[DefSite] = field(default_factory=list)
-    calls: List[cst.Call] = field(default_factory=list)
-    escapes: Set[str] = field(default_factory=set)
-    truth: Set[str] = field(default_factory=set)
+    statement: cst.CSTNode | None  # the small statement or compound statement
+    succ: list[Node] = field(default_factory=list)
+    esucc: list[Node] = field(default_factory=list)
+    preds: list[Node] = field(default_factory=list)
+    loads: list[cst.Name] = field(default_factory=list)
+    defs: list[DefSite] = field(default_factory=list)
+    kills: list[DefSite] = field(default_factory=list)
+    calls: list[cst.Call] = field(default_factory=list)
+    escapes: set[str] = field(default_factory=set)
+    truth: set[str] = field(default_factory=set)
     dynamic: bool = False
-    dynamic_call: Optional[cst.Call] = None  # the `locals()`-like call that reads every local
+    dynamic_call: cst.Call | None = None  # the `locals()`-like call that reads every local
     jump: bool = False  # return/raise/break/continue: no fall-through
-    loop_body: Optional[List["Node"]] = None  # for loop headers: the nodes of the body
+    loop_body: list[Node] | None = None  # for loop headers: the nodes of the body
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<Node {self.index} {self.kind}>"
@@ -115,11 +154,11 @@ class StatementInfo:
     """A statement of the function, and the nodes around it."""
 
     statement: cst.CSTNode  # SimpleStatementLine or compound statement
-    parent: Optional["StatementInfo"]
+    parent: StatementInfo | None
     entry: Node  # the first node of the statement
-    exit: Optional[Node]  # the node whose normal out-state is "right after" it
+    exit: Node | None  # the node whose normal out-state is "right after" it
     insertable: bool  # sits in an indented block, where a new line can follow it
-    block: Tuple[cst.CSTNode, ...] = ()
+    block: tuple[cst.CSTNode, ...] = ()
 
 
 class TooLarge(Exception):
@@ -129,24 +168,24 @@ class TooLarge(Exception):
 @dataclass
 class CFG:
     function: cst.FunctionDef
-    nodes: List[Node]
+    nodes: list[Node]
     entry: Node
     exit: Node
-    defs: List[DefSite]
-    statements: List[StatementInfo]
-    parameters: Set[str]
-    declared: Set[str]  # global / nonlocal names
-    captured: Set[str]  # read from a closure, lambda or generator expression
-    names: List[str]  # every local name, indexed for bitsets
-    name_index: Dict[str, int]
+    defs: list[DefSite]
+    statements: list[StatementInfo]
+    parameters: set[str]
+    declared: set[str]  # global / nonlocal names
+    captured: set[str]  # read from a closure, lambda or generator expression
+    names: list[str]  # every local name, indexed for bitsets
+    name_index: dict[str, int]
 
 
 class _Acc:
     """What a scan of one node's expressions finds."""
 
-    __slots__ = ("node", "builder")
+    __slots__ = ("builder", "node")
 
-    def __init__(self, node: Node, builder: "_Builder") -> None:
+    def __init__(self, node: Node, builder: _Builder) -> None:
         self.node = node
         self.builder = builder
 
@@ -154,29 +193,29 @@ class _Acc:
 @dataclass
 class _Frame:
     kind: str  # loop, finally, handler, with
-    header: Optional[Node] = None  # loop: the continue target
-    breaks: List[Node] = field(default_factory=list)  # loop: nodes that break
-    target: Optional[Node] = None  # finally entry / handler dispatch / with exit
-    pending: Set[str] = field(default_factory=set)  # finally: jump kinds crossing it
-    pending_loops: List["_Frame"] = field(default_factory=list)
+    header: Node | None = None  # loop: the continue target
+    breaks: list[Node] = field(default_factory=list)  # loop: nodes that break
+    target: Node | None = None  # finally entry / handler dispatch / with exit
+    pending: set[str] = field(default_factory=set)  # finally: jump kinds crossing it
+    pending_loops: list[_Frame] = field(default_factory=list)
 
 
 class _Builder:
     def __init__(self, function: cst.FunctionDef, max_nodes: int) -> None:
         self.function = function
         self.max_nodes = max_nodes
-        self.nodes: List[Node] = []
-        self.defs: List[DefSite] = []
-        self.statements: List[StatementInfo] = []
-        self.frames: List[_Frame] = []
-        self.declared: Set[str] = set()
-        self.captured: Set[str] = set()
-        self.local_names: Dict[str, int] = {}
+        self.nodes: list[Node] = []
+        self.defs: list[DefSite] = []
+        self.statements: list[StatementInfo] = []
+        self.frames: list[_Frame] = []
+        self.declared: set[str] = set()
+        self.captured: set[str] = set()
+        self.local_names: dict[str, int] = {}
         self.exit = Node(-1, "exit", None)
-        self.current_loop_nodes: List[List[Node]] = []
+        self.current_loop_nodes: list[list[Node]] = []
 
     # -- nodes and edges -------------------------------------------------------------
-    def new(self, kind: str, statement: Optional[cst.CSTNode]) -> Node:
+    def new(self, kind: str, statement: cst.CSTNode | None) -> Node:
         if len(self.nodes) >= self.max_nodes:
             raise TooLarge()
         node = Node(len(self.nodes), kind, statement)
@@ -189,12 +228,12 @@ class _Builder:
         return node
 
     @staticmethod
-    def link(sources: List[Node], target: Node) -> None:
+    def link(sources: list[Node], target: Node) -> None:
         for source in sources:
             if target not in source.succ:
                 source.succ.append(target)
 
-    def _raise_target(self) -> Optional[Node]:
+    def _raise_target(self) -> Node | None:
         for frame in reversed(self.frames):
             if frame.kind in ("handler", "with"):
                 return frame.target
@@ -203,7 +242,7 @@ class _Builder:
                 return frame.target
         return None
 
-    def jump(self, kind: str, sources: List[Node]) -> None:
+    def jump(self, kind: str, sources: list[Node]) -> None:
         """Connect `sources` to where a return/break/continue goes, through finallies."""
         for frame in reversed(self.frames):
             if frame.kind == "finally":
@@ -220,7 +259,7 @@ class _Builder:
             self.link(sources, self.exit)
 
     # -- definitions -----------------------------------------------------------------
-    def define(self, node: Optional[Node], name: cst.Name, kind: str, **extra) -> DefSite:
+    def define(self, node: Node | None, name: cst.Name, kind: str, **extra) -> DefSite:
         site = DefSite(name.value, len(self.defs), node, kind, target=name, **extra)
         self.defs.append(site)
         self.local_names.setdefault(name.value, len(self.local_names))
@@ -233,9 +272,9 @@ class _Builder:
         node: Node,
         target: cst.BaseExpression,
         kind: str,
-        value: Optional[cst.BaseExpression],
+        value: cst.BaseExpression | None,
         unpacked: bool = False,
-        annotation: Optional[cst.BaseExpression] = None,
+        annotation: cst.BaseExpression | None = None,
     ) -> None:
         if isinstance(target, cst.Name):
             self.define(node, target, kind, value=value, unpacked=unpacked, annotation=annotation)
@@ -253,7 +292,7 @@ class _Builder:
             self.scan(target, node)
 
     # -- expression scan -------------------------------------------------------------
-    def scan(self, expr: Optional[cst.CSTNode], node: Node, call_arg: bool = False) -> None:
+    def scan(self, expr: cst.CSTNode | None, node: Node, call_arg: bool = False) -> None:
         if expr is None:
             return
         kind = type(expr)
@@ -384,9 +423,9 @@ class _Builder:
             self.scan(arg.value, node, call_arg=True)
 
     def _scan_comprehension(self, expr: cst.CSTNode, node: Node, call_arg: bool) -> None:
-        local: Set[str] = set()
+        local: set[str] = set()
         scratch = Node(-2, "scratch", None)
-        for_in: Optional[cst.CompFor] = expr.for_in  # type: ignore[attr-defined]
+        for_in: cst.CompFor | None = expr.for_in  # type: ignore[attr-defined]
         first = True
         while for_in is not None:
             if first:
@@ -445,11 +484,11 @@ class _Builder:
     # -- statements ------------------------------------------------------------------
     def block(
         self,
-        statements: List[cst.CSTNode],
-        preds: List[Node],
-        parent: Optional[StatementInfo],
+        statements: list[cst.CSTNode],
+        preds: list[Node],
+        parent: StatementInfo | None,
         insertable: bool,
-    ) -> List[Node]:
+    ) -> list[Node]:
         block = tuple(statements)
         for statement in statements:
             if isinstance(statement, cst.SimpleStatementLine):
@@ -459,8 +498,8 @@ class _Builder:
         return preds
 
     def suite(
-        self, body: cst.BaseSuite, preds: List[Node], parent: Optional[StatementInfo]
-    ) -> List[Node]:
+        self, body: cst.BaseSuite, preds: list[Node], parent: StatementInfo | None
+    ) -> list[Node]:
         if isinstance(body, cst.IndentedBlock):
             return self.block(list(body.body), preds, parent, True)
         # `if x: a; b` on one line: its statements cannot be followed by a new line.
@@ -469,24 +508,24 @@ class _Builder:
     def simple_line(
         self,
         line: cst.SimpleStatementLine,
-        preds: List[Node],
-        parent: Optional[StatementInfo],
+        preds: list[Node],
+        parent: StatementInfo | None,
         insertable: bool,
-        block: Tuple[cst.CSTNode, ...],
-    ) -> List[Node]:
+        block: tuple[cst.CSTNode, ...],
+    ) -> list[Node]:
         return self.small_statements(list(line.body), preds, parent, line, insertable, block)
 
     def small_statements(
         self,
-        smalls: List[cst.BaseSmallStatement],
-        preds: List[Node],
-        parent: Optional[StatementInfo],
+        smalls: list[cst.BaseSmallStatement],
+        preds: list[Node],
+        parent: StatementInfo | None,
         line: cst.CSTNode,
         insertable: bool,
-        block: Tuple[cst.CSTNode, ...],
-    ) -> List[Node]:
-        first: Optional[Node] = None
-        last: Optional[Node] = None
+        block: tuple[cst.CSTNode, ...],
+    ) -> list[Node]:
+        first: Node | None = None
+        last: Node | None = None
         for small in smalls:
             node = self.new("small", small)
             self.link(preds, node)
@@ -499,7 +538,7 @@ class _Builder:
             self.statements.append(StatementInfo(line, parent, first, exit_node, insertable, block))
         return preds
 
-    def small(self, small: cst.BaseSmallStatement, node: Node) -> List[Node]:
+    def small(self, small: cst.BaseSmallStatement, node: Node) -> list[Node]:
         if isinstance(small, cst.Assign):
             self.scan(small.value, node)
             for target in small.targets:
@@ -512,7 +551,10 @@ class _Builder:
                 if isinstance(small.target, (cst.Attribute, cst.Subscript)):
                     self.escape_value(small.value, node)
                 self.bind_target(
-                    node, small.target, "annassign", small.value,
+                    node,
+                    small.target,
+                    "annassign",
+                    small.value,
                     annotation=small.annotation.annotation,
                 )
         elif isinstance(small, cst.AugAssign):
@@ -584,11 +626,11 @@ class _Builder:
     def compound(
         self,
         statement: cst.CSTNode,
-        preds: List[Node],
-        parent: Optional[StatementInfo],
+        preds: list[Node],
+        parent: StatementInfo | None,
         insertable: bool,
-        block: Tuple[cst.CSTNode, ...],
-    ) -> List[Node]:
+        block: tuple[cst.CSTNode, ...],
+    ) -> list[Node]:
         if isinstance(statement, cst.If):
             return self._if(statement, preds, parent, insertable, block)
         if isinstance(statement, (cst.For,)):
@@ -613,23 +655,23 @@ class _Builder:
     def _info(
         self,
         statement: cst.CSTNode,
-        parent: Optional[StatementInfo],
+        parent: StatementInfo | None,
         entry: Node,
         insertable: bool,
-        block: Tuple[cst.CSTNode, ...],
+        block: tuple[cst.CSTNode, ...],
     ) -> StatementInfo:
         info = StatementInfo(statement, parent, entry, None, insertable, block)
         self.statements.append(info)
         return info
 
-    def _finish(self, info: StatementInfo, exits: List[Node]) -> List[Node]:
+    def _finish(self, info: StatementInfo, exits: list[Node]) -> list[Node]:
         after = self.new("after", info.statement)
         after.esucc.clear()
         self.link(exits, after)
         info.exit = after
         return [after]
 
-    def _if(self, statement, preds, parent, insertable, block) -> List[Node]:
+    def _if(self, statement, preds, parent, insertable, block) -> list[Node]:
         test = self.new("if", statement)
         self.link(preds, test)
         if isinstance(statement.test, cst.Name):
@@ -646,10 +688,10 @@ class _Builder:
             exits = exits + self.suite(orelse.body, [test], info)
         return self._finish(info, exits)
 
-    def _loop_body(self, header: Node, body: cst.BaseSuite, info: StatementInfo) -> List[Node]:
+    def _loop_body(self, header: Node, body: cst.BaseSuite, info: StatementInfo) -> list[Node]:
         frame = _Frame("loop", header=header)
         self.frames.append(frame)
-        collected: List[Node] = []
+        collected: list[Node] = []
         self.current_loop_nodes.append(collected)
         try:
             exits = self.suite(body, [header], info)
@@ -660,7 +702,7 @@ class _Builder:
         header.loop_body = collected
         return frame.breaks
 
-    def _for(self, statement: cst.For, preds, parent, insertable, block) -> List[Node]:
+    def _for(self, statement: cst.For, preds, parent, insertable, block) -> list[Node]:
         iterate = self.new("for-iter", statement)
         self.link(preds, iterate)
         self.scan(statement.iter, iterate)
@@ -674,7 +716,7 @@ class _Builder:
             exits = self.suite(statement.orelse.body, [header], info)
         return self._finish(info, exits + breaks)
 
-    def _while(self, statement: cst.While, preds, parent, insertable, block) -> List[Node]:
+    def _while(self, statement: cst.While, preds, parent, insertable, block) -> list[Node]:
         header = self.new("while", statement)
         self.link(preds, header)
         if isinstance(statement.test, cst.Name):
@@ -689,16 +731,16 @@ class _Builder:
             exits = self.suite(statement.orelse.body, exits, info)
         return self._finish(info, exits + breaks)
 
-    def _try(self, statement, preds, parent, insertable, block) -> List[Node]:
+    def _try(self, statement, preds, parent, insertable, block) -> list[Node]:
         entry = self.new("try", statement)
         self.link(preds, entry)
         info = self._info(statement, parent, entry, insertable, block)
-        final: Optional[_Frame] = None
+        final: _Frame | None = None
         if statement.finalbody is not None:
             final = _Frame("finally", target=Node(-3, "finally", statement))
             # Built for real below; the placeholder collects edges until then.
             self.frames.append(final)
-        dispatch: Optional[Node] = None
+        dispatch: Node | None = None
         if statement.handlers:
             dispatch = Node(-4, "dispatch", statement)
             self.frames.append(_Frame("handler", target=dispatch))
@@ -743,7 +785,7 @@ class _Builder:
                 other.esucc = [node if s is placeholder else s for s in other.esucc]
         return node
 
-    def _with(self, statement: cst.With, preds, parent, insertable, block) -> List[Node]:
+    def _with(self, statement: cst.With, preds, parent, insertable, block) -> list[Node]:
         enter = self.new("with", statement)
         self.link(preds, enter)
         for item in statement.items:
@@ -760,12 +802,12 @@ class _Builder:
         self.link(body_exits, exit_node)
         return self._finish(info, [exit_node])
 
-    def _match(self, statement: cst.Match, preds, parent, insertable, block) -> List[Node]:
+    def _match(self, statement: cst.Match, preds, parent, insertable, block) -> list[Node]:
         subject = self.new("match", statement)
         self.link(preds, subject)
         self.scan(statement.subject, subject)
         info = self._info(statement, parent, subject, insertable, block)
-        exits: List[Node] = []
+        exits: list[Node] = []
         previous = subject
         for case in statement.cases:
             node = self.new("case", case)
@@ -811,7 +853,7 @@ class _Builder:
         elif isinstance(pattern, cst.MatchSequenceElement):
             self._pattern(pattern.value, node)
 
-    def _definition(self, statement, preds, parent, insertable, block) -> List[Node]:
+    def _definition(self, statement, preds, parent, insertable, block) -> list[Node]:
         node = self.new("small", statement)
         self.link(preds, node)
         for decorator in statement.decorators:
@@ -836,11 +878,14 @@ def build(function: cst.FunctionDef, max_nodes: int = 4000) -> CFG:
     """The CFG of one function. Raises `TooLarge` past `max_nodes` nodes."""
     builder = _Builder(function, max_nodes)
     entry = builder.new("entry", function)
-    parameters: Set[str] = set()
+    parameters: set[str] = set()
     for param in _all_params(function.params):
-        builder.define(entry, param.name, "param", annotation=(
-            param.annotation.annotation if param.annotation is not None else None
-        ))
+        builder.define(
+            entry,
+            param.name,
+            "param",
+            annotation=(param.annotation.annotation if param.annotation is not None else None),
+        )
         parameters.add(param.name.value)
     exits = builder.suite(function.body, [entry], None)
     exit_node = builder.exit
@@ -875,7 +920,7 @@ def build(function: cst.FunctionDef, max_nodes: int = 4000) -> CFG:
 # -- helpers ---------------------------------------------------------------------------
 
 
-def _all_params(params: cst.Parameters) -> List[cst.Param]:
+def _all_params(params: cst.Parameters) -> list[cst.Param]:
     result = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
     if isinstance(params.star_arg, cst.Param):
         result.append(params.star_arg)
@@ -890,11 +935,11 @@ def _is_true(test: cst.BaseExpression) -> bool:
     )
 
 
-def _target_names(target: cst.CSTNode) -> Set[str]:
+def _target_names(target: cst.CSTNode) -> set[str]:
     if isinstance(target, cst.Name):
         return {target.value}
     if isinstance(target, (cst.Tuple, cst.List)):
-        names: Set[str] = set()
+        names: set[str] = set()
         for element in target.elements:
             names |= _target_names(element.value)
         return names
@@ -903,12 +948,12 @@ def _target_names(target: cst.CSTNode) -> Set[str]:
     return set()
 
 
-def iter_children(node: cst.CSTNode) -> List[cst.CSTNode]:
+def iter_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The child nodes of `node` in source order, without LibCST's rebuilding `children`."""
     fields = child_fields(type(node))
     if fields is None:
         return list(node.children)
-    result: List[cst.CSTNode] = []
+    result: list[cst.CSTNode] = []
     for name in fields:
         value = getattr(node, name)
         if isinstance(value, (tuple, list)):
@@ -918,9 +963,9 @@ def iter_children(node: cst.CSTNode) -> List[cst.CSTNode]:
     return result
 
 
-def _names_in(node: Union[cst.CSTNode, None]) -> Set[str]:
+def _names_in(node: cst.CSTNode | None) -> set[str]:
     """Every name read below a node (over-approximates what a closure reads)."""
-    names: Set[str] = set()
+    names: set[str] = set()
     if node is None:
         return names
     stack = [node]

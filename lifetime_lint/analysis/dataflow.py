@@ -19,7 +19,6 @@ forward (reaching) creation order, typically 2 to 4 passes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List
 
 from lifetime_lint.analysis.cfg import CFG, DefSite
 
@@ -27,17 +26,17 @@ from lifetime_lint.analysis.cfg import CFG, DefSite
 @dataclass
 class Dataflow:
     cfg: CFG
-    live_in: List[int]
-    live_out: List[int]  # over normal successors only
-    reach_in: List[int]
-    reach_out: List[int]
-    sites_of: Dict[str, int]  # name -> bitset of every DefSite of that name
+    live_in: list[int]
+    live_out: list[int]  # over normal successors only
+    reach_in: list[int]
+    reach_out: list[int]
+    sites_of: dict[str, int]  # name -> bitset of every DefSite of that name
 
     def name_bit(self, name: str) -> int:
         index = self.cfg.name_index.get(name)
         return 0 if index is None else 1 << index
 
-    def reaching(self, bits: int, name: str) -> List[DefSite]:
+    def reaching(self, bits: int, name: str) -> list[DefSite]:
         """The definitions of `name` in a reaching-definitions bitset."""
         mask = bits & self.sites_of.get(name, 0)
         result = []
@@ -97,7 +96,7 @@ def solve(cfg: CFG, max_passes: int = 50) -> Dataflow:
             break
 
     # -- reaching definitions (forward) ----------------------------------------------
-    sites_of: Dict[str, int] = {}
+    sites_of: dict[str, int] = {}
     for site in cfg.defs:
         sites_of[site.name] = sites_of.get(site.name, 0) | (1 << site.index)
     gen = [0] * count
@@ -114,7 +113,7 @@ def solve(cfg: CFG, max_passes: int = 50) -> Dataflow:
     reach_in = [0] * count
     reach_out = [0] * count
     # Exceptional predecessors, computed once.
-    epreds: List[List[int]] = [[] for _ in range(count)]
+    epreds: list[list[int]] = [[] for _ in range(count)]
     for node in nodes:
         for successor in node.esucc:
             epreds[successor.index].append(node.index)
