@@ -22,6 +22,9 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 PINNED: dict[str, str] = {
     "diffusers": "diffusers==0.42.1",
     "transformers": "transformers==5.24.0",
+    "vllm-omni": "vllm-omni==0.30.0",
+    "fastvideo": "fastvideo==0.2.1",
+    "sglang": "sglang==0.5.23",
 }
 
 
