@@ -1,0 +1,422 @@
+"""`lifetime-lint profile`: run a program once and put a measured byte count on each finding.
+
+The static rules know which names are dead and what they are held across; they cannot know
+whether a name holds 4 MiB or 4 GiB. This runs the program in-process (like `python SCRIPT`
+or `python -m MODULE`), lints each in-scope file the first time one of its functions runs,
+line-traces only the functions that have findings (`lifetime_lint.runtime.profiling`), and
+reports each finding with what the run measured:
+
+- `bytes`: what the finding's names held at the start of the line where the function reached
+  its own peak, counting only storages nothing else kept alive (the largest over all runs of
+  the function is `largest_bytes`);
+- `peak_bytes` and `peak_row`: the function's own peak of allocated memory and its line;
+- `calls`: how many times the function ran.
+
+Findings in functions that never ran are listed as not executed. torch is imported only here,
+when the program runs; the linter itself still never needs it.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import json
+import os
+import re
+import runpy
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import CodeType
+from typing import Any
+
+from lifetime_lint.config import ConfigError, Settings, find_config, load_settings
+from lifetime_lint.diagnostics import Diagnostic
+from lifetime_lint.engine import Linter
+from lifetime_lint.registry import all_rules
+from lifetime_lint.source import SourceError, SourceFile
+
+PROFILE_FORMAT_VERSION = 1
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2}
+_UNITS.update({"mib": 1024**2, "g": 1024**3, "gb": 1000**3, "gib": 1024**3})
+
+
+def parse_size(text: str) -> int:
+    """`64MiB`, `1.5 GiB`, `512k`, `1000000` -> bytes (binary units for k/m/g)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    if match is None or match.group(2).lower() not in _UNITS:
+        raise ValueError(f"not a size: {text!r} (use e.g. 64MiB, 1GiB, 512KiB or a byte count)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def format_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"  # pragma: no cover
+
+
+# -- scope and findings ---------------------------------------------------------------------------
+
+
+@dataclass
+class Scope:
+    """Which files are linted and traced: under the working folder by default, never the
+    interpreter's own library or installed packages unless `--include` names them."""
+
+    root: str
+    include: Sequence[str] = ()
+    exclude: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        self._system = tuple(
+            os.path.realpath(p) + os.sep
+            for p in {paths.get("stdlib"), paths.get("purelib"), paths.get("platlib")}
+            if p
+        )
+        self._root = os.path.realpath(self.root) + os.sep
+        # The linter and its tracer are never the program being profiled.
+        self._own = os.path.realpath(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+    def wants(self, filename: str) -> bool:
+        if not filename.endswith(".py"):
+            return False
+        path = os.path.realpath(filename)
+        if path.startswith(self._own):
+            return False
+        if any(fnmatch.fnmatch(path, pattern) for pattern in self.exclude):
+            return False
+        if self.include:
+            return any(fnmatch.fnmatch(path, pattern) for pattern in self.include)
+        if path.startswith(self._system) or f"{os.sep}site-packages{os.sep}" in path:
+            return False
+        return path.startswith(self._root)
+
+
+@dataclass
+class FunctionSpan:
+    first_line: int  # the code object's co_firstlineno (the first decorator's line)
+    start: int
+    end: int
+    qualname: str
+
+
+@dataclass
+class Finding:
+    """A static finding and what the run measured for it."""
+
+    diagnostic: Diagnostic
+    function: FunctionSpan | None
+    names: tuple[str, ...]
+    measured: dict[str, Any] | None = None  # None: its function never ran
+
+    @property
+    def key(self) -> str:
+        d = self.diagnostic
+        return f"{os.path.abspath(d.path)}:{d.start.row}:{d.start.column}:{d.code}"
+
+
+def function_spans(text: str) -> list[FunctionSpan]:
+    """Every function of a module with the line its code object starts at."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    spans: list[FunctionSpan] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                qualname = f"{prefix}{child.name}"
+                spans.append(
+                    FunctionSpan(first, child.lineno, child.end_lineno or child.lineno, qualname)
+                )
+                visit(child, qualname + ".<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return spans
+
+
+def innermost(spans: Sequence[FunctionSpan], row: int) -> FunctionSpan | None:
+    best = None
+    for span in spans:
+        if span.start <= row <= span.end and (best is None or span.start >= best.start):
+            best = span
+    return best
+
+
+def held_names(diagnostic: Diagnostic, text: str, local_names: set[str] | None) -> tuple[str, ...]:
+    """The local names a finding is about: its rule's own list when it gives one, else the
+    identifiers of the flagged code that are locals of its function."""
+    given = diagnostic.extra.get("held_names")
+    if given:
+        return tuple(given)
+    start, end = diagnostic.span
+    words = _IDENTIFIER.findall(text[start:end]) if end > start else []
+    names = [w for w in dict.fromkeys(words) if local_names is None or w in local_names]
+    return tuple(names)
+
+
+class FindingIndex:
+    """Lints in-scope files on first use and answers, per code object, which findings to watch."""
+
+    def __init__(self, scope: Scope, config: str | None, isolated: bool) -> None:
+        self.scope = scope
+        self.config = config
+        self.isolated = isolated
+        self.files: dict[str, list[Finding]] = {}
+        self._spans: dict[str, list[FunctionSpan]] = {}
+        self._linters: dict[str | None, Linter] = {}
+        self.errors: list[Diagnostic] = []
+
+    def _linter_for(self, path: str) -> Linter:
+        config = None
+        if not self.isolated:
+            config = self.config or find_config(os.path.dirname(path))
+        linter = self._linters.get(config)
+        if linter is None:
+            settings = load_settings(config, all_rules()) if config else Settings()
+            linter = self._linters[config] = Linter(settings)
+        return linter
+
+    def findings_in(self, path: str, code: CodeType | None = None) -> list[Finding]:
+        path = os.path.realpath(path)
+        if path in self.files:
+            return self.files[path]
+        findings: list[Finding] = []
+        self.files[path] = findings
+        try:
+            source = SourceFile.read(path)
+            linter = self._linter_for(path)
+        except (SourceError, ConfigError, OSError):
+            return findings
+        diagnostics, error = linter.lint_text(path, source.text, source.newline)
+        if error is not None:
+            self.errors.append(error)
+            return findings
+        spans = function_spans(source.text)
+        self._spans[path] = spans
+        for diagnostic in diagnostics:
+            span = innermost(spans, diagnostic.start.row)
+            findings.append(Finding(diagnostic, span, held_names(diagnostic, source.text, None)))
+        return findings
+
+    def watch_for(self, code: CodeType) -> Any:
+        """A FunctionWatch for this code object, or None when it has no findings."""
+        from lifetime_lint.runtime.profiling import FunctionWatch, Watch
+
+        if not self.scope.wants(code.co_filename):
+            return None
+        findings = self.findings_in(code.co_filename)
+        local_names = set(code.co_varnames) | set(code.co_cellvars)
+        watches = []
+        qualname = None
+        for finding in findings:
+            span = finding.function
+            if span is None or span.first_line != code.co_firstlineno:
+                continue
+            if code.co_name != span.qualname.rsplit(".", 1)[-1]:
+                continue  # a lambda or comprehension starting on the same line
+            qualname = span.qualname
+            names = tuple(n for n in finding.names if n in local_names)
+            finding.names = names
+            watches.append(Watch(finding.key, names))
+        if not watches:
+            return None
+        return FunctionWatch(
+            code.co_filename, code.co_firstlineno, qualname or code.co_name, watches
+        )
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class ProfileResult:
+    findings: list[Finding] = field(default_factory=list)
+    functions: list[dict[str, Any]] = field(default_factory=list)
+    device: str = "cpu"
+    exit_status: int = 0
+    error: str | None = None
+    seconds: float = 0.0
+
+
+def run_program(
+    target: str,
+    arguments: Sequence[str],
+    *,
+    module: bool = False,
+    scope: Scope,
+    device: str = "auto",
+    config: str | None = None,
+    isolated: bool = False,
+) -> ProfileResult:
+    """Run `target` (a script path, or a module with `module=True`) with tracing on."""
+    import torch
+
+    from lifetime_lint.runtime.profiling import Tracer, make_meter
+
+    index = FindingIndex(scope, config, isolated)
+    meter = make_meter(torch, device)
+    tracer = Tracer(torch, meter, (), resolve=index.watch_for)
+    result = ProfileResult(device=getattr(meter, "device_type", "cpu"))
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    started = time.perf_counter()
+    if module:
+        sys.argv = [target, *arguments]
+    else:
+        sys.argv = [target, *arguments]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+    tracer.start()
+    try:
+        if module:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as stop:
+        code = stop.code
+        result.exit_status = code if isinstance(code, int) else (0 if code is None else 1)
+    except BaseException as error:  # the program's own failure: still report what ran
+        result.exit_status = 1
+        result.error = f"{type(error).__name__}: {error}"
+    finally:
+        tracer.stop()
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    result.seconds = time.perf_counter() - started
+    records = {key[0:2]: record for key, record in tracer.records.items()}
+    by_key: dict[str, tuple[Any, int]] = {}
+    for record in records.values():
+        best = record.best
+        function = {
+            "filename": record.watch.filename,
+            "function": record.watch.qualname,
+            "calls": record.calls,
+            "peak_bytes": best.peak_bytes if best else 0,
+            "entry_bytes": best.entry_bytes if best else 0,
+            "peak_row": best.peak_row if best else 0,
+            "timeline": record.timeline,
+        }
+        result.functions.append(function)
+        for watch in record.watch.watches:
+            size = best.held.get(watch.key, 0) if best else 0
+            by_key[watch.key] = (function, size, record.largest_held.get(watch.key, 0))
+    for findings in index.files.values():
+        for finding in findings:
+            measured = by_key.get(finding.key)
+            if measured is not None:
+                function, size, largest = measured
+                finding.measured = {
+                    "bytes": size,
+                    "largest_bytes": largest,
+                    "peak_bytes": function["peak_bytes"],
+                    "peak_row": function["peak_row"],
+                    "calls": function["calls"],
+                    "names": list(finding.names),
+                }
+                finding.diagnostic.extra["measured"] = finding.measured
+            result.findings.append(finding)
+    result.findings.sort(
+        key=lambda f: (
+            f.measured is None,
+            -(f.measured or {}).get("bytes", 0),
+            f.diagnostic.sort_key(),
+        )
+    )
+    return result
+
+
+# -- reports -----------------------------------------------------------------------------------
+
+
+def render_text(result: ProfileResult, root: str) -> str:
+    lines = []
+    measured = [f for f in result.findings if f.measured is not None]
+    missing = [f for f in result.findings if f.measured is None]
+    lines.append(
+        f"Profiled on {result.device} in {result.seconds:.1f} s: {len(measured)} findings ran, "
+        f"{len(missing)} did not."
+    )
+    if measured:
+        lines.append("")
+        lines.append(f"{'bytes':>12}  {'of peak':>7}  {'calls':>5}  finding")
+        for finding in measured:
+            m = finding.measured or {}
+            share = (m["bytes"] / m["peak_bytes"] * 100) if m["peak_bytes"] else 0.0
+            d = finding.diagnostic
+            where = f"{os.path.relpath(d.path, root)}:{d.start.row}:{d.start.column}"
+            lines.append(
+                f"{format_bytes(m['bytes']):>12}  {share:6.1f}%  {m['calls']:>5}  "
+                f"{where}: {d.code} {d.message}"
+            )
+            lines.append(
+                f"{'':>12}  {'':>7}  {'':>5}  peak {format_bytes(m['peak_bytes'])} at line "
+                f"{m['peak_row']}; held: {', '.join(m['names']) or '(no local names)'}"
+            )
+    if missing:
+        lines.append("")
+        lines.append("Not executed:")
+        for finding in missing:
+            d = finding.diagnostic
+            lines.append(
+                f"  {os.path.relpath(d.path, root)}:{d.start.row}:{d.start.column}: {d.code} {d.message}"
+            )
+    if result.error:
+        lines.append("")
+        lines.append(f"The program raised {result.error}; the report covers what ran before.")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(result: ProfileResult) -> dict[str, Any]:
+    from lifetime_lint.reporters import diagnostic_to_json
+
+    items = []
+    for finding in result.findings:
+        item = diagnostic_to_json(finding.diagnostic)
+        item["measured"] = finding.measured
+        items.append(item)
+    return {
+        "version": PROFILE_FORMAT_VERSION,
+        "device": result.device,
+        "exit_status": result.exit_status,
+        "error": result.error,
+        "seconds": round(result.seconds, 3),
+        "findings": items,
+        "functions": result.functions,
+    }
+
+
+def save(result: ProfileResult, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(to_json(result), handle, indent=2)
+        handle.write("\n")
+
+
+def load_measurements(path: str) -> dict[tuple[str, int, str], dict[str, Any]]:
+    """A saved profile's measurements by (absolute file, row, code)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: not a saved profile ({error})") from None
+    if not isinstance(data, dict) or data.get("version") != PROFILE_FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: not a saved lifetime-lint profile (version {PROFILE_FORMAT_VERSION})"
+        )
+    found = {}
+    for item in data.get("findings", []):
+        if item.get("measured") is not None:
+            key = (os.path.abspath(item["filename"]), item["location"]["row"], item["code"])
+            found[key] = item["measured"]
+    return found
