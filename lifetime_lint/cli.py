@@ -426,6 +426,21 @@ if __name__ == "__main__":  # pragma: no cover
 @click.option("--save", "save_path", metavar="FILE", help="Write the measurements as JSON.")
 @click.option("--config", "config_path", metavar="FILE", help="Use this configuration file.")
 @click.option("--isolated", is_flag=True, help="Ignore configuration files.")
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="Run the program before and after --fix (on a temporary copy of the current folder) "
+    "and report each traced function's peak both ways.",
+)
+@click.option("--unsafe-fixes", is_flag=True, help="With --compare: apply unsafe fixes too.")
+@click.option(
+    "--check-output",
+    metavar="EXPR",
+    help="With --compare: an expression over the program's globals (e.g. `video`) whose value "
+    "must be bitwise equal before and after.",
+)
+@click.option("--dump-output", hidden=True, metavar="FILE")
+@click.option("--watch-functions", hidden=True, metavar="FILE")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
 def profile(
     module: str | None,
@@ -436,6 +451,11 @@ def profile(
     save_path: str | None,
     config_path: str | None,
     isolated: bool,
+    compare: bool,
+    unsafe_fixes: bool,
+    check_output: str | None,
+    dump_output: str | None,
+    watch_functions: str | None,
     program: tuple[str, ...],
 ) -> None:
     """Run SCRIPT [ARGS]... (or -m MODULE [ARGS]...) and report each finding's measured bytes.
@@ -450,6 +470,26 @@ def profile(
     if module is None and not os.path.isfile(target):
         raise click.UsageError(f"no such script: {target}")
     scope = profiling.Scope(os.getcwd(), include, exclude_globs)
+    if compare:
+        passed = ["--device", device] + [f"--include={g}" for g in include]
+        passed += [f"--exclude={g}" for g in exclude_globs]
+        passed += ["--isolated"] if isolated else []
+        passed += ["--config", os.path.abspath(config_path)] if config_path else []
+        comparison = profiling.compare(
+            target,
+            arguments,
+            module=module is not None,
+            root=os.getcwd(),
+            profile_args=passed,
+            check_output=check_output,
+            unsafe_fixes=unsafe_fixes,
+        )
+        click.echo(profiling.render_comparison(comparison), nl=False)
+        sys.exit(1 if comparison.outputs_equal is False else 0)
+    also_watch: list[tuple[str, str]] = []
+    if watch_functions:
+        with open(watch_functions, encoding="utf-8") as handle:
+            also_watch = [(file, name) for file, name in json.load(handle)]
     try:
         result = profiling.run_program(
             target,
@@ -459,6 +499,7 @@ def profile(
             device=device,
             config=config_path,
             isolated=isolated,
+            also_watch=also_watch,
         )
     except ImportError as error:
         click.echo(
@@ -470,6 +511,8 @@ def profile(
         sys.exit(2)
     if save_path:
         profiling.save(result, save_path)
+    if check_output and dump_output:
+        profiling.dump_output(result, check_output, dump_output)
     if output_format == "json":
         click.echo(json.dumps(profiling.to_json(result), indent=2))
     else:

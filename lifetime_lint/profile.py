@@ -172,8 +172,19 @@ def held_names(diagnostic: Diagnostic, text: str, local_names: set[str] | None) 
 class FindingIndex:
     """Lints in-scope files on first use and answers, per code object, which findings to watch."""
 
-    def __init__(self, scope: Scope, config: str | None, isolated: bool) -> None:
+    def __init__(
+        self,
+        scope: Scope,
+        config: str | None,
+        isolated: bool,
+        also_watch: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """`also_watch`: (file relative to the scope's root, qualified name) of functions to
+        trace even without findings (`--compare` traces the same functions after `--fix`)."""
         self.scope = scope
+        self.also_watch = {
+            (os.path.realpath(os.path.join(scope.root, file)), name) for file, name in also_watch
+        }
         self.config = config
         self.isolated = isolated
         self.files: dict[str, list[Finding]] = {}
@@ -202,12 +213,12 @@ class FindingIndex:
             linter = self._linter_for(path)
         except (SourceError, ConfigError, OSError):
             return findings
+        spans = function_spans(source.text)
+        self._spans[path] = spans
         diagnostics, error = linter.lint_text(path, source.text, source.newline)
         if error is not None:
             self.errors.append(error)
             return findings
-        spans = function_spans(source.text)
-        self._spans[path] = spans
         for diagnostic in diagnostics:
             span = innermost(spans, diagnostic.start.row)
             findings.append(Finding(diagnostic, span, held_names(diagnostic, source.text, None)))
@@ -234,9 +245,21 @@ class FindingIndex:
             finding.names = names
             watches.append(Watch(finding.key, names))
         if not watches:
+            if not self.also_watch:
+                return None
+            path = os.path.realpath(code.co_filename)
+            for span in self._spans.get(path, ()):
+                if (
+                    span.first_line == code.co_firstlineno
+                    and (path, span.qualname) in self.also_watch
+                ):
+                    return FunctionWatch(path, code.co_firstlineno, span.qualname, [])
             return None
         return FunctionWatch(
-            code.co_filename, code.co_firstlineno, qualname or code.co_name, watches
+            os.path.realpath(code.co_filename),
+            code.co_firstlineno,
+            qualname or code.co_name,
+            watches,
         )
 
 
@@ -251,6 +274,7 @@ class ProfileResult:
     exit_status: int = 0
     error: str | None = None
     seconds: float = 0.0
+    namespace: dict[str, Any] = field(default_factory=dict)  # the program's __main__ globals
 
 
 def run_program(
@@ -262,13 +286,14 @@ def run_program(
     device: str = "auto",
     config: str | None = None,
     isolated: bool = False,
+    also_watch: Sequence[tuple[str, str]] = (),
 ) -> ProfileResult:
     """Run `target` (a script path, or a module with `module=True`) with tracing on."""
     import torch
 
     from lifetime_lint.runtime.profiling import Tracer, make_meter
 
-    index = FindingIndex(scope, config, isolated)
+    index = FindingIndex(scope, config, isolated, also_watch)
     meter = make_meter(torch, device)
     tracer = Tracer(torch, meter, (), resolve=index.watch_for)
     result = ProfileResult(device=getattr(meter, "device_type", "cpu"))
@@ -282,9 +307,9 @@ def run_program(
     tracer.start()
     try:
         if module:
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
+            result.namespace = runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
-            runpy.run_path(target, run_name="__main__")
+            result.namespace = runpy.run_path(target, run_name="__main__")
     except SystemExit as stop:
         code = stop.code
         result.exit_status = code if isinstance(code, int) else (0 if code is None else 1)
@@ -420,3 +445,168 @@ def load_measurements(path: str) -> dict[tuple[str, int, str], dict[str, Any]]:
             key = (os.path.abspath(item["filename"]), item["location"]["row"], item["code"])
             found[key] = item["measured"]
     return found
+
+
+# -- before and after --fix ------------------------------------------------------------------------
+
+
+def dump_output(result: ProfileResult, expression: str, path: str) -> None:
+    """Evaluate `expression` in the finished program's globals and save it with torch."""
+    import torch
+
+    value = eval(expression, result.namespace)  # the user's own expression over their program
+    torch.save(value, path)
+
+
+def outputs_equal(before: Any, after: Any) -> bool:
+    """Bitwise equality of saved outputs: tensors by value, dtype and shape; containers item by item."""
+    import torch
+
+    if isinstance(before, torch.Tensor) or isinstance(after, torch.Tensor):
+        return (
+            isinstance(before, torch.Tensor)
+            and isinstance(after, torch.Tensor)
+            and before.dtype == after.dtype
+            and before.shape == after.shape
+            and bool(torch.equal(before, after))
+        )
+    if isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)):
+        return len(before) == len(after) and all(map(outputs_equal, before, after))
+    if isinstance(before, dict) and isinstance(after, dict):
+        return before.keys() == after.keys() and all(
+            outputs_equal(before[k], after[k]) for k in before
+        )
+    return bool(before == after)
+
+
+@dataclass
+class Comparison:
+    before: dict[str, Any]
+    after: dict[str, Any]
+    fixed_files: list[str]
+    fixes_applied: int
+    outputs_equal: bool | None  # None: no --check-output given
+
+
+def compare(
+    target: str,
+    arguments: Sequence[str],
+    *,
+    module: bool,
+    root: str,
+    profile_args: Sequence[str],
+    check_output: str | None,
+    unsafe_fixes: bool = False,
+) -> Comparison:
+    """Run the program as it is and after `--fix` of the files it ran, each in a fresh
+    interpreter, on a temporary copy of `root`; the original tree is never written."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    import torch
+
+    from lifetime_lint.engine import FixMode
+
+    work = tempfile.mkdtemp(prefix="lifetime-lint-compare-")
+    try:
+        runs = {}
+        copies = {}
+        for label in ("before", "after"):
+            copy = os.path.join(work, label)
+            shutil.copytree(
+                root, copy, symlinks=True, ignore=shutil.ignore_patterns(".git", "__pycache__")
+            )
+            copies[label] = copy
+        saved = {label: os.path.join(work, f"{label}.json") for label in copies}
+        outputs = {label: os.path.join(work, f"{label}.pt") for label in copies}
+
+        def run(label: str) -> dict[str, Any]:
+            copy = copies[label]
+            relative_target = target if module else os.path.relpath(os.path.abspath(target), root)
+            command = [sys.executable, "-m", "lifetime_lint", "profile", *profile_args]
+            command += ["--save", saved[label]]
+            if label == "after":
+                command += ["--watch-functions", watch_file]
+            if check_output:
+                command += ["--check-output", check_output, "--dump-output", outputs[label]]
+            command += ["-m", relative_target] if module else [relative_target]
+            command += list(arguments)
+            subprocess.run(command, cwd=copy, check=False, stdout=subprocess.DEVNULL)
+            with open(saved[label], encoding="utf-8") as handle:
+                return json.load(handle)
+
+        watch_file = os.path.join(work, "watch.json")
+        runs["before"] = run("before")
+        with open(watch_file, "w", encoding="utf-8") as handle:
+            json.dump(
+                [
+                    [os.path.relpath(f["filename"], copies["before"]), f["function"]]
+                    for f in runs["before"]["functions"]
+                ],
+                handle,
+            )
+        executed = sorted({item["filename"] for item in runs["before"]["findings"]})
+        fixed_files, fixes_applied = [], 0
+        mode = FixMode(apply=True, unsafe=unsafe_fixes)
+        for original in executed:
+            relative = os.path.relpath(original, copies["before"])
+            if relative.startswith(os.pardir):
+                continue  # outside the copied tree (an --include of installed code)
+            path = os.path.join(copies["after"], relative)
+            index = FindingIndex(Scope(copies["after"]), None, False)
+            result = index._linter_for(path).check_file(path, mode)
+            if result.fixes_applied:
+                fixed_files.append(relative)
+                fixes_applied += result.fixes_applied
+        runs["after"] = run("after")
+        equal = None
+        if check_output:
+            before = torch.load(outputs["before"], weights_only=False)
+            after = torch.load(outputs["after"], weights_only=False)
+            equal = outputs_equal(before, after)
+        return Comparison(runs["before"], runs["after"], fixed_files, fixes_applied, equal)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def render_comparison(comparison: Comparison) -> str:
+    def by_function(run: dict[str, Any], root: str) -> dict[tuple[str, str], int]:
+        return {
+            (os.path.relpath(f["filename"], root), f["function"]): f["peak_bytes"]
+            - f["entry_bytes"]
+            for f in run["functions"]
+            if f["calls"]
+        }
+
+    before = by_function(comparison.before, _common_root(comparison.before))
+    after = by_function(comparison.after, _common_root(comparison.after))
+    lines = [
+        f"--fix applied {comparison.fixes_applied} fixes in {len(comparison.fixed_files)} files: "
+        + (", ".join(comparison.fixed_files) or "none"),
+        "",
+        f"{'peak before':>12}  {'peak after':>12}  {'change':>8}  function (peak above its entry)",
+    ]
+    for key in sorted(before.keys() | after.keys()):
+        old, new = before.get(key), after.get(key)
+        if old is None or new is None:
+            change = "n/a"
+        else:
+            change = f"{(new - old) / old * 100:+.1f}%" if old else f"{new - old:+d} B"
+        lines.append(
+            f"{format_bytes(old) if old is not None else '-':>12}  "
+            f"{format_bytes(new) if new is not None else '-':>12}  {change:>8}  {key[0]}: {key[1]}"
+        )
+    if comparison.outputs_equal is not None:
+        lines.append("")
+        lines.append(
+            "Outputs are bitwise equal."
+            if comparison.outputs_equal
+            else "Outputs DIFFER between the run before and the run after --fix."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _common_root(run: dict[str, Any]) -> str:
+    folders = [os.path.dirname(f["filename"]) for f in run["functions"]]
+    return os.path.commonpath(folders) if folders else os.getcwd()

@@ -255,3 +255,25 @@ def test_usage_errors(tmp_path: Path) -> None:
     )
     assert completed.returncode == 2
     assert "no such script" in completed.stderr
+
+
+def test_compare_runs_before_and_after_fix_on_a_copy(tmp_path: Path) -> None:
+    script = tmp_path / "program.py"
+    source = textwrap.dedent(PIPELINE).replace(
+        "    Pipeline()(16 * 1024 * 1024)", "    image = Pipeline()(16 * 1024 * 1024)"
+    )
+    script.write_text(source, encoding="utf-8")
+    completed = subprocess.run(
+        [sys.executable, "-m", "lifetime_lint", "profile", "--device", "cpu", "--compare",
+         "--check-output", "image", str(script.name)],
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert script.read_text(encoding="utf-8") == source  # the original is never written
+    assert "--fix applied 1 fixes in 1 files: program.py" in completed.stdout
+    # The measured 64 MiB of conditioning is exactly what the fix takes off the peak.
+    assert "384.0 MiB     320.0 MiB    -16.7%  program.py: Pipeline.__call__" in completed.stdout
+    assert "Outputs are bitwise equal." in completed.stdout
