@@ -273,7 +273,8 @@ def test_compare_runs_before_and_after_fix_on_a_copy(tmp_path: Path) -> None:
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     assert script.read_text(encoding="utf-8") == source  # the original is never written
-    assert "--fix applied 1 fixes in 1 files: program.py" in completed.stdout
+    # Both findings of the file it ran are fixed, the one in `never_called` too.
+    assert "--fix applied 2 fixes in 1 files: program.py" in completed.stdout
     # The measured 64 MiB of conditioning is exactly what the fix takes off the peak.
     assert "384.0 MiB     320.0 MiB    -16.7%  program.py: Pipeline.__call__" in completed.stdout
     assert "Outputs are bitwise equal." in completed.stdout
