@@ -424,6 +424,12 @@ if __name__ == "__main__":  # pragma: no cover
     show_default=True,
 )
 @click.option("--save", "save_path", metavar="FILE", help="Write the measurements as JSON.")
+@click.option(
+    "--html",
+    "html_path",
+    metavar="FILE",
+    help="Write a self-contained page with a memory timeline per function.",
+)
 @click.option("--config", "config_path", metavar="FILE", help="Use this configuration file.")
 @click.option("--isolated", is_flag=True, help="Ignore configuration files.")
 @click.option(
@@ -449,6 +455,7 @@ def profile(
     device: str,
     output_format: str,
     save_path: str | None,
+    html_path: str | None,
     config_path: str | None,
     isolated: bool,
     compare: bool,
@@ -511,6 +518,9 @@ def profile(
         sys.exit(2)
     if save_path:
         profiling.save(result, save_path)
+    if html_path:
+        with open(html_path, "w", encoding="utf-8") as handle:
+            handle.write(profiling.render_html(result, os.getcwd()))
     if check_output and dump_output:
         profiling.dump_output(result, check_output, dump_output)
     if output_format == "json":

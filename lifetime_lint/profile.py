@@ -610,3 +610,120 @@ def render_comparison(comparison: Comparison) -> str:
 def _common_root(run: dict[str, Any]) -> str:
     folders = [os.path.dirname(f["filename"]) for f in run["functions"]]
     return os.path.commonpath(folders) if folders else os.getcwd()
+
+
+# -- the picture -------------------------------------------------------------------------------
+
+_CHART_WIDTH, _CHART_HEIGHT, _MARGIN = 720, 220, 56
+
+
+def render_html(result: ProfileResult, root: str) -> str:
+    """One self-contained page: per profiled function, allocated memory over the lines of its
+    largest run, the peak marked, and each finding's bytes stacked at that peak, linked to the
+    source line and the rule's documentation. No script, no network."""
+    import html
+
+    from lifetime_lint.reporters import rule_url
+
+    by_function: dict[tuple[str, int], list[Finding]] = {}
+    for finding in result.findings:
+        if finding.measured is not None and finding.function is not None:
+            key = (os.path.realpath(finding.diagnostic.path), finding.function.first_line)
+            by_function.setdefault(key, []).append(finding)
+    sections = []
+    palette = ["#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+    for function in sorted(result.functions, key=lambda f: -f["peak_bytes"]):
+        timeline = function["timeline"]
+        if not function["calls"] or not timeline:
+            continue
+        path = os.path.realpath(function["filename"])
+        findings = [
+            f
+            for (file, _), items in by_function.items()
+            if file == path
+            for f in items
+            if f.function is not None and f.function.qualname == function["function"]
+        ]
+        top = max(max(b for _, b in timeline), 1)
+        step = (_CHART_WIDTH - 2 * _MARGIN) / max(len(timeline) - 1, 1)
+
+        def x(index: int, step: float = step) -> float:
+            return _MARGIN + index * step
+
+        def y(value: float, top: float = top) -> float:
+            return _CHART_HEIGHT - 24 - (value / top) * (_CHART_HEIGHT - 48)
+
+        points = " ".join(f"{x(i):.1f},{y(b):.1f}" for i, (_, b) in enumerate(timeline))
+        peak_index = max(range(len(timeline)), key=lambda i: timeline[i][1])
+        bars = []
+        base = 0.0
+        legend = []
+        for number, finding in enumerate(findings):
+            size = (finding.measured or {}).get("bytes", 0)
+            color = palette[number % len(palette)]
+            if size:
+                bars.append(
+                    f'<rect class="held" data-finding="{html.escape(finding.key)}" '
+                    f'x="{x(peak_index) - 7:.1f}" y="{y(base + size):.1f}" width="14" '
+                    f'height="{max(y(base) - y(base + size), 1):.1f}" fill="{color}">'
+                    f"<title>{html.escape(finding.diagnostic.code)}: {format_bytes(size)}</title></rect>"
+                )
+                base += size
+            d = finding.diagnostic
+            location = f"{os.path.relpath(d.path, root)}:{d.start.row}"
+            legend.append(
+                f'<li><span class="swatch" style="background:{color}"></span>'
+                f'<a href="file://{html.escape(os.path.realpath(d.path))}#L{d.start.row}">'
+                f"{html.escape(location)}</a> "
+                f'<a href="{html.escape(rule_url(d.code, d.name))}">{html.escape(d.code)}</a> '
+                f"<b>{format_bytes(size)}</b> held at the peak: {html.escape(d.message)}</li>"
+            )
+        labels = "".join(
+            f'<text x="{x(i):.1f}" y="{_CHART_HEIGHT - 6}" class="tick">{row}</text>'
+            for i, (row, _) in enumerate(timeline)
+            if len(timeline) <= 40 or i % max(len(timeline) // 40, 1) == 0
+        )
+        title = f"{os.path.relpath(path, root)}: {function['function']}"
+        sections.append(
+            f"<section><h2>{html.escape(title)}</h2>"
+            f"<p>{function['calls']} call(s); largest run's peak "
+            f"<b>{format_bytes(function['peak_bytes'])}</b> at line {function['peak_row']} "
+            f"(entered at {format_bytes(function['entry_bytes'])}).</p>"
+            f'<svg width="{_CHART_WIDTH}" height="{_CHART_HEIGHT}" role="img" '
+            f'aria-label="allocated memory over the lines of {html.escape(title)}">'
+            f'<text x="4" y="16" class="tick">{format_bytes(top)}</text>'
+            f'<line x1="{_MARGIN}" y1="{y(0):.1f}" x2="{_CHART_WIDTH - _MARGIN}" y2="{y(0):.1f}" class="axis"/>'
+            f'<polyline class="timeline" points="{points}"/>'
+            f'<circle class="peak" cx="{x(peak_index):.1f}" cy="{y(timeline[peak_index][1]):.1f}" r="5">'
+            f"<title>peak {format_bytes(function['peak_bytes'])} at line {function['peak_row']}</title></circle>"
+            + "".join(bars)
+            + labels
+            + "</svg><ul>"
+            + "".join(legend)
+            + "</ul></section>"
+        )
+    not_run = [f for f in result.findings if f.measured is None]
+    if not_run:
+        items = "".join(
+            f"<li>{html.escape(os.path.relpath(f.diagnostic.path, root))}:{f.diagnostic.start.row} "
+            f"{html.escape(f.diagnostic.code)} {html.escape(f.diagnostic.message)}</li>"
+            for f in not_run
+        )
+        sections.append(f"<section><h2>Not executed</h2><ul>{items}</ul></section>")
+    style = (
+        "body{font:14px system-ui,sans-serif;margin:24px;color:#222}"
+        "h1{font-size:20px}h2{font-size:16px;margin-top:28px}"
+        ".timeline{fill:none;stroke:#1f77b4;stroke-width:2}.axis{stroke:#999}"
+        ".peak{fill:#1f77b4}.tick{font-size:10px;fill:#555}"
+        ".swatch{display:inline-block;width:10px;height:10px;margin-right:6px}"
+        "ul{padding-left:18px}li{margin:4px 0}"
+    )
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        "<title>lifetime-lint profile</title>"
+        f"<style>{style}</style></head><body><h1>lifetime-lint profile</h1>"
+        f"<p>Measured on {html.escape(result.device)} in {result.seconds:.1f} s. Each chart is the "
+        "peak of allocated memory during each line of the function's largest run (the calls a line "
+        "makes included), from zero at the axis; the bars at the peak are the bytes each "
+        "finding's names alone held there.</p>" + "".join(sections) + "</body></html>\n"
+    )

@@ -278,3 +278,93 @@ def test_compare_runs_before_and_after_fix_on_a_copy(tmp_path: Path) -> None:
     # The measured 64 MiB of conditioning is exactly what the fix takes off the peak.
     assert "384.0 MiB     320.0 MiB    -16.7%  program.py: Pipeline.__call__" in completed.stdout
     assert "Outputs are bitwise equal." in completed.stdout
+
+
+def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """Decode an 8-bit RGB/RGBA PNG (what Chromium writes) into rows of pixel bytes."""
+    import struct
+    import zlib
+
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    position, chunks, header = 8, [], None
+    while position < len(data):
+        (length,) = struct.unpack(">I", data[position : position + 4])
+        kind = data[position + 4 : position + 8]
+        body = data[position + 8 : position + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            chunks.append(body)
+        position += 12 + length
+    assert header is not None
+    width, height, depth, color, *_ = header
+    assert depth == 8 and color in (2, 6)
+    channels = 3 if color == 2 else 4
+    raw = zlib.decompress(b"".join(chunks))
+    stride = width * channels
+    rows, previous = [], bytearray(stride)
+    for row_index in range(height):
+        start = row_index * (stride + 1)
+        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
+        for i in range(stride):
+            left = line[i - channels] if i >= channels else 0
+            up = previous[i]
+            corner = previous[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + up) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                predictor = left if pa <= pb and pa <= pc else (up if pb <= pc else corner)
+                line[i] = (line[i] + predictor) & 0xFF
+        rows.append(
+            bytes(line)
+            if channels == 3
+            else bytes(b for j in range(0, stride, 4) for b in line[j : j + 3])
+        )
+        previous = line
+    return width, height, rows
+
+
+def test_html_page_draws_the_timeline_and_the_held_bytes(tmp_path: Path) -> None:
+    import shutil
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    script = tmp_path / "program.py"
+    script.write_text(textwrap.dedent(TILES), encoding="utf-8")
+    page = tmp_path / "profile.html"
+    subprocess.run(
+        [sys.executable, "-m", "lifetime_lint", "profile", "--device", "cpu", "--html", str(page),
+         script.name],
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    text = page.read_text(encoding="utf-8")
+    assert "http" not in text.split("<body>")[0]  # nothing fetched: styles are inline
+    assert "<script" not in text
+    assert text.count('<polyline class="timeline"') == 2
+    assert text.count('class="held"') == 2
+    assert "56.0 MiB" in text and "64.0 MiB" in text
+    if browser is None:
+        pytest.skip("no Chromium on this machine: the page was checked as text only")
+    shot = tmp_path / "shot.png"
+    profile_dir = tmp_path / "chromium-profile"
+    subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={profile_dir}", f"--screenshot={shot}", "--window-size=800,1000",
+         page.as_uri()],
+        capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert shot.exists(), "Chromium wrote no screenshot"
+    _, _, rows = _png_pixels(shot.read_bytes())
+
+    def count(color: tuple[int, int, int]) -> int:
+        target = bytes(color)
+        return sum(1 for row in rows for i in range(0, len(row), 3) if row[i : i + 3] == target)
+
+    assert count((0x1F, 0x77, 0xB4)) > 500  # the timelines and peak markers were drawn
+    assert count((0xD6, 0x27, 0x28)) > 200  # the held-bytes bars at the peaks were drawn
