@@ -123,6 +123,20 @@ class Finding:
         return f"{os.path.abspath(d.path)}:{d.start.row}:{d.start.column}:{d.code}"
 
 
+def _functions(module: Any) -> list[Any]:
+    """Every FunctionDef in a LibCST module, outer ones first."""
+    import libcst as cst
+
+    found: list[Any] = []
+
+    class Collect(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            found.append(node)
+
+    module.visit(Collect())
+    return found
+
+
 def function_spans(text: str) -> list[FunctionSpan]:
     """Every function of a module with the line its code object starts at."""
     try:
@@ -224,6 +238,63 @@ class FindingIndex:
             findings.append(Finding(diagnostic, span, held_names(diagnostic, source.text, None)))
         return findings
 
+    def dead_names(
+        self, path: str, first_line: int, covered: set[str]
+    ) -> dict[int, tuple[str, ...]]:
+        """Row -> locals that may be bound there but are dead (read on no path from there),
+        other than `covered`: what a run can show the rules missed. Empty when the function
+        cannot be analysed."""
+        import libcst as cst
+
+        from lifetime_lint.analysis import build, solve
+        from lifetime_lint.analysis.cfg import TooLarge
+        from lifetime_lint.rule import FileContext
+
+        try:
+            source = SourceFile.read(path)
+            module = cst.parse_module(source.text)
+        except (SourceError, cst.ParserSyntaxError, RecursionError):
+            return {}
+        context = FileContext(path, source.text, module, source.newline, Settings())
+        target = None
+        for node in _functions(module):
+            position = context.position(node)
+            first = min(
+                [position.start.line] + [context.position(d).start.line for d in node.decorators]
+            )
+            if first == first_line:
+                target = node
+                break
+        if target is None:
+            return {}
+        try:
+            graph = build(target)
+        except TooLarge:
+            return {}
+        flow = solve(graph)
+        dead_by_row: dict[int, tuple[str, ...]] = {}
+        for node in graph.nodes:
+            if node.statement is None or node.kind not in ("small", "if", "for", "while", "with"):
+                continue
+            row = context.position(node.statement).start.line
+            if row in dead_by_row:
+                continue
+            live = flow.live_in[node.index]
+            names = []
+            for name in graph.names:
+                if name in covered or name in graph.parameters or flow.name_bit(name) & live:
+                    continue
+                bound = [
+                    site
+                    for site in flow.reaching(flow.reach_in[node.index], name)
+                    if site.kind not in ("unbound", "deleted")
+                ]
+                if bound:
+                    names.append(name)
+            if names:
+                dead_by_row[row] = tuple(names)
+        return dead_by_row
+
     def watch_for(self, code: CodeType) -> Any:
         """A FunctionWatch for this code object, or None when it has no findings."""
         from lifetime_lint.runtime.profiling import FunctionWatch, Watch
@@ -244,6 +315,11 @@ class FindingIndex:
             names = tuple(n for n in finding.names if n in local_names)
             finding.names = names
             watches.append(Watch(finding.key, names))
+        if watches:
+            path = os.path.realpath(code.co_filename)
+            covered = {name for watch in watches for name in watch.names}
+            dead = self.dead_names(path, code.co_firstlineno, covered)
+            return FunctionWatch(path, code.co_firstlineno, qualname or code.co_name, watches, dead)
         if not watches:
             if not self.also_watch:
                 return None
@@ -275,6 +351,7 @@ class ProfileResult:
     error: str | None = None
     seconds: float = 0.0
     namespace: dict[str, Any] = field(default_factory=dict)  # the program's __main__ globals
+    missed: list[dict[str, Any]] = field(default_factory=list)  # dead, no finding, measured
 
 
 def run_program(
@@ -291,7 +368,7 @@ def run_program(
     """Run `target` (a script path, or a module with `module=True`) with tracing on."""
     import torch
 
-    from lifetime_lint.runtime.profiling import Tracer, make_meter
+    from lifetime_lint.runtime.profiling import MISSED_PREFIX, Tracer, make_meter
 
     index = FindingIndex(scope, config, isolated, also_watch)
     meter = make_meter(torch, device)
@@ -337,6 +414,17 @@ def run_program(
         for watch in record.watch.watches:
             size = best.held.get(watch.key, 0) if best else 0
             by_key[watch.key] = (function, size, record.largest_held.get(watch.key, 0))
+        for key, size in (best.held if best else {}).items():
+            if key.startswith(MISSED_PREFIX) and size:
+                result.missed.append(
+                    {
+                        "filename": record.watch.filename,
+                        "function": record.watch.qualname,
+                        "name": key[len(MISSED_PREFIX) :],
+                        "row": best.peak_row if best else 0,
+                        "bytes": size,
+                    }
+                )
     for findings in index.files.values():
         for finding in findings:
             measured = by_key.get(finding.key)
@@ -389,6 +477,14 @@ def render_text(result: ProfileResult, root: str) -> str:
                 f"{'':>12}  {'':>7}  {'':>5}  peak {format_bytes(m['peak_bytes'])} at line "
                 f"{m['peak_row']}; held: {', '.join(m['names']) or '(no local names)'}"
             )
+    if result.missed:
+        lines.append("")
+        lines.append("Dead at a function's peak with no finding (what the rules missed):")
+        for item in sorted(result.missed, key=lambda m: -m["bytes"]):
+            lines.append(
+                f"{format_bytes(item['bytes']):>12}  {os.path.relpath(item['filename'], root)}:"
+                f"{item['row']}: `{item['name']}` in {item['function']} is dead here and still bound"
+            )
     if missing:
         lines.append("")
         lines.append("Not executed:")
@@ -419,6 +515,7 @@ def to_json(result: ProfileResult) -> dict[str, Any]:
         "seconds": round(result.seconds, 3),
         "findings": items,
         "functions": result.functions,
+        "missed": result.missed,
     }
 
 

@@ -132,6 +132,8 @@ def make_meter(torch: Any, device: str = "auto") -> AcceleratorMeter | StorageMe
 
 # -- what is traced ---------------------------------------------------------------------------
 
+MISSED_PREFIX = "missed:"  # snapshot keys of dead names that no finding covers
+
 
 @dataclass
 class Watch:
@@ -149,6 +151,9 @@ class FunctionWatch:
     first_line: int
     qualname: str
     watches: list[Watch] = field(default_factory=list)
+    # Row -> local names that static liveness says are dead there and no finding covers:
+    # measured too, so a run shows what the rules missed.
+    dead_by_row: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -301,6 +306,9 @@ class Tracer:
     # -- bytes a finding holds -----------------------------------------------------------
     def _held(self, frame: FrameType, active: _Active) -> dict[str, int]:
         watches = active.record.watch.watches
+        dead = active.record.watch.dead_by_row.get(frame.f_lineno, ())
+        if dead:
+            watches = [*watches, *(Watch(MISSED_PREFIX + name, (name,)) for name in dead)]
         if not watches:
             return {}
         local_values = frame.f_locals

@@ -368,3 +368,49 @@ def test_html_page_draws_the_timeline_and_the_held_bytes(tmp_path: Path) -> None
 
     assert count((0x1F, 0x77, 0xB4)) > 500  # the timelines and peak markers were drawn
     assert count((0xD6, 0x27, 0x28)) > 200  # the held-bytes bars at the peaks were drawn
+
+
+MISSED = """
+import torch
+
+
+class Heavy(torch.nn.Module):
+    def forward(self, x):
+        return x.repeat(3)
+
+
+class Runner:
+    def __init__(self):
+        self.model = Heavy()
+
+    def run(self, n):
+        cond = torch.ones(n)
+        latents = cond * 2
+        mask = torch.ones(2 * n)
+        scale = float(mask.mean())
+        out = self.model(latents) * scale
+        return out
+
+
+if __name__ == "__main__":
+    Runner().run(1024 * 1024)
+"""
+
+
+def test_dead_tensors_without_a_finding_are_reported_as_missed(tmp_path: Path) -> None:
+    completed, data = profile(tmp_path, MISSED)
+    found = {item["name"]: item for item in data["missed"]}
+    # Whatever LL001 reports in `run`, every dead tensor it does not report is measured here,
+    # and names it does report are never listed twice.
+    reported = {
+        name for item in data["findings"] for name in (item["measured"] or {}).get("names", [])
+    }
+    assert reported, data["findings"]
+    for name, size in (("cond", 4 * MIB), ("mask", 8 * MIB)):
+        if name not in reported:
+            assert found[name]["bytes"] == pytest.approx(size, rel=0.05)
+            assert found[name]["function"] == "Runner.run"
+    assert not reported & set(found)
+    assert set(found) | reported >= {"cond", "mask"}  # each dead tensor is one or the other
+    if found:
+        assert "what the rules missed" in completed.stdout
