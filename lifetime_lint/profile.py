@@ -398,7 +398,7 @@ def run_program(
         sys.argv, sys.path[:] = saved_argv, saved_path
     result.seconds = time.perf_counter() - started
     records = {key[0:2]: record for key, record in tracer.records.items()}
-    by_key: dict[str, tuple[Any, int]] = {}
+    by_key: dict[str, tuple[dict[str, Any], int, int]] = {}
     for record in records.values():
         best = record.best
         function = {

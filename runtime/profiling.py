@@ -228,7 +228,7 @@ class Tracer:
 
     def stop(self) -> None:
         sys.settrace(self._previous)
-        threading.settrace(self._previous)  # type: ignore[arg-type]
+        threading.settrace(self._previous)
         while self._stack:  # frames left by an exception that escaped the program
             self._finish(self._stack[-1])
         self.meter.close()
