@@ -615,7 +615,8 @@ def _report(results: list[FileResult], rules: Sequence[RuleInfo], run: Run) -> i
     out = run.output
 
     def emit(text: str, err: bool = False) -> None:
-        click.echo(text, file=sys.stderr if err else out, nl=False)
+        # click strips ANSI codes from a stream that is not a terminal unless told not to.
+        click.echo(text, file=sys.stderr if err else out, nl=False, color=run.color or None)
 
     if run.statistics:
         # Counts only, of the findings as found: the same tree gives the same table under

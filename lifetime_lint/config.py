@@ -202,6 +202,8 @@ def read_toml(path: str) -> tuple[dict[str, Any], str]:
         if line is None:
             found = re.search(r"\(at line (\d+), column \d+\)", message)
             line = int(found.group(1)) if found else None
+        if line is None and "end of document" in message:
+            line = max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
         where = f"{path}:{line}" if line else path
         raise ConfigError(f"{where}: invalid TOML: {message}") from None
 
@@ -374,7 +376,7 @@ def _selectors(values: Sequence[str], known_codes: Sequence[str], path: list[str
     try:
         validate_selectors(values, known_codes, "")
     except ConfigError as error:
-        raise _KeyError(path, f"{error}") from None
+        raise _KeyError(path, f": {error}") from None
 
 
 def _check_type(value: Any, expected: type, path: list[str]) -> Any:
