@@ -13,7 +13,6 @@ A run answered entirely from the cache imports neither LibCST nor the rules (see
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import sys
@@ -65,6 +64,8 @@ class _DefaultToCheck(click.Group):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
             word = args[0]
             if _looks_like_command(word) and not os.path.lexists(word):
+                import difflib  # only for this message: not on every run's import path
+
                 close = difflib.get_close_matches(word, list(self.commands), n=1, cutoff=0.5)
                 if not close and word.rstrip("s") in self.commands:
                     close = [word.rstrip("s")]

@@ -17,7 +17,6 @@ selector wins (an ignore wins a tie).
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import os
 import re
@@ -392,6 +391,8 @@ def _check_type(value: Any, expected: type, path: list[str]) -> Any:
 
 
 def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    import difflib  # only for error messages: not on every run's import path
+
     close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
