@@ -133,7 +133,7 @@ def _read_json(path: str) -> Any:
         return None
 
 
-def _write_json(path: str, value: Any, root: str) -> None:
+def _write_json(path: str, value: Any, root: str | None) -> None:
     try:
         data = json.dumps(value, separators=(",", ":")).encode()
     except (TypeError, ValueError):
@@ -153,7 +153,7 @@ def _settings_from_json(value: Any) -> Settings | None:
         return None  # written by another version of Settings
     try:
         settings = Settings(**value)
-        settings.target_torch_version = tuple(value["target_torch_version"] or DEFAULT_TARGET_TORCH)  # type: ignore[assignment]
+        settings.target_torch_version = tuple(value["target_torch_version"] or DEFAULT_TARGET_TORCH)
     except TypeError:
         return None
     return settings

@@ -23,7 +23,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -48,11 +48,25 @@ DEFAULT_EXCLUDE = (
 DEFAULT_TARGET_TORCH = (2, 6)  # the first release with torch.accelerator
 
 
+class RuleLike(Protocol):
+    """A rule class, or its `catalog.RuleInfo` (what selection and caching need)."""
+
+    @property
+    def code(self) -> str: ...
+
+    def option_defaults(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=RuleLike)
+
+
 class ConfigError(Exception):
     """Bad configuration or bad command-line selection; exit code 2."""
 
 
-# key -> (type, description). Other modules extend this table with their own settings.
+# key -> (type, description). Adding a setting is one entry here: its value, checked for
+# type, lands in `Settings.extra[key]` (and in the cache key); a check of the value beyond
+# its type goes in KEY_VALIDATORS (returns an error message, or None).
 GLOBAL_KEYS: dict[str, tuple[type, str]] = {
     "select": (list, "rule codes or prefixes to enable (default: all)"),
     "extend-select": (list, "rule codes or prefixes to enable in addition to `select`"),
@@ -64,6 +78,9 @@ GLOBAL_KEYS: dict[str, tuple[type, str]] = {
     "cache-dir": (str, "where the result cache lives, relative to the config file's folder"),
     "respect-gitignore": (bool, "skip files ignored by git (.gitignore, info/exclude, global)"),
 }
+
+
+KEY_VALIDATORS: dict[str, Callable[[Any], str | None]] = {}
 
 
 @dataclass
@@ -84,11 +101,12 @@ class Settings:
     extra: dict[str, Any] = field(default_factory=dict)  # keys added by other modules
 
     # -- selection ----------------------------------------------------------------
-    def enabled_rules(self, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
+    def enabled_rules(self, rules: Sequence[R]) -> list[R]:
+        """The selected rules among `rules` (rule classes or `catalog.RuleInfo`s)."""
         selected = list(self.select) + list(self.extend_select)
         return [rule for rule in rules if _selected(rule.code, selected, self.ignore)]
 
-    def options_for(self, rule: type[Rule]) -> dict[str, Any]:
+    def options_for(self, rule: Any) -> dict[str, Any]:
         options = rule.option_defaults()
         options.update(self.rule_options.get(rule.code, {}))
         return options
@@ -193,10 +211,10 @@ def read_toml(path: str) -> tuple[dict[str, Any], str]:
     try:
         return tomllib.loads(raw.decode("utf-8")), text
     except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise ConfigError(f"{path}:{line}: invalid TOML: not UTF-8") from None
+        bad_line = raw[: error.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{bad_line}: invalid TOML: not UTF-8") from None
     except tomllib.TOMLDecodeError as error:
-        line = getattr(error, "lineno", None)
+        line: int | None = getattr(error, "lineno", None)
         message = str(getattr(error, "msg", "") or error)
         if line is None:
             found = re.search(r"\(at line (\d+), column \d+\)", message)
@@ -368,6 +386,9 @@ def _apply_table(
         elif key == "respect-gitignore":
             settings.respect_gitignore = value
         else:
+            problem = KEY_VALIDATORS[key](value) if key in KEY_VALIDATORS else None
+            if problem:
+                raise _KeyError(path, f": {problem}")
             settings.extra[key] = value
 
 
