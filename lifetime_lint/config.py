@@ -18,6 +18,7 @@ selector wins (an ignore wins a tie).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import sys
@@ -185,14 +186,24 @@ def _path_matches(rel: str, pattern: str) -> bool:
 
 
 def _matches_any(rel: str, below: str, patterns: Sequence[str]) -> bool:
-    parts = below.split("/")
-    for pattern in patterns:
-        if "/" in pattern.rstrip("/"):
-            if _path_matches(rel, pattern):
-                return True
-        elif any(fnmatch.fnmatchcase(part, pattern.rstrip("/")) for part in parts):
-            return True
-    return False
+    paths, names = _split_patterns(tuple(patterns))
+    if names is not None and any(names(part) for part in below.split("/")):
+        return True
+    return any(_path_matches(rel, pattern) for pattern in paths)
+
+
+@functools.lru_cache(maxsize=64)
+def _split_patterns(
+    patterns: tuple[str, ...],
+) -> tuple[tuple[str, ...], Callable[[str], Any] | None]:
+    """Path patterns (with a `/`), and one compiled matcher for all the bare-name ones:
+    a walk tests every path component against every default exclude, so this is hot."""
+    paths = tuple(p for p in patterns if "/" in p.rstrip("/"))
+    names = [p.rstrip("/") for p in patterns if "/" not in p.rstrip("/")]
+    if not names:
+        return paths, None
+    matcher = re.compile("|".join(f"(?:{fnmatch.translate(name)})" for name in names))
+    return paths, matcher.match
 
 
 # -- loading --------------------------------------------------------------------------
