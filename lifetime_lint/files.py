@@ -5,8 +5,9 @@ Folders are walked in sorted order, skipping excluded paths (Ruff's default excl
 `.git/info/exclude`, the global excludes file; `respect-gitignore = false` turns this off),
 and descending into no excluded folder. Each folder is judged by the settings of its own
 nearest config, so a nested project's excludes apply inside it. A path named on the
-command line is checked even if excluded or ignored, unless `--force-exclude` (what
-pre-commit, which names every changed file, needs).
+command line is checked even if excluded or ignored (a named folder is walked, with the
+rules applied to what is inside it), unless `--force-exclude` (what pre-commit, which
+names every changed file, needs).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def discover(
 def _skipped(path: str, settings: Settings, ignored: GitIgnored, base: str | None = None) -> bool:
     if settings.is_excluded(path, base=base):
         return True
-    return settings.respect_gitignore and ignored(path)
+    return settings.respect_gitignore and ignored(path, below=base)
 
 
 def _walk(root: str, settings_for: SettingsFor, ignored: GitIgnored) -> Iterator[str]:
@@ -92,7 +93,13 @@ class GitIgnored:
         self._top_of: dict[str, str | None] = {}
         self._ignored: dict[str, frozenset[str]] = {}
 
-    def __call__(self, path: str) -> bool:
+    def __call__(self, path: str, below: str | None = None) -> bool:
+        """Whether git ignores `path`, or a folder above it up to (not including) `below`.
+
+        A folder named on the command line is walked even if git ignores it (as Ruff
+        does): `lifetime-lint .corpus/pkg` checks what is in it; only ignore rules for
+        what lies inside apply.
+        """
         absolute = os.path.abspath(path)
         top = self._toplevel(os.path.dirname(absolute))
         if top is None:
@@ -100,8 +107,9 @@ class GitIgnored:
         ignored = self._ignored_in(top)
         if not ignored:
             return False
+        stop = max(len(top), len(os.path.abspath(below)) if below else 0)
         probe = absolute
-        while len(probe) > len(top):
+        while len(probe) > stop:
             if probe in ignored:
                 return True
             probe = os.path.dirname(probe)

@@ -136,9 +136,12 @@ def test_git_ignored_files_are_skipped_by_default(ignoring_repo):
     assert len(lint(repo, "--show-files", ".").stdout.split()) == 6
     (repo / "pyproject.toml").unlink()
 
-    # Named on the command line: checked, unless --force-exclude (pre-commit).
+    # Named on the command line: checked, unless --force-exclude (pre-commit); a named
+    # ignored folder is walked, with the ignore rules applied inside it (as Ruff does).
     assert "LL004" in lint(repo, "generated/out.py").stdout
     assert lint(repo, "--force-exclude", "generated/out.py").returncode == 0
+    assert lint(repo, "--show-files", "generated").stdout.split() == ["generated/out.py"]
+    assert lint(repo, "--show-files", "pkg/sub").stdout == ""  # deep.py: sub's own .gitignore
     # --extend-exclude on the command line.
     assert lint(repo, "--show-files", "--extend-exclude", "kept.py", ".").stdout == ""
 
