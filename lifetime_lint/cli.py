@@ -504,7 +504,7 @@ def _write_baseline(path: str, results: Sequence[FileResult], quiet: bool) -> in
 def _add_noqa(results: Sequence[FileResult], quiet: bool) -> int:
     from lifetime_lint.add_noqa import add_noqa
 
-    added = skipped = 0
+    added = 0
     failed = False
     for r in results:
         for d in r.diagnostics:
@@ -513,17 +513,12 @@ def _add_noqa(results: Sequence[FileResult], quiet: bool) -> int:
                 failed = True
         outcome = add_noqa(r.path, r.diagnostics)
         added += outcome.added
-        skipped += outcome.skipped
         if outcome.error:
             click.echo(f"lifetime-lint: error: {outcome.error}", err=True)
             failed = True
     if not quiet:
         noun = "directive" if added == 1 else "directives"
         click.echo(f"Added {added} noqa {noun}.", err=True)
-        if skipped:
-            click.echo(f"{skipped} findings are on lines no comment can end (inside a "
-                       "multi-line string or continued with a backslash); left as they are.",
-                       err=True)  # fmt: skip
     return EXIT_ERROR if failed else EXIT_CLEAN
 
 
@@ -751,10 +746,6 @@ def render_rule_doc(rule_class) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
-
-
 @main.command()
 def server() -> None:
     """Run the language server (LSP over stdio) for editors; needs `lifetime-lint[lsp]`."""
@@ -900,3 +891,7 @@ def profile(
     else:
         click.echo(profiling.render_text(result, os.getcwd()), nl=False, err=False)
     sys.exit(result.exit_status)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
