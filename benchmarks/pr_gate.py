@@ -109,21 +109,32 @@ def timed(command: list[str], cwd: str, env: dict[str, str], ok: tuple[int, ...]
     return seconds
 
 
-def lifetime_lint_steps(site: str, tree: str, scratch: str) -> dict[str, object]:
+ALL_STEPS = ("cold", "warm", "diff 1", "diff 2", "diff-base 1 file")
+
+
+def lifetime_lint_steps(
+    site: str, tree: str, scratch: str, steps: tuple[str, ...] = ALL_STEPS
+) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LIFETIME_LINT_")}
     env["PYTHONPATH"] = site
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     base = [sys.executable, "-m", "lifetime_lint", "check", "--exit-zero"]
     ok = (0, 1, 2)  # 1: --diff found fixes; 2: a corpus file does not parse (E999)
-    folder = tempfile.mkdtemp(prefix="cache-", dir=scratch)
     times: dict[str, float] = {}
-    times["cold"] = timed(base + ["--cache-dir", folder, "."], tree, env, ok)
-    times["warm"] = timed(base + ["--cache-dir", folder, "."], tree, env, ok)
-    shutil.rmtree(folder)
-    folder = tempfile.mkdtemp(prefix="cache-", dir=scratch)
-    times["diff 1"] = timed(base + ["--diff", "--cache-dir", folder, "."], tree, env, ok)
-    times["diff 2"] = timed(base + ["--diff", "--cache-dir", folder, "."], tree, env, ok)
-    shutil.rmtree(folder)
+    if "cold" in steps or "warm" in steps:
+        folder = tempfile.mkdtemp(prefix="cache-", dir=scratch)
+        times["cold"] = timed(base + ["--cache-dir", folder, "."], tree, env, ok)
+        if "warm" in steps:
+            times["warm"] = timed(base + ["--cache-dir", folder, "."], tree, env, ok)
+        shutil.rmtree(folder)
+    if "diff 1" in steps or "diff 2" in steps:
+        folder = tempfile.mkdtemp(prefix="cache-", dir=scratch)
+        times["diff 1"] = timed(base + ["--diff", "--cache-dir", folder, "."], tree, env, ok)
+        if "diff 2" in steps:
+            times["diff 2"] = timed(base + ["--diff", "--cache-dir", folder, "."], tree, env, ok)
+        shutil.rmtree(folder)
+    if "diff-base 1 file" not in steps:
+        return times
     edited = typical_torch_file(tree)
     with open(edited, "rb") as handle:
         original = handle.read()
@@ -166,7 +177,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--baseline-rev", default="b7dcd50", help="the earlier linter")
     parser.add_argument("--new-rev", default="HEAD", help="the linter under test")
+    parser.add_argument("--tools", default="new,old,ruff", help="which of new,old,ruff to run")
+    parser.add_argument("--steps", default=",".join(ALL_STEPS),
+                        help="which lifetime-lint steps to run (comma-separated)")  # fmt: skip
     args = parser.parse_args()
+    tools = [t for t in args.tools.split(",") if t]
+    steps = tuple(s for s in args.steps.split(",") if s)
     corpora = args.corpus or ["vllm-omni", "torch-nn"]
     scratch = tempfile.mkdtemp(prefix="pr-gate-")
     try:
@@ -190,16 +206,19 @@ def main() -> None:
             tree = working_copy(name, scratch)
             files = sum(1 for _, _, n in os.walk(tree) for f in n if f.endswith((".py", ".pyi")))
             edited = os.path.relpath(typical_torch_file(tree), tree)
-            samples: dict[str, dict[str, list[float]]] = {"new": {}, "old": {}, "ruff": {}}
+            samples: dict[str, dict[str, list[float]]] = {tool: {} for tool in tools}
             loads = []
             for _ in range(args.repeats):
                 loads.append(os.getloadavg()[0])
                 for tool in ("new", "old"):
-                    for step, seconds in lifetime_lint_steps(sites[tool], tree, scratch).items():
-                        samples[tool].setdefault(step, []).append(seconds)
-                for step, seconds in ruff_steps(tree, scratch).items():
-                    samples["ruff"].setdefault(step, []).append(seconds)
-                print(f"{name}: repeat done, load {loads[-1]:.1f}", file=sys.stderr)
+                    if tool in tools:
+                        found = lifetime_lint_steps(sites[tool], tree, scratch, steps)
+                        for step, seconds in found.items():
+                            samples[tool].setdefault(step, []).append(seconds)
+                if "ruff" in tools:
+                    for step, seconds in ruff_steps(tree, scratch).items():
+                        samples["ruff"].setdefault(step, []).append(seconds)
+                print(f"{name}: repeat done, load {loads[-1]:.1f}: {samples}", file=sys.stderr)
             result = {tool: {step: _stats(v) for step, v in steps.items()}
                       for tool, steps in samples.items()}  # fmt: skip
             report["corpora"][name] = {"files": files, "edited": edited, "load_average": loads,
@@ -221,7 +240,7 @@ def render(name: str, files: int, result: dict, revs: dict[str, str], loads: lis
             return "n/a"
         return f"{value['median']:.2f} s ({value['min']:.2f}-{value['max']:.2f})"
 
-    steps = ["cold", "warm", "diff 1", "diff 2", "diff-base 1 file"]
+    steps = list(ALL_STEPS)
     lines = [
         f"### {name} ({files} files; load average {min(loads):.1f}-{max(loads):.1f})",
         "",
@@ -232,10 +251,12 @@ def render(name: str, files: int, result: dict, revs: dict[str, str], loads: lis
         ruff_step = "warm (cache)" if step == "warm" else step
         lines.append(f"| {step} | {cell('new', step)} | {cell('old', step)} | "
                      f"{cell('ruff', ruff_step)} |")  # fmt: skip
-    new = result["new"]
-    cold = new["cold"]["median"]
+    new = result.get("new", {})
+    cold = new["cold"]["median"] if "cold" in new else float("nan")
 
     def ratio(a: str, b: str) -> str:
+        if a not in new or b not in new:
+            return "n/a"
         return f"1/{new[b]['median'] / new[a]['median']:.1f}"
 
     lines += [
