@@ -281,7 +281,6 @@ def test_stdin_with_filename_uses_that_files_settings(nested):
 
 
 def test_python_api_for_editors(nested):
-    sys.path.insert(0, str(ROOT))
     from lifetime_lint.api import check_text, settings_for
 
     path = str(nested / "outer" / "proj" / "tests" / "test_x.py")
