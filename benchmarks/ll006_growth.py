@@ -47,6 +47,9 @@ def graph_size(torch: Any, roots: list[Any]) -> tuple[int, int]:
     """Autograd nodes reachable from `roots` (tensors or numbers) and the bytes of the saved
     tensors they still hold (released ones, after backward, count nothing)."""
     seen: set[int] = set()
+    # The Python wrappers of visited nodes are kept alive: a freed wrapper's id() can be
+    # reused by the next one, which would end the walk early.
+    visited: list[Any] = []
     stack = [r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None]
     saved = 0
     while stack:
@@ -54,6 +57,7 @@ def graph_size(torch: Any, roots: list[Any]) -> tuple[int, int]:
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
+        visited.append(node)
         for attribute in dir(node):
             if not attribute.startswith("_saved_"):
                 continue

@@ -375,6 +375,8 @@ class _ModuleFacts:
     backward_reads: set[str] = field(default_factory=set)
     # Chains whose gradient or graph is read (`x.grad`, `x.requires_grad`).
     grad_reads: set[str] = field(default_factory=set)
+    # ids of the functions whose own body (not a nested function's) calls backward.
+    training_functions: set[int] = field(default_factory=set)
 
 
 def _module_facts(context: FileContext) -> _ModuleFacts:
@@ -390,16 +392,17 @@ def _module_facts(context: FileContext) -> _ModuleFacts:
 def _scan_module(
     context: FileContext, node: cst.CSTNode, no_grad: bool, facts: _ModuleFacts
 ) -> None:
-    stack: list[tuple[cst.CSTNode, bool]] = [(node, no_grad)]
+    stack: list[tuple[cst.CSTNode, bool, int]] = [(node, no_grad, 0)]
     while stack:
-        current, disabled = stack.pop()
+        current, disabled, function = stack.pop()
         if isinstance(current, cst.FunctionDef):
             disabled = any(_is_no_grad_context(context, d.decorator) for d in current.decorators)
+            function = id(current)
         elif isinstance(current, cst.With):
             if any(_is_no_grad_context(context, item.item) for item in current.items):
                 for item in current.items:
-                    stack.append((item, disabled))
-                stack.append((current.body, True))
+                    stack.append((item, disabled, function))
+                stack.append((current.body, True, function))
                 continue
         elif isinstance(current, cst.Call):
             dotted = dotted_name(current.func)
@@ -417,13 +420,14 @@ def _scan_module(
                         facts.frozen.add(receiver)
             inputs = _backward_inputs(context, current)
             if inputs is not None:
+                facts.training_functions.add(function)
                 for expression in inputs:
                     facts.backward_reads.update(_dotted_reads(expression))
         elif isinstance(current, cst.Attribute) and current.attr.value in _GRAD_ATTRIBUTES:
             dotted = dotted_name(current.value)
             if dotted is not None:
                 facts.grad_reads.add(dotted)
-        stack.extend((child, disabled) for child in iter_children(current))
+        stack.extend((child, disabled, function) for child in iter_children(current))
 
 
 # -- the rule ---------------------------------------------------------------------------
@@ -542,6 +546,9 @@ class AutogradHistoryKept(Rule):
         if any(_is_no_grad_context(self.context, d.decorator) for d in node.decorators):
             return
         facts = _module_facts(self.context)
+        is_step = name in _TRAINING_STEP_FUNCTIONS
+        if not is_step and id(node) not in facts.training_functions:
+            return  # no backward call of its own: nothing says grad is on here
         callers = facts.calls_under_no_grad.get(name)
         if callers and all(callers):
             return
@@ -549,7 +556,6 @@ class AutogradHistoryKept(Rule):
             cfg = build(node, self.max_nodes)
         except (TooLarge, RecursionError):
             return
-        is_step = name in _TRAINING_STEP_FUNCTIONS
         backward_nodes = [
             (n, inputs)
             for n in cfg.nodes
@@ -957,15 +963,18 @@ class _FunctionAnalysis:
             where = f"the loop at line {row}"
             body = {n.index for n in sink.loop.loop_body or ()}
             backward_here = any(node.index in body for node, _ in self.backward_nodes)
+        reset = self._reset_row(sink)
+        until = f" until `{accumulator}` is reset at line {reset}" if reset else ""
         if backward_here:
+            growth = "with every iteration" + until if reset else "with the step count"
             cost = (
                 "backward frees the saved activations, not the graph's nodes, "
-                "so host memory grows with the step count"
+                f"so host memory grows {growth}"
             )
         else:
             cost = (
                 "nothing calls backward on these graphs, so every iteration's saved "
-                "activations stay too and memory grows with each iteration"
+                f"activations stay too and memory grows with each iteration{until}"
             )
         fix = self._fix(sink, accumulator, leaves)
         advice = "store `.detach()` or `.item()` of it" if fix is None else fix.message
@@ -975,6 +984,22 @@ class _FunctionAnalysis:
             f"`{accumulator}` ({where}): {cost}; {advice}"
         )
         self.rule.report(sink.statement, message, fix, statement=_line_of(self, sink.statement))
+
+    def _reset_row(self, sink: _Sink) -> int | None:
+        """The line where a name accumulator is rebound inside its loop (a periodic reset)."""
+        if sink.loop is None or not isinstance(sink.accumulator, cst.Name):
+            return None
+        body = {n.index for n in sink.loop.loop_body or ()}
+        rows = [
+            self.context.position(site.node.statement).start.line  # type: ignore[arg-type]
+            for site in self.cfg.defs
+            if site.name == sink.accumulator.value
+            and site.kind in ("assign", "annassign")
+            and site.node is not None
+            and site.node.index in body
+            and site.node is not sink.node
+        ]
+        return min(rows) if rows else None
 
     def _fix(self, sink: _Sink, accumulator: str, leaves: list[cst.BaseExpression]) -> Fix | None:
         if not leaves:
