@@ -986,10 +986,11 @@ class _FunctionAnalysis:
         self.rule.report(sink.statement, message, fix, statement=_line_of(self, sink.statement))
 
     def _reset_row(self, sink: _Sink) -> int | None:
-        """The line where a name accumulator is rebound inside its loop (a periodic reset)."""
+        """The line where a name accumulator is rebound inside its loop or a loop around it
+        (a periodic reset: per epoch, per optimizer step)."""
         if sink.loop is None or not isinstance(sink.accumulator, cst.Name):
             return None
-        body = {n.index for n in sink.loop.loop_body or ()}
+        body = {n.index for h in self.loops_of.get(sink.node.index, ()) for n in h.loop_body or ()}
         rows = [
             self.context.position(site.node.statement).start.line  # type: ignore[arg-type]
             for site in self.cfg.defs
