@@ -1103,11 +1103,14 @@ class _FunctionAnalysis:
             body = {n.index for n in body_nodes}
             if any(node.index in body for node, _ in self.backward_nodes):
                 continue
+            around = {h.index for h in self.loops_of.get(header.index, ()) if h is not header}
             if any(
-                header.index in (h.index for h in self.loops_of.get(n.index, ()))
+                (self.loops_of.get(n.index) or [header])[0].index in around
                 for n, _ in self.backward_nodes
             ):
-                continue
+                continue  # an inner loop of a training step: its graphs may feed that backward
+            if any(self._stores_into(node) & needed for node in body_nodes):
+                continue  # a rollout whose stored outputs a later backward runs through
             for node in body_nodes:
                 if not self._enabled(node) or not isinstance(node.statement, cst.Assign):
                     continue
@@ -1144,6 +1147,30 @@ class _FunctionAnalysis:
                     statement=_line_of(self, node.statement),
                 )
                 break
+
+    def _stores_into(self, node: Node) -> set[str]:
+        """Root names of the containers or accumulators a statement stores into."""
+        statement = node.statement
+        targets: list[cst.BaseExpression] = []
+        if isinstance(statement, cst.AugAssign):
+            targets.append(statement.target)
+        elif isinstance(statement, cst.Assign):
+            for target in (t.target for t in statement.targets):
+                written = self.context.source_of(target)
+                if isinstance(target, cst.Subscript) or any(
+                    self.context.source_of(part) == written
+                    for part in _subexpressions(statement.value)
+                ):
+                    targets.append(target)  # `d[k] = v`, `total = total + loss`
+        elif (
+            isinstance(statement, cst.Expr)
+            and isinstance(statement.value, cst.Call)
+            and isinstance(statement.value.func, cst.Attribute)
+            and statement.value.func.attr.value in _STORING_METHODS
+        ):
+            targets.append(statement.value.func.value)
+        roots = (_root_name(target) for target in targets)
+        return {root.value for root in roots if root is not None}
 
     def _bound_at_header(self, site: DefSite, header: Node) -> bool:
         bits = self.flow.reach_in[header.index]
