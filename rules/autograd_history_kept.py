@@ -443,7 +443,8 @@ class AutogradHistoryKept(Rule):
     `training_step` (each call is one iteration). Also flags, once per loop, a loop that
     runs with grad enabled and never calls backward (a validation loop without
     `torch.no_grad()`) where the previous iteration's output is still bound while the next
-    forward runs.
+    forward runs; not for a rollout whose stored outputs a later backward runs through
+    (REINFORCE, actor-critic, micro-batches summed into the step's loss).
 
     ## Why is this bad?
     It is the first item of PyTorch's FAQ on running out of memory. A tensor computed with
@@ -451,9 +452,9 @@ class AutogradHistoryKept(Rule):
     the accumulator reference every iteration's graph, and nothing is freed until the
     accumulator is. What that graph holds depends on whether backward ran through it:
     - In a loop that calls backward on the loss each step, backward frees the saved
-      activations but not the graph's nodes: host memory grows with the step count (a few
-      hundred bytes per autograd node, thousands of nodes per step of a transformer) until
-      a long run dies.
+      activations but not the graph's nodes: every node of every step's graph stays in
+      host memory, so it grows with the step count (or until the accumulator is reset,
+      which the message names).
     - In a loop that never calls backward (evaluation with grad enabled), every
       iteration's saved activations stay too: device memory grows by one forward's
       activations per iteration.
