@@ -26,8 +26,9 @@ from lifetime_lint.config import (
     parse_torch_version,
     validate_selectors,
 )
-from lifetime_lint.diagnostics import Diagnostic, Location
-from lifetime_lint.engine import IO_ERROR, FileResult, FixMode
+from lifetime_lint.diagnostics import Diagnostic
+from lifetime_lint.engine import FileResult, FixMode
+from lifetime_lint.file_errors import read_error
 from lifetime_lint.files import discover
 from lifetime_lint.gitdiff import GitDiffError, changed_lines
 from lifetime_lint.registry import all_rules, rule_by_selector
@@ -279,20 +280,7 @@ def _apply_cli_selection(
 
 
 def _missing(path: str) -> FileResult:
-    return FileResult(
-        path,
-        [
-            Diagnostic(
-                code=IO_ERROR,
-                name="io-error",
-                message=f"Failed to read {path}: No such file or directory",
-                path=path,
-                start=Location(1, 1),
-                end=Location(1, 1),
-                is_error=True,
-            )
-        ],
-    )
+    return FileResult(path, [read_error(path, "No such file or directory")])
 
 
 def _report(
