@@ -314,6 +314,9 @@ def _line_removal_edit(
 ) -> Edit:
     source = context.source
     start, end = context.line_start_of(line), context.line_after(line)
+    # A form feed opening the line is a page break, not part of the import: it stays.
+    leading = source[start : context.span(line.body[0])[0]]
+    start += leading.rfind("\f") + 1
     if opens_block:
         # Do not leave the block opening on blank lines.
         starts = context.line_starts

@@ -54,6 +54,7 @@ _CONTINUING_LINE = re.compile(
 _RUN_OF_CONTINUING_LINES = re.compile(r"(?:\x00(?:\r\n|\r|\n)){" + str(MAX_NESTING // 2) + "}")
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_LONE_CR = re.compile(r"\r(?!\n)")
 
 
 class ParseRefused(Exception):
@@ -194,8 +195,11 @@ def _form_feed_cuts(text: str) -> list[tuple[int, int]]:
         tokenize.ENCODING,
         tokenize.ENDMARKER,
     )
+    # Python's tokenize module takes a lone CR for no line end (Python's parser does): as
+    # LF, which keeps every offset, it tokenizes as Python parses.
+    readable = _LONE_CR.sub("\n", text) if "\r" in text else text
     try:
-        for token in tokenize.generate_tokens(io.StringIO(text, newline="").readline):
+        for token in tokenize.generate_tokens(io.StringIO(readable, newline="").readline):
             if token.type == tokenize.NEWLINE:
                 at_statement_start = True
             elif at_statement_start and token.type not in skip:

@@ -70,8 +70,9 @@ def fix_marker(diagnostic: Diagnostic, summary: RunSummary) -> str:
 
 
 def format_line(d: Diagnostic, summary: RunSummary) -> str:
+    cell = f"cell {d.extra['cell']}:" if d.extra.get("cell") else ""  # a notebook's
     return (
-        f"{display_path(d.path)}:{d.start.row}:{d.start.column}: "
+        f"{display_path(d.path)}:{cell}{d.start.row}:{d.start.column}: "
         f"{d.code} {fix_marker(d, summary)}{d.message}"
     )
 
@@ -168,7 +169,7 @@ def diagnostic_to_json(d: Diagnostic) -> dict[str, object]:
             ],
         }
     return {
-        "cell": None,
+        "cell": d.extra.get("cell"),
         "code": d.code,
         "end_location": _json_location(d.end),
         "filename": os.path.abspath(d.path),

@@ -212,11 +212,13 @@ class FileContext:
         return self.line_starts[self.position(node).start.line - 1]
 
     def indentation_of(self, node: cst.CSTNode) -> str:
+        """The indentation of the node's line, as Python counts it: a form feed among the
+        leading whitespace resets the count, so only what follows the last one is kept."""
         start = self.line_start_of(node)
         end = start
-        while end < len(self.source) and self.source[end] in " \t":
+        while end < len(self.source) and self.source[end] in " \t\f":
             end += 1
-        return self.source[start:end]
+        return self.source[start:end].rpartition("\f")[2]
 
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)

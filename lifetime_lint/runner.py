@@ -28,6 +28,7 @@ from lifetime_lint.cache import Cache
 from lifetime_lint.config import Settings
 from lifetime_lint.engine import FileResult, FixMode, Linter
 from lifetime_lint.file_errors import INTERNAL_ERROR, file_error, internal_error, read_error
+from lifetime_lint.notebook import NOTEBOOK_SUFFIX, check_notebook
 from lifetime_lint.rule import Rule
 from lifetime_lint.source import SourceError, SourceFile, read_source_bytes
 
@@ -58,6 +59,11 @@ class Checker:
         data = _read(path)
         if isinstance(data, FileResult):
             return data
+        if path.endswith(NOTEBOOK_SUFFIX):  # not cached: cell positions are not kept there
+            try:
+                return check_notebook(self.linter, path, data, self.mode)
+            except Exception as error:
+                return FileResult(path, [internal_error(path, error)])
         key = self.cache.key(path, data) if self.cache is not None else ""
         cached = self.lookup(path, data, key)
         if cached is not None:
