@@ -380,3 +380,15 @@ def render_rule_doc(rule_class) -> str:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+@main.command()
+def server() -> None:
+    """Run the language server (LSP over stdio) for editors; needs `lifetime-lint[lsp]`."""
+    from lifetime_lint.server import ServerUnavailable, serve
+
+    try:
+        serve()
+    except ServerUnavailable as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
