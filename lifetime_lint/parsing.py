@@ -39,19 +39,24 @@ MAX_SOURCE_BYTES = 1 << 20
 # file in the pinned corpora is 54.
 MAX_NESTING = 500
 
-# The screen: text that could hold an expression deeper than MAX_NESTING. Such depth needs
-# that many operators, dots or brackets in one logical line: on one long physical line, or
-# on a long run of lines that each continue an expression.
+# The screen: text that could hold an expression deeper than MAX_NESTING.
 _LONG_LINE = re.compile(r"^[^\r\n]{" + str(2 * MAX_NESTING) + ",}", re.MULTILINE)
-# A line that starts or ends like the middle of an expression: an operator, a dot, a bracket,
-# a keyword operator or a backslash continuation. Matched one line at a time (then runs of
-# such lines are counted), so the screen stays linear in the text.
-_CONTINUING_LINE = re.compile(
-    r"^(?:[ \t\f]*(?:[-+*/%&|^@.~<>=(\[{}\])]|and\b|or\b|not\b|if\b|else\b|lambda\b)[^\r\n]*"
-    r"|[^\r\n]*(?:[-+*/%&|^@.~<>=(\[{\\]|\band|\bor|\bnot))[ \t\f]*(?=\r|\n|\Z)",
+# A run of lines that each begin like the middle of an expression (an operator, a dot, a
+# bracket, a keyword operator)...
+_RUN_OF_LINES_STARTING_MID_EXPRESSION = re.compile(
+    r"^(?:[ \t\f]*(?:[-+*/%&|^@.~<>=(\[{}\])]|and\b|or\b|not\b|if\b|else\b|lambda\b)"
+    r"[^\r\n]*(?:\r\n|\r|\n)){" + str(MAX_NESTING // 2) + "}",
     re.MULTILINE,
 )
-_RUN_OF_CONTINUING_LINES = re.compile(r"(?:\x00(?:\r\n|\r|\n)){" + str(MAX_NESTING // 2) + "}")
+# ... or that each end like it (or with a backslash), searched in the reversed text, where
+# they begin with it: a pattern that fails at the first character of most lines is what
+# keeps the screen at a small fraction of the parse.
+_REVERSED_RUN_OF_LINES_ENDING_MID_EXPRESSION = re.compile(
+    r"^(?:[ \t\f]*(?:[-+*/%&|^@.~<>=(\[{\\]|dna\b|ro\b|ton\b)[^\r\n]*(?:\n\r|\r|\n)){"
+    + str(MAX_NESTING // 2)
+    + "}",
+    re.MULTILINE,
+)
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _LONE_CR = re.compile(r"\r(?!\n)")
@@ -140,11 +145,17 @@ def nesting_problem(text: str) -> str | None:
 
 
 def could_be_deeply_nested(text: str) -> bool:
-    """The cheap screen: False when no expression in `text` can be deeper than MAX_NESTING."""
-    if _LONG_LINE.search(text):
-        return True
-    marked = _CONTINUING_LINE.sub("\x00", text)
-    return _RUN_OF_CONTINUING_LINES.search(marked) is not None
+    """The cheap screen: False when no expression in `text` can be deeper than MAX_NESTING.
+
+    Such depth needs that many operators, dots or brackets in one logical line: on one long
+    physical line, or on a long run of lines that each begin (or each end) like the middle
+    of an expression, as generated or hand-formatted chains are written.
+    """
+    return bool(
+        _LONG_LINE.search(text)
+        or _RUN_OF_LINES_STARTING_MID_EXPRESSION.search(text)
+        or _REVERSED_RUN_OF_LINES_ENDING_MID_EXPRESSION.search(text[::-1])
+    )
 
 
 def tree_depth(tree: ast.AST) -> int:
