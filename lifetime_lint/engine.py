@@ -157,9 +157,9 @@ class Linter:
                 else:
                     try:
                         source.write(text)
-                    except OSError as error:
+                    except OSError as failure:
                         # The file is as it was: report its findings as unfixed.
-                        result.diagnostics.append(write_error(path, _os_reason(error)))
+                        result.diagnostics.append(write_error(path, _os_reason(failure)))
                         result.fixes_applied = 0
                         result.fixed_by_code = {}
                         diagnostics, _ = self.lint_text(path, source.text, source.newline)

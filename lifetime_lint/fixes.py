@@ -269,7 +269,7 @@ def orphan_import_edits(context: FileContext, names: set[str]) -> list[Edit]:
     edits: list[Edit] = []
     for block, lines in finder.lines_by_block.items():
         emptied = [line for line, kept in lines if not kept]
-        block_body = getattr(block, "body", ())
+        block_body: Sequence[cst.CSTNode] = getattr(block, "body", ())
         keep_one = isinstance(block, cst.IndentedBlock) and len(emptied) == len(block_body)
         for line, kept in lines:
             if kept:
