@@ -149,8 +149,8 @@ class LintService:
         """Diagnostics for an unsaved buffer, with the settings that apply to `path`."""
         try:
             settings = self.settings.for_path(path)
-        except ConfigError as error:
-            return [_config_error(path, str(error))]
+        except ConfigError as config_error:
+            return [_config_error(path, str(config_error))]
         if settings.is_excluded(os.path.abspath(path)):
             return []
         linter = self._linter(settings)
