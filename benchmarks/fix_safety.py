@@ -3,6 +3,7 @@
     python benchmarks/fix_safety.py                      # all corpora (.corpus/, see corpus.py)
     python benchmarks/fix_safety.py torch-nn diffusers   # some of them
     python benchmarks/fix_safety.py --path some/folder   # any folder (it is copied first)
+    python benchmarks/fix_safety.py --compare-imports PRISTINE FIXED   # check 5 alone
 
 Each corpus is copied to `.bench/safety/<name>` (git-ignored; the original is never
 touched) and isolated by a `pyproject.toml` of its own, then, through the real CLI
@@ -555,6 +556,28 @@ def print_reports(reports: Sequence[SafetyReport]) -> None:
             print(f"FAIL {r.name}: {failure}")
 
 
+def compare_trees(pristine: str, fixed: str, scratch: str | None) -> int:
+    """Check 5 alone: import the files that differ between two trees, before and after."""
+    code = freeze_code(os.path.join(scratch, "_code")) if scratch else None
+    changed = []
+    for path in python_files(fixed):
+        relative = os.path.relpath(path, fixed)
+        original = os.path.join(pristine, relative)
+        if os.path.exists(original):
+            with open(original, "rb") as before, open(path, "rb") as after:
+                if before.read() != after.read():
+                    changed.append(relative)
+    report = SafetyReport(os.path.basename(os.path.abspath(fixed)))
+    started = time.perf_counter()
+    compare_imports(pristine, fixed, changed, report, code)
+    print(f"{report.name}: {len(changed)} changed files, {report.imported_files} imported "
+          f"before and after, {report.not_importable} not importable before the fix, "
+          f"{len(report.failures)} failures, {time.perf_counter() - started:.0f} s")  # fmt: skip
+    for failure in report.failures[:50]:
+        print(f"FAIL {report.name}: {failure}")
+    return 1 if report.failures else 0
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -570,7 +593,11 @@ def main(argv: Sequence[str]) -> int:
                         help="run the installed code, not a frozen copy of it")  # fmt: skip
     parser.add_argument("--no-execute", action="store_true",
                         help="skip check 5 (importing changed files before and after)")  # fmt: skip
+    parser.add_argument("--compare-imports", nargs=2, metavar=("PRISTINE", "FIXED"),
+                        help="only check 5, on the files that differ between two trees")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.compare_imports:
+        return compare_trees(*args.compare_imports, None if args.no_freeze else args.scratch)
     sys.path.insert(0, HERE)
     import corpus
 
