@@ -254,3 +254,35 @@ def test_fuzzed_files_fix_to_code_that_behaves_the_same(data, tmp_path_factory):
     assert fixed.count(b"\x0c") == data.count(b"\x0c")  # no form feed lost
     again = runner.invoke(main, ["--no-cache", "--fix", str(path)], catch_exceptions=False)
     assert again.exit_code == 0 and path.read_bytes() == fixed
+
+
+def test_the_execution_check_compares_module_level_names(tmp_path):
+    """Check 5 imports both trees: names the fix's imports add or remove are allowed, any
+    other change (a name lost, a value of another type) or a failing import is reported."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    original = (
+        "import torch\nfrom torch.cuda import empty_cache\nA = 1\n\n\ndef f():\n    empty_cache()\n"
+    )
+    fixed = {
+        "good.py": original.replace(
+            "from torch.cuda import empty_cache", "from lifetime_lint.runtime import reclaim"
+        ).replace("empty_cache()", "reclaim()"),
+        "lost.py": original.replace("A = 1\n", ""),
+        "retyped.py": original.replace("A = 1", "A = 'one'"),
+        "broken.py": original + "raise RuntimeError('at import')\n",
+    }
+    for tree in (before, after):
+        (tree / "pkg").mkdir(parents=True)
+        (tree / "pkg" / "__init__.py").write_text("")
+    for name, text in fixed.items():
+        (before / "pkg" / name).write_text(original)
+        (after / "pkg" / name).write_text(text)
+    report = fix_safety.SafetyReport("t")
+    paths = [f"pkg/{name}" for name in fixed]
+    fix_safety.compare_imports(str(before), str(after), paths, report, code=None)
+    assert report.imported_files == 3
+    failures = sorted(report.failures)
+    assert len(failures) == 3, failures
+    assert failures[0].startswith("pkg/broken.py: imported before the fix, not after: RuntimeError")
+    assert failures[1] == "pkg/lost.py: module-level names differ after the fix: A (int -> absent)"
+    assert failures[2] == "pkg/retyped.py: module-level names differ after the fix: A (int -> str)"
