@@ -20,17 +20,14 @@ import ast
 import difflib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Callable
 
 import libcst as cst
 
 from lifetime_lint.config import Settings, code_matches
-from lifetime_lint.diagnostics import Applicability, Diagnostic, Fix, Location
+from lifetime_lint.diagnostics import Applicability, Diagnostic, Location
 from lifetime_lint.file_errors import (
     INTERNAL_ERROR,
-    IO_ERROR,
-    SYNTAX_ERROR,
     file_error,
     read_error,
     write_error,
@@ -39,40 +36,15 @@ from lifetime_lint.fixes import apply_edits, orphan_import_edits, select_non_ove
 from lifetime_lint.noqa import Suppressions, parse_suppressions
 from lifetime_lint.parsing import ParsedSource, ParseRefused, RoundTripError, parse_exact
 from lifetime_lint.registry import all_rules
+
+# FileResult, FixMode and the error codes live in `results` (no LibCST there, so a run
+# answered from the cache never imports it); re-exported here for existing callers.
+from lifetime_lint.results import IO_ERROR, SYNTAX_ERROR, FileResult, FixMode
 from lifetime_lint.rule import FileContext, RawReport, Rule
 from lifetime_lint.source import SourceError, SourceFile, detect_newline
 from lifetime_lint.traversal import walk
 
 MAX_FIX_ROUNDS = 10
-
-
-@dataclass(frozen=True)
-class FixMode:
-    apply: bool = False  # --fix
-    unsafe: bool = False  # --unsafe-fixes
-    diff_only: bool = False  # --diff: compute fixes, write nothing
-
-    @property
-    def fixing(self) -> bool:
-        return self.apply or self.diff_only
-
-    def allows(self, fix: Fix) -> bool:
-        return fix.is_safe or self.unsafe
-
-
-@dataclass
-class FileResult:
-    path: str
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    fixes_applied: int = 0
-    fixed_by_code: dict[str, int] = field(default_factory=dict)
-    diff: bytes | None = None  # a patch in the file's own encoding (`patch -p0` applies it)
-    fixed_text: str | None = None  # the new source, when fixes changed it
-    written: bool = False
-
-    @property
-    def has_error(self) -> bool:
-        return any(d.is_error for d in self.diagnostics)
 
 
 class _Dispatcher:
@@ -146,6 +118,7 @@ class Linter:
         if error is not None:
             result.diagnostics.append(error)
             return result
+        result.found = list(diagnostics)
         if mode.fixing and any(d.fix and mode.allows(d.fix) for d in diagnostics):
             text, diagnostics = self._fix_loop(path, source, diagnostics, mode, result)
             if text != source.text:
