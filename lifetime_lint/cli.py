@@ -558,7 +558,7 @@ def _check_stdin(
         outcome.diagnostics,
         fixes_applied=outcome.fixes_applied,
         fixed_by_code=outcome.fixed_by_code,
-        diff=outcome.diff,
+        diff=None if outcome.diff is None else outcome.diff.encode("utf-8"),
         fixed_text=outcome.fixed_text,
         found=outcome.found,
     )
@@ -601,7 +601,7 @@ def _report(results: list[FileResult], rules: Sequence[RuleInfo], run: Run) -> i
     errors = [d for d in diagnostics if d.is_error]
     out = run.output
 
-    def emit(text: str, err: bool = False) -> None:
+    def emit(text: str | bytes, err: bool = False) -> None:
         # click strips ANSI codes from a stream that is not a terminal unless told not to.
         click.echo(text, file=sys.stderr if err else out, nl=False, color=run.color or None)
 
