@@ -3,6 +3,7 @@
     python benchmarks/fix_safety.py                      # all corpora (.corpus/, see corpus.py)
     python benchmarks/fix_safety.py torch-nn diffusers   # some of them
     python benchmarks/fix_safety.py --path some/folder   # any folder (it is copied first)
+    python benchmarks/fix_safety.py --compare-imports PRISTINE FIXED   # check 5 alone
 
 Each corpus is copied to `.bench/safety/<name>` (git-ignored; the original is never
 touched) and isolated by a `pyproject.toml` of its own, then, through the real CLI
@@ -30,6 +31,13 @@ touched) and isolated by a `pyproject.toml` of its own, then, through the real C
      and mtime);
    - no internal errors: no `LL000` (a fix that would have broken a file) is reported;
 4. A second `--fix --unsafe-fixes` must change no byte of any file and report 0 fixes.
+5. Execution: every changed file that imports with CPU torch (its package's other
+   dependencies installed or not: one that fails to import before the fix is counted and
+   skipped) is imported from a pristine copy of the tree and from the fixed tree, each tree
+   in one fresh process (`CUDA_VISIBLE_DEVICES=""`), as a module of its package; the
+   module-level names and the type of each value must be the same, except names bound by
+   import statements that the fix added or removed (`reclaim`, an orphaned `empty_cache`).
+   A module that imports before the fix but not after is a failure.
 
 Prints the counts (files, parse failures, findings and fixes per rule, failures) as a
 Markdown table; `--json FILE` writes them. Exit status 1 if any check failed.
@@ -79,6 +87,8 @@ class SafetyReport:
     changed_files: int = 0
     import_allowance_files: int = 0  # changes explained only by orphaned-import removal
     second_run_fixed: int = 0
+    imported_files: int = 0  # changed files compared by importing them before and after
+    not_importable: int = 0  # changed files that did not import before the fix either
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
 
@@ -93,6 +103,8 @@ class SafetyReport:
             "changed_files": self.changed_files,
             "import_allowance_files": self.import_allowance_files,
             "second_run_fixed": self.second_run_fixed,
+            "imported_files": self.imported_files,
+            "not_importable": self.not_importable,
             "seconds": round(self.seconds, 1),
             "failures": self.failures,
         }
@@ -258,13 +270,24 @@ def compiles(data: bytes, path: str) -> str | None:
 
 
 def check_tree(
-    root: str, name: str = "", jobs: int | None = None, code: str | None = None
+    root: str,
+    name: str = "",
+    jobs: int | None = None,
+    code: str | None = None,
+    execute: bool = True,
 ) -> SafetyReport:
     """Fix everything under `root` (a scratch copy: it is modified) and check the result.
 
-    `code`: a folder from `freeze_code` to run the linter from (default: as installed)."""
+    `code`: a folder from `freeze_code` to run the linter from (default: as installed).
+    `execute`: also import every changed file before and after (check 5)."""
     report = SafetyReport(name or os.path.basename(root))
     started = time.perf_counter()
+    pristine = None
+    if execute:
+        pristine = os.path.abspath(root).rstrip(os.sep) + ".before"
+        if os.path.exists(pristine):
+            shutil.rmtree(pristine)
+        shutil.copytree(root, pristine, symlinks=True)
     before = snapshot(root)
     report.files = len(before)
 
@@ -331,8 +354,138 @@ def check_tree(
             report.failures.append(f"{os.path.relpath(path, root)}: a second --fix changed it")
     if report.second_run_fixed:
         report.failures.append(f"a second --fix applied {report.second_run_fixed} more fixes")
+
+    # 5. The fixed modules import and define the same names.
+    if pristine is not None:
+        changed = sorted(
+            os.path.relpath(path, root)
+            for path, old in before.items()
+            if path in after and after[path].data != old.data and path.endswith(".py")
+        )
+        compare_imports(pristine, root, changed, report, code)
+        shutil.rmtree(pristine, ignore_errors=True)
     report.seconds = time.perf_counter() - started
     return report
+
+
+# -- executing the fixed code ----------------------------------------------------------------
+
+# Run in a fresh process per tree: import each listed file as a module of its package and
+# print one JSON line per file: {"path", "names": {name: type name}} or {"path", "error"}.
+_IMPORTER = r"""
+import importlib, json, os, sys, tempfile, traceback
+root, paths = sys.argv[1], sys.argv[2:]
+sys.path[:0] = []
+alias_dir = tempfile.mkdtemp()
+if os.path.exists(os.path.join(root, "__init__.py")):
+    os.symlink(root, os.path.join(alias_dir, "_ll_tree"))
+    sys.path.insert(0, alias_dir)
+    prefix = ["_ll_tree"]
+else:
+    sys.path.insert(0, root)
+    prefix = []
+for path in paths:
+    parts = path[: -len(".py")].split(os.sep)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    name = ".".join(prefix + parts)
+    try:
+        module = importlib.import_module(name)
+        names = {k: type(v).__name__ for k, v in vars(module).items()}
+        print(json.dumps({"path": path, "names": names}), flush=True)
+    except BaseException as error:
+        text = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+        print(json.dumps({"path": path, "error": text}), flush=True)
+"""
+
+
+def import_names(tree: str, paths: Sequence[str], code: str | None, timeout: float) -> dict:
+    """path -> {name: type name} or an error string, importing `paths` from `tree`."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
+    if code is not None:
+        env["PYTHONPATH"] = code + os.pathsep + env.get("PYTHONPATH", "")
+    results: dict[str, object] = {}
+    if not paths:
+        return results
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-c", _IMPORTER, os.path.abspath(tree), *paths],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            cwd=os.path.dirname(os.path.abspath(tree)),
+        )
+        output = completed.stdout
+    except subprocess.TimeoutExpired as expired:
+        output = (
+            (expired.stdout or b"").decode()
+            if isinstance(expired.stdout, bytes)
+            else (expired.stdout or "")
+        )
+    for line in output.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and "path" in item:
+            results[item["path"]] = item.get("names", item.get("error"))
+    return results
+
+
+def import_bound_names(text: str) -> set[str]:
+    """Module-level names bound by import statements (anywhere at module level)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Import):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            names.update(a.asname or a.name for a in node.names if a.name != "*")
+    return names
+
+
+def compare_imports(
+    pristine: str,
+    fixed: str,
+    paths: Sequence[str],
+    report: SafetyReport,
+    code: str | None,
+    timeout: float = 1800,
+) -> None:
+    before = import_names(pristine, paths, code, timeout)
+    after = import_names(fixed, paths, code, timeout)
+    for path in paths:
+        old, new = before.get(path), after.get(path)
+        if not isinstance(old, dict):
+            report.not_importable += 1
+            continue
+        if not isinstance(new, dict):
+            report.failures.append(f"{path}: imported before the fix, not after: {new}")
+            continue
+        report.imported_files += 1
+        with open(os.path.join(pristine, path), "rb") as handle:
+            old_text = decode(handle.read())[0] or ""
+        with open(os.path.join(fixed, path), "rb") as handle:
+            new_text = decode(handle.read())[0] or ""
+        old_imports, new_imports = import_bound_names(old_text), import_bound_names(new_text)
+        allowed = old_imports ^ new_imports
+        differing = {
+            name
+            for name in set(old) | set(new)
+            if old.get(name) != new.get(name) and name not in allowed
+        }
+        if differing:
+            shown = ", ".join(
+                f"{n} ({old.get(n, 'absent')} -> {new.get(n, 'absent')})"
+                for n in sorted(differing)[:5]
+            )
+            report.failures.append(f"{path}: module-level names differ after the fix: {shown}")
 
 
 def _check_changed_file(
@@ -388,17 +541,41 @@ def scratch_copy(source: str, name: str, scratch: str = SAFETY) -> str:
 def print_reports(reports: Sequence[SafetyReport]) -> None:
     codes = sorted({c for r in reports for c in (*r.findings, *r.fixed)})
     print("| corpus | files | unparsable | " + " | ".join(f"{c} found / fixed" for c in codes)
-          + " | files changed | import allowance | 2nd run fixes | failures | time s |")  # fmt: skip
-    print("|---|---:|---:|" + "---:|" * len(codes) + "---:|---:|---:|---:|---:|")
+          + " | files changed | import allowance | 2nd run fixes | imported before/after "
+          "(not importable) | failures | time s |")  # fmt: skip
+    print("|---|---:|---:|" + "---:|" * len(codes) + "---:|---:|---:|---:|---:|---:|")
     for r in reports:
         cells = " | ".join(f"{r.findings[c]} / {r.fixed[c]}" for c in codes)
         print(
             f"| {r.name} | {r.files} | {r.parse_failures} | {cells} | {r.changed_files} | "
-            f"{r.import_allowance_files} | {r.second_run_fixed} | {len(r.failures)} | {r.seconds:.0f} |"
+            f"{r.import_allowance_files} | {r.second_run_fixed} | "
+            f"{r.imported_files} ({r.not_importable}) | {len(r.failures)} | {r.seconds:.0f} |"
         )
     for r in reports:
         for failure in r.failures[:50]:
             print(f"FAIL {r.name}: {failure}")
+
+
+def compare_trees(pristine: str, fixed: str, scratch: str | None) -> int:
+    """Check 5 alone: import the files that differ between two trees, before and after."""
+    code = freeze_code(os.path.join(scratch, "_code")) if scratch else None
+    changed = []
+    for path in python_files(fixed):
+        relative = os.path.relpath(path, fixed)
+        original = os.path.join(pristine, relative)
+        if os.path.exists(original):
+            with open(original, "rb") as before, open(path, "rb") as after:
+                if before.read() != after.read():
+                    changed.append(relative)
+    report = SafetyReport(os.path.basename(os.path.abspath(fixed)))
+    started = time.perf_counter()
+    compare_imports(pristine, fixed, changed, report, code)
+    print(f"{report.name}: {len(changed)} changed files, {report.imported_files} imported "
+          f"before and after, {report.not_importable} not importable before the fix, "
+          f"{len(report.failures)} failures, {time.perf_counter() - started:.0f} s")  # fmt: skip
+    for failure in report.failures[:50]:
+        print(f"FAIL {report.name}: {failure}")
+    return 1 if report.failures else 0
 
 
 def main(argv: Sequence[str]) -> int:
@@ -414,7 +591,13 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--no-freeze", action="store_true",
                         help="run the installed code, not a frozen copy of it")  # fmt: skip
+    parser.add_argument("--no-execute", action="store_true",
+                        help="skip check 5 (importing changed files before and after)")  # fmt: skip
+    parser.add_argument("--compare-imports", nargs=2, metavar=("PRISTINE", "FIXED"),
+                        help="only check 5, on the files that differ between two trees")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.compare_imports:
+        return compare_trees(*args.compare_imports, None if args.no_freeze else args.scratch)
     sys.path.insert(0, HERE)
     import corpus
 
@@ -430,7 +613,9 @@ def main(argv: Sequence[str]) -> int:
     for name, source in targets:
         print(f"{name}: fixing a copy of {source} ...", flush=True)
         copy = scratch_copy(source, name, args.scratch)
-        reports.append(check_tree(copy, name, jobs=args.jobs, code=code))
+        reports.append(
+            check_tree(copy, name, jobs=args.jobs, code=code, execute=not args.no_execute)
+        )
     print_reports(reports)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:

@@ -63,7 +63,7 @@ def check_text(
         found=result.original_diagnostics,
         fixes_applied=result.fixes_applied,
         fixed_by_code=dict(result.fixed_by_code),
-        diff=result.diff,
+        diff=None if result.diff is None else result.diff.decode("utf-8"),  # the text is UTF-8
     )
 
 

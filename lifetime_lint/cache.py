@@ -46,7 +46,7 @@ class FixEntry:
     found: list[Diagnostic]  # the findings before fixing
     diagnostics: list[Diagnostic]  # the findings left after fixing
     fixed_text: str
-    diff: str | None
+    diff: bytes | None
     fixes_applied: int
     fixed_by_code: dict[str, int]
 
@@ -123,7 +123,10 @@ class Cache:
                 found=[_diagnostic_from_json(item, path) for item in payload["found"]],
                 diagnostics=[_diagnostic_from_json(item, path) for item in payload["left"]],
                 fixed_text=_string(payload["fixed_text"]),
-                diff=None if payload["diff"] is None else _string(payload["diff"]),
+                # The diff is bytes in the file's own encoding, kept as a latin-1 string.
+                diff=None
+                if payload["diff"] is None
+                else _string(payload["diff"]).encode("latin-1"),
                 fixes_applied=int(payload["fixes_applied"]),
                 fixed_by_code={str(k): int(v) for k, v in payload["fixed_by_code"].items()},
             )
@@ -137,7 +140,7 @@ class Cache:
             "found": [_diagnostic_to_json(d) for d in entry.found],
             "left": [_diagnostic_to_json(d) for d in entry.diagnostics],
             "fixed_text": entry.fixed_text,
-            "diff": entry.diff,
+            "diff": None if entry.diff is None else entry.diff.decode("latin-1"),
             "fixes_applied": entry.fixes_applied,
             "fixed_by_code": entry.fixed_by_code,
         })  # fmt: skip

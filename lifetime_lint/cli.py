@@ -32,7 +32,8 @@ from lifetime_lint.config import (
     SettingsResolver,
     parse_torch_version,
 )
-from lifetime_lint.diagnostics import Diagnostic, Location
+from lifetime_lint.diagnostics import Diagnostic
+from lifetime_lint.file_errors import file_error, read_error
 from lifetime_lint.files import discover
 from lifetime_lint.gitdiff import ChangedLines, GitDiffError, changed_lines
 from lifetime_lint.reporters import (
@@ -557,7 +558,7 @@ def _check_stdin(
         outcome.diagnostics,
         fixes_applied=outcome.fixes_applied,
         fixed_by_code=outcome.fixed_by_code,
-        diff=outcome.diff,
+        diff=None if outcome.diff is None else outcome.diff.encode("utf-8"),
         fixed_text=outcome.fixed_text,
         found=outcome.found,
     )
@@ -569,21 +570,11 @@ def _check_stdin(
 
 
 def _missing(path: str) -> FileResult:
-    return FileResult(
-        path, [_file_error(path, f"Failed to read {path}: No such file or directory")]
-    )
+    return FileResult(path, [read_error(path, "No such file or directory")])
 
 
 def _file_error(path: str, message: str) -> Diagnostic:
-    return Diagnostic(
-        code=IO_ERROR,
-        name="io-error",
-        message=message,
-        path=path,
-        start=Location(1, 1),
-        end=Location(1, 1),
-        is_error=True,
-    )
+    return file_error(path, IO_ERROR, message)
 
 
 def _report(results: list[FileResult], rules: Sequence[RuleInfo], run: Run) -> int:
@@ -610,7 +601,7 @@ def _report(results: list[FileResult], rules: Sequence[RuleInfo], run: Run) -> i
     errors = [d for d in diagnostics if d.is_error]
     out = run.output
 
-    def emit(text: str, err: bool = False) -> None:
+    def emit(text: str | bytes, err: bool = False) -> None:
         # click strips ANSI codes from a stream that is not a terminal unless told not to.
         click.echo(text, file=sys.stderr if err else out, nl=False, color=run.color or None)
 

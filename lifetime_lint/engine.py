@@ -5,15 +5,20 @@ words are searched in the text and a file that contains none is never parsed; th
 are parsed once with LibCST and visited once by all their rules together; positions and
 suppression comments are computed only for files that have findings.
 
+Every offset is an offset into the file's exact text (see lifetime_lint.parsing for where
+LibCST's own round trip is not exact), and a file LibCST must not parse (too large, too
+deeply nested) or cannot reproduce byte for byte is reported, never guessed at.
+
 Fixing repeats lint -> apply non-overlapping fixes -> re-parse, to a fixed point (bounded).
-Nothing is written unless the result parses, and then atomically, keeping encoding, BOM,
-line endings and mode.
+Nothing is written unless the result parses, and then keeping encoding, BOM, line endings,
+mode, owner, links and extended attributes (lifetime_lint.source.write_file).
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+import os
 from collections.abc import Sequence
 from typing import Callable
 
@@ -21,8 +26,15 @@ import libcst as cst
 
 from lifetime_lint.config import Settings, code_matches
 from lifetime_lint.diagnostics import Applicability, Diagnostic, Location
-from lifetime_lint.fixes import apply_edits, remove_orphan_imports, select_non_overlapping
+from lifetime_lint.file_errors import (
+    INTERNAL_ERROR,
+    file_error,
+    read_error,
+    write_error,
+)
+from lifetime_lint.fixes import apply_edits, orphan_import_edits, select_non_overlapping
 from lifetime_lint.noqa import Suppressions, parse_suppressions
+from lifetime_lint.parsing import ParsedSource, ParseRefused, RoundTripError, parse_exact
 from lifetime_lint.registry import all_rules
 
 # FileResult, FixMode and the error codes live in `results` (no LibCST there, so a run
@@ -93,9 +105,7 @@ class Linter:
         try:
             source = SourceFile.read(path)
         except SourceError as error:
-            result.diagnostics.append(
-                _file_error(path, IO_ERROR, f"Failed to read {path}: {error}")
-            )
+            result.diagnostics.append(read_error(path, str(error)))
             return result
         return self.check_source(source, mode, result)
 
@@ -112,12 +122,23 @@ class Linter:
         if mode.fixing and any(d.fix and mode.allows(d.fix) for d in diagnostics):
             text, diagnostics = self._fix_loop(path, source, diagnostics, mode, result)
             if text != source.text:
-                result.fixed_text = text
                 if mode.diff_only:
-                    result.diff = unified_diff(path, source.text, text)
+                    result.fixed_text = text
+                    result.diff = unified_diff(
+                        path, source.encode(source.text), source.encode(text)
+                    )
                 else:
-                    source.write(text)
-                    result.written = True
+                    try:
+                        source.write(text)
+                    except OSError as failure:
+                        # The file is as it was: report its findings as unfixed.
+                        result.diagnostics.append(write_error(path, _os_reason(failure)))
+                        result.fixes_applied = 0
+                        result.fixed_by_code = {}
+                        diagnostics, _ = self.lint_text(path, source.text, source.newline)
+                    else:
+                        result.fixed_text = text
+                        result.written = True
         result.diagnostics.extend(diagnostics)
         return result
 
@@ -155,12 +176,25 @@ class Linter:
         if not rules:
             return [], None
         try:
-            module = cst.parse_module(text)
+            parsed = parse_exact(text)
         except cst.ParserSyntaxError as error:
             return [], _syntax_error(path, text, error)
-        except RecursionError:
-            return [], _file_error(path, SYNTAX_ERROR, f"Failed to parse {path}: nesting too deep")
-        context = FileContext(path, text, module, newline or detect_newline(text), self.settings)
+        except ParseRefused as refused:
+            return [], file_error(path, IO_ERROR, f"Failed to parse {path}: {refused}")
+        try:
+            return self._lint_parsed(path, text, parsed, newline, rules), None
+        except RoundTripError as error:
+            return [], file_error(path, IO_ERROR, f"Failed to parse {path}: {error}; not checked")
+
+    def _lint_parsed(
+        self,
+        path: str,
+        text: str,
+        parsed: ParsedSource,
+        newline: str | None,
+        rules: Sequence[type[Rule]],
+    ) -> list[Diagnostic]:
+        context = self._context(path, text, parsed, newline)
         instances = [rule(context, self.options[rule.code]) for rule in rules]
         visits: dict[str, list[Callable]] = {}
         leaves: dict[str, list[Callable]] = {}
@@ -169,12 +203,25 @@ class Linter:
                 table = visits if attribute.startswith("visit_") else leaves
                 table.setdefault(node_type, []).append(getattr(instance, attribute))
         dispatcher = _Dispatcher(context.ancestors, visits, leaves)
-        walk(module, dispatcher.on_visit, dispatcher.on_leave)
+        walk(context.module, dispatcher.on_visit, dispatcher.on_leave)
         for instance in instances:
             instance.finish()
         if not context.reports:
-            return [], None
-        return self._to_diagnostics(context, context.reports), None
+            return []
+        return self._to_diagnostics(context, context.reports)
+
+    def _context(
+        self, path: str, text: str, parsed: ParsedSource, newline: str | None
+    ) -> FileContext:
+        return FileContext(
+            path,
+            text,
+            parsed.module,
+            newline or detect_newline(text),
+            self.settings,
+            parsed.parse_text,
+            parsed.offsets,
+        )
 
     # -- reports -> diagnostics ------------------------------------------------------
     def _to_diagnostics(self, context: FileContext, reports: list[RawReport]) -> list[Diagnostic]:
@@ -249,17 +296,26 @@ class Linter:
             new_text = apply_edits(text, [edit for fix in chosen for edit in fix.edits])
             orphans = {name for fix in chosen for name in fix.orphan_import_candidates}
             try:
-                module = cst.parse_module(new_text)
+                parsed = parse_exact(new_text)
                 if orphans:
-                    module = remove_orphan_imports(module, orphans)
-                    new_text = module.code
+                    context = self._context(path, new_text, parsed, source.newline)
+                    removal = orphan_import_edits(context, orphans)
+                    if removal:
+                        new_text = apply_edits(new_text, removal)
+                        parse_exact(new_text)
                 _python_compiles(new_text, path, source.text)
+            except (ParseRefused, RoundTripError) as error:
+                # The fixed text is one LibCST must not or cannot handle exactly: keep the
+                # file as it was, and say why.
+                return source.text, diagnostics + [
+                    file_error(path, IO_ERROR, f"Not fixed: after the fixes, {error}")
+                ]
             except (cst.ParserSyntaxError, SyntaxError, ValueError) as error:
                 # A fix that breaks the file is a bug in a rule: keep the file as it was.
                 diagnostics = diagnostics + [
-                    _file_error(
+                    file_error(
                         path,
-                        "LL000",
+                        INTERNAL_ERROR,
                         f"Internal error: a fix would leave {path} unparsable ({error}); "
                         "no fix applied. Please report this.",
                     )
@@ -302,29 +358,35 @@ def _location(context: FileContext, offset: int) -> Location:
     return Location(row, offset - context.line_starts[row - 1] + 1)
 
 
-def unified_diff(path: str, before: str, after: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile=path,
-            tofile=path,
-        )
+def unified_diff(path: str, before: bytes, after: bytes) -> bytes:
+    """A unified diff of two versions of a file's bytes that `patch -p0` and `git apply -p0`
+    accept: lines are what they count as lines (ended by `\\n` only, a `\\r` stays part of
+    its line; not `str.splitlines`, which also splits at form feeds and U+2028), in the
+    file's own encoding, with the `\\ No newline at end of file` marker they expect."""
+    name = os.fsencode(path)
+    lines = difflib.diff_bytes(
+        difflib.unified_diff,
+        _lines(before),
+        _lines(after),
+        name,
+        name,
     )
+    pieces = []
+    for line in lines:
+        pieces.append(line)
+        if not line.endswith(b"\n"):
+            pieces.append(b"\n\\ No newline at end of file\n")
+    return b"".join(pieces)
 
 
-def _file_error(path: str, code: str, message: str, row: int = 1, column: int = 1) -> Diagnostic:
-    return Diagnostic(
-        code=code,
-        name="io-error"
-        if code == IO_ERROR
-        else ("syntax-error" if code == SYNTAX_ERROR else "internal-error"),
-        message=message,
-        path=path,
-        start=Location(row, column),
-        end=Location(row, column),
-        is_error=True,
-    )
+def _lines(data: bytes) -> list[bytes]:
+    lines = data.split(b"\n")
+    ended = [line + b"\n" for line in lines[:-1]]
+    return ended + ([lines[-1]] if lines[-1] else [])
+
+
+def _os_reason(error: OSError) -> str:
+    return error.strerror or str(error)
 
 
 def _syntax_error(path: str, text: str, error: cst.ParserSyntaxError) -> Diagnostic:
@@ -338,7 +400,7 @@ def _syntax_error(path: str, text: str, error: cst.ParserSyntaxError) -> Diagnos
     else:  # Python accepts it but LibCST cannot parse it (very new syntax)
         row, column = max(error.raw_line, 1), error.raw_column + 1
         reason = "LibCST cannot parse this: " + (error.message.splitlines()[0] or "invalid syntax")
-    return _file_error(
+    return file_error(
         path, SYNTAX_ERROR, f"Failed to parse {path}:{row}:{column}: {reason}", row, column
     )
 

@@ -249,16 +249,149 @@ def apply_edits(source: str, edits: Iterable[Edit]) -> str:
     return "".join(pieces)
 
 
-def remove_orphan_imports(module: cst.Module, names: set[str]) -> cst.Module:
-    """Drop import aliases binding `names` when nothing in the module reads them any more."""
+def orphan_import_edits(context: FileContext, names: set[str]) -> list[Edit]:
+    """Edits that drop the import aliases binding `names` that nothing in the module reads.
+
+    Text edits on the file's exact text, never LibCST's regenerated module (which is not
+    byte for byte the file everywhere: it drops form feeds and a final lone CR). A statement
+    left with no alias goes with its line (and, opening a block, the blank lines after it);
+    a block left empty gets `pass`.
+    """
     if not names:
-        return module
+        return []
     counter = _ReferenceCounter(names)
-    module.visit(counter)
+    visit(context.module, counter)
     unused = {name for name in names if counter.counts.get(name, 0) == 0}
     if not unused:
-        return module
-    return module.visit(_ImportRemover(unused))
+        return []
+    finder = _OrphanedImportFinder(unused)
+    visit(context.module, finder)
+    edits: list[Edit] = []
+    for block, lines in finder.lines_by_block.items():
+        emptied = [line for line, kept in lines if not kept]
+        block_body: Sequence[cst.CSTNode] = getattr(block, "body", ())
+        keep_one = isinstance(block, cst.IndentedBlock) and len(emptied) == len(block_body)
+        for line, kept in lines:
+            if kept:
+                edits.append(_rewrite_statement_edit(context, line, kept))
+            elif keep_one and line is emptied[0]:
+                first, last = line.body[0], line.body[-1]
+                edits.append(Edit(context.span(first)[0], context.span(last)[1], "pass"))
+            else:
+                opens_block = isinstance(block, cst.IndentedBlock) and block_body[0] is line
+                edits.append(_line_removal_edit(context, line, opens_block))
+    for suite, kept in finder.suites:
+        first, last = suite.body[0], suite.body[-1]
+        start, end = context.span(first)[0], context.span(last)[1]
+        edits.append(Edit(start, end, _joined(context, kept) if kept else "pass"))
+    return edits
+
+
+def _rewrite_statement_edit(
+    context: FileContext, line: cst.SimpleStatementLine, kept: list[tuple[cst.CSTNode, bool]]
+) -> Edit:
+    first, last = line.body[0], line.body[-1]
+    if len(line.body) == 1 and len(kept) == 1:
+        small, _ = kept[0]
+        start, end = context.span(first)
+        return Edit(start, end, _small_code(context, small))
+    return Edit(context.span(first)[0], context.span(last)[1], _joined(context, kept))
+
+
+def _joined(context: FileContext, kept: list[tuple[cst.CSTNode, bool]]) -> str:
+    return "; ".join(
+        _small_code(context, small) if changed else context.source_of(small)
+        for small, changed in kept
+    )
+
+
+def _small_code(context: FileContext, small: cst.CSTNode) -> str:
+    return context.code_for(small.with_changes(semicolon=cst.MaybeSentinel.DEFAULT))
+
+
+def _line_removal_edit(
+    context: FileContext, line: cst.SimpleStatementLine, opens_block: bool
+) -> Edit:
+    source = context.source
+    start, end = context.line_start_of(line), context.line_after(line)
+    # A form feed opening the line is a page break, not part of the import: it stays.
+    leading = source[start : context.span(line.body[0])[0]]
+    start += leading.rfind("\f") + 1
+    if opens_block:
+        # Do not leave the block opening on blank lines.
+        starts = context.line_starts
+        row = context.row_of(end)
+        while row < len(starts) and not source[starts[row - 1] : starts[row]].strip():
+            end = starts[row]
+            row += 1
+    return Edit(start, end, "")
+
+
+class _OrphanedImportFinder(cst.CSTVisitor):
+    """Statements with aliases to drop, by enclosing block, with what each keeps:
+    (small statement, changed) pairs, empty when nothing is left."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+        self._blocks: list[cst.CSTNode] = []
+        self.lines_by_block: dict[
+            cst.CSTNode, list[tuple[cst.SimpleStatementLine, list[tuple[cst.CSTNode, bool]]]]
+        ] = {}
+        self.suites: list[tuple[cst.SimpleStatementSuite, list[tuple[cst.CSTNode, bool]]]] = []
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._blocks.append(node)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._blocks.append(node)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+        self._blocks.pop()
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        kept = self._kept(node.body)
+        if kept is not None:
+            self.lines_by_block.setdefault(self._blocks[-1], []).append((node, kept))
+        return False
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> bool:
+        kept = self._kept(node.body)
+        if kept is not None:
+            self.suites.append((node, kept))
+        return False
+
+    def _kept(self, smalls: Sequence[cst.BaseSmallStatement]):  # type: ignore[no-untyped-def]
+        """What the statements keep, or None when none of them changes."""
+        kept: list[tuple[cst.CSTNode, bool]] = []
+        changed = False
+        for small in smalls:
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                updated = self._without_unused(small, lambda alias: True)
+            elif isinstance(small, cst.Import):
+                # Only `import a.b as x` bindings are candidates: a plain `import torch`
+                # may be there for its side effects.
+                updated = self._without_unused(small, lambda alias: alias.asname is not None)
+            else:
+                updated = small
+            if updated is not small:
+                changed = True
+            if updated is not None:
+                kept.append((updated, updated is not small))
+        return kept if changed else None
+
+    def _without_unused(self, statement, removable):  # type: ignore[no-untyped-def]
+        """The import statement without its unused aliases (None if none is left)."""
+        kept = [
+            alias
+            for alias in statement.names
+            if not (removable(alias) and _bound_name(alias) in self.names)
+        ]
+        if len(kept) == len(statement.names):
+            return statement
+        if not kept:
+            return None
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return statement.with_changes(names=kept)
 
 
 class _ReferenceCounter(cst.CSTVisitor):
@@ -273,7 +406,7 @@ class _ReferenceCounter(cst.CSTVisitor):
         return False
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        visit(node.value, self)
         return False
 
     def visit_Name(self, node: cst.Name) -> None:
@@ -288,57 +421,6 @@ class _ReferenceCounter(cst.CSTVisitor):
             return
         if isinstance(value, str) and value in self.names:
             self.counts[value] = self.counts.get(value, 0) + 1
-
-
-class _ImportRemover(cst.CSTTransformer):
-    def __init__(self, names: set[str]) -> None:
-        self.names = names
-
-    def leave_ImportFrom(
-        self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
-    ) -> cst.ImportFrom | cst.RemovalSentinel:
-        if isinstance(updated_node.names, cst.ImportStar):
-            return updated_node
-        return self._without_unused(updated_node, lambda alias: True)
-
-    def leave_Import(
-        self, original_node: cst.Import, updated_node: cst.Import
-    ) -> cst.Import | cst.RemovalSentinel:
-        # Only `import a.b as x` bindings are candidates: a plain `import torch` may be
-        # there for its side effects.
-        return self._without_unused(updated_node, lambda alias: alias.asname is not None)
-
-    def _without_unused(self, statement, removable):  # type: ignore[no-untyped-def]
-        """The import statement without its unused aliases, or REMOVE if none is left."""
-        kept = [
-            alias
-            for alias in statement.names
-            if not (removable(alias) and _bound_name(alias) in self.names)
-        ]
-        if len(kept) == len(statement.names):
-            return statement
-        if not kept:
-            return cst.RemovalSentinel.REMOVE
-        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return statement.with_changes(names=kept)
-
-    def leave_IndentedBlock(
-        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
-    ) -> cst.IndentedBlock:
-        if not updated_node.body:  # never leave a block empty
-            return updated_node.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
-        first = updated_node.body[0]
-        if (
-            len(updated_node.body) < len(original_node.body)
-            and first.leading_lines
-            and all(line.comment is None for line in first.leading_lines)
-        ):
-            # The removed import opened the block: do not leave the block opening on a
-            # blank line.
-            return updated_node.with_changes(
-                body=[first.with_changes(leading_lines=())] + list(updated_node.body[1:])
-            )
-        return updated_node
 
 
 def _bound_name(alias: cst.ImportAlias) -> str | None:

@@ -81,8 +81,9 @@ def _style(text: str, summary: RunSummary, **style: bool | str) -> str:
 def format_line(d: Diagnostic, summary: RunSummary) -> str:
     colon = _style(":", summary, fg="cyan")
     marker = fix_marker(d, summary)
+    cell = f"cell {d.extra['cell']}{colon}" if d.extra.get("cell") else ""  # a notebook's
     return (
-        f"{_style(display_path(d.path), summary, bold=True)}{colon}{d.start.row}{colon}"
+        f"{_style(display_path(d.path), summary, bold=True)}{colon}{cell}{d.start.row}{colon}"
         f"{d.start.column}{colon} {_style(d.code, summary, fg='red', bold=True)} "
         f"{_style(marker.strip(), summary, fg='cyan')}{' ' if marker else ''}{d.message}"
     )
@@ -197,7 +198,7 @@ def diagnostic_to_json(d: Diagnostic) -> dict[str, object]:
             ],
         }
     return {
-        "cell": None,
+        "cell": d.extra.get("cell"),
         "code": d.code,
         "end_location": _json_location(d.end),
         "filename": os.path.abspath(d.path),

@@ -35,7 +35,7 @@ class FileResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     fixes_applied: int = 0
     fixed_by_code: dict[str, int] = field(default_factory=dict)
-    diff: str | None = None
+    diff: bytes | None = None  # a patch in the file's own encoding (`patch -p0` applies it)
     fixed_text: str | None = None  # the new source, when fixes changed it
     written: bool = False
     # The findings in the file as it was before any fix (None: same as `diagnostics`).

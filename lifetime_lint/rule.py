@@ -28,6 +28,7 @@ from libcst.metadata import CodePosition, CodeRange
 
 from lifetime_lint.diagnostics import Fix
 from lifetime_lint.imports import ImportMap
+from lifetime_lint.parsing import IDENTITY, OffsetMap, RoundTripError
 from lifetime_lint.traversal import NodeOffsets
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -106,11 +107,21 @@ class FileContext:
     """
 
     def __init__(
-        self, path: str, source: str, module: cst.Module, newline: str, settings: Settings
+        self,
+        path: str,
+        source: str,
+        module: cst.Module,
+        newline: str,
+        settings: Settings,
+        parsed_text: str | None = None,
+        offset_map: OffsetMap = IDENTITY,
     ) -> None:
         self.path = path
-        self.source = source
+        self.source = source  # the file's text, exactly; every offset a rule sees is into it
         self.module = module
+        # What LibCST parsed, when it is not `source` (see lifetime_lint.parsing).
+        self.parsed_text = source if parsed_text is None else parsed_text
+        self.offset_map = offset_map
         self.newline = newline
         self.settings = settings
         # The live ancestor chain during the traversal; the last element is the node
@@ -178,8 +189,17 @@ class FileContext:
     def _raw_span(self, node: cst.CSTNode, clamp: bool = False) -> tuple[int, int]:
         if self._offsets is None:
             # One code generation for all of the file's nodes (see lifetime_lint.traversal).
-            self._offsets = NodeOffsets(self.module)
+            offsets = NodeOffsets(self.module)
+            if not offsets.reproduces(self.parsed_text):
+                raise RoundTripError(
+                    "LibCST does not reproduce this file byte for byte, so no position or "
+                    "fix in it can be trusted"
+                )
+            self._offsets = offsets
         start, end = self._offsets[node]
+        if self.offset_map.cuts:
+            start, end = self.offset_map.start(start), self.offset_map.end(end)
+            end = max(start, end)  # an empty range at a cut
         if clamp:  # LibCST's added final newline is not in the source
             size = len(self.source)
             return min(start, size), min(end, size)
@@ -195,11 +215,13 @@ class FileContext:
         return self.line_starts[self.position(node).start.line - 1]
 
     def indentation_of(self, node: cst.CSTNode) -> str:
+        """The indentation of the node's line, as Python counts it: a form feed among the
+        leading whitespace resets the count, so only what follows the last one is kept."""
         start = self.line_start_of(node)
         end = start
-        while end < len(self.source) and self.source[end] in " \t":
+        while end < len(self.source) and self.source[end] in " \t\f":
             end += 1
-        return self.source[start:end]
+        return self.source[start:end].rpartition("\f")[2]
 
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)

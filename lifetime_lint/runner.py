@@ -13,20 +13,28 @@ oversubscribes the CPU (design notes section 1: 5.5x slower).
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
+import threading
 import time
-import traceback
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from lifetime_lint.cache import Cache, FixEntry
 from lifetime_lint.config import Settings
-from lifetime_lint.diagnostics import Diagnostic, Location
-from lifetime_lint.results import IO_ERROR, FileResult, FixMode
-from lifetime_lint.source import SourceError, SourceFile
+from lifetime_lint.file_errors import (
+    INTERNAL_ERROR,
+    file_error,
+    internal_error,
+    read_error,
+    write_error,
+)
+from lifetime_lint.results import FileResult, FixMode
+from lifetime_lint.source import SourceError, SourceFile, read_source_bytes
 
 if TYPE_CHECKING:  # pragma: no cover - the engine imports LibCST: only when a file is parsed
     from lifetime_lint.engine import Linter
@@ -76,6 +84,13 @@ class Checker:
         data = _read(path)
         if isinstance(data, FileResult):
             return data
+        if path.endswith(".ipynb"):  # not cached: cell positions are not kept there
+            from lifetime_lint.notebook import check_notebook
+
+            try:
+                return check_notebook(self.linter, path, data, self.mode)
+            except Exception as error:
+                return FileResult(path, [internal_error(path, error)])
         key = self.cache.key(path, data) if self.cache is not None else ""
         cached = self.lookup(path, data, key)
         if cached is not None:
@@ -84,12 +99,12 @@ class Checker:
         try:
             source = SourceFile.from_bytes(path, data)
         except SourceError as error:
-            result.diagnostics.append(_io_error(path, f"Failed to read {path}: {error}"))
+            result.diagnostics.append(read_error(path, str(error)))
             return result
         try:
             result = self.linter.check_source(source, self.mode, result)
         except Exception as error:  # a bug in a rule must not abort a run over 4,000 files
-            return FileResult(path, [_internal_error(path, error)])
+            return FileResult(path, [internal_error(path, error)])
         if self.cache is not None:
             self._store(path, key, source, result)
         return result
@@ -143,7 +158,12 @@ class Checker:
                 source = SourceFile.from_bytes(path, data)
             except SourceError:
                 return None
-            source.write(entry.fixed_text)
+            try:
+                source.write(entry.fixed_text)
+            except OSError as failure:  # the file is as it was: its findings stand, unfixed
+                return FileResult(
+                    path, [write_error(path, failure.strerror or str(failure)), *entry.found]
+                )
             result.written = True
             if not any(d.fix is not None and self.mode.allows(d.fix) for d in entry.diagnostics):
                 self.cache.store(self.cache.key(path, source.encode(entry.fixed_text)),
@@ -151,48 +171,11 @@ class Checker:
         return result
 
 
-def _read(path: str):
+def _read(path: str) -> bytes | FileResult:
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        reason = "No such file or directory"
-    except IsADirectoryError:
-        reason = "Is a directory"
-    except OSError as error:
-        reason = error.strerror or str(error)
-    return FileResult(path, [_io_error(path, f"Failed to read {path}: {reason}")])
-
-
-def _internal_error(path: str, error: Exception) -> Diagnostic:
-    """`LL000` for an exception raised while checking a file: reported, exit code 2."""
-    where = ""
-    trace = traceback.extract_tb(error.__traceback__)
-    if trace:
-        frame = trace[-1]
-        where = f" at {os.path.basename(frame.filename)}:{frame.lineno}"
-    return Diagnostic(
-        code="LL000",
-        name="internal-error",
-        message=f"Internal error while checking {path}: {type(error).__name__}: {error}{where}; "
-        "the file was not checked (nor changed). Please report this.",
-        path=path,
-        start=Location(1, 1),
-        end=Location(1, 1),
-        is_error=True,
-    )
-
-
-def _io_error(path: str, message: str) -> Diagnostic:
-    return Diagnostic(
-        code=IO_ERROR,
-        name="io-error",
-        message=message,
-        path=path,
-        start=Location(1, 1),
-        end=Location(1, 1),
-        is_error=True,
-    )
+        return read_source_bytes(path)
+    except SourceError as error:
+        return FileResult(path, [read_error(path, str(error))])
 
 
 # -- the process pool -------------------------------------------------------------------
@@ -204,8 +187,47 @@ def _init_worker(
     settings: Settings, rules: Sequence[Any], mode: FixMode, cache_dir: str | None
 ) -> None:
     global _WORKER
+    _exit_with_parent()
     cache = Cache(cache_dir, settings, rules) if cache_dir else None
     _WORKER = Checker(settings, rules, mode, cache)
+
+
+def _exit_with_parent(poll_seconds: float = 1.0) -> None:
+    """Make this worker exit as soon as the process that started the pool dies.
+
+    A worker waiting for its next chunk does not notice on its own (after `kill -9` of the
+    parent, ProcessPoolExecutor's workers were left running). On Linux the kernel is asked
+    to kill it with its parent (PR_SET_PDEATHSIG); everywhere a daemon thread watches the
+    parent's sentinel (closed when the parent dies) and whether this process was re-parented.
+    """
+    parent_pid = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover - no libc
+            pass
+    parent = multiprocessing.parent_process()
+    sentinel = parent.sentinel if parent is not None else None
+
+    def watch() -> None:
+        from multiprocessing.connection import wait
+
+        while True:
+            if sentinel is not None:
+                if wait([sentinel], timeout=poll_seconds):
+                    os._exit(1)
+            else:  # pragma: no cover - a start method without a parent sentinel
+                time.sleep(poll_seconds)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    if os.getppid() != parent_pid:  # pragma: no cover - it died before we looked
+        os._exit(1)
+    threading.Thread(target=watch, name="lifetime-lint-parent-watch", daemon=True).start()
 
 
 def _check_chunk(chunk: Sequence[tuple[int, str]]) -> list[tuple[int, FileResult]]:
@@ -251,21 +273,61 @@ def run_files(
         # enough ones keep the pickling overhead negligible.
         size = max(1, min(16, len(pending) // (workers * 8)))
         chunks = [pending[i : i + size] for i in range(0, len(pending), size)]
-        with ProcessPoolExecutor(
-            max_workers=workers,
-            initializer=_init_worker,
-            initargs=(settings, list(enabled), mode, cache_dir),
-        ) as pool:
-            for done in pool.map(_check_chunk, chunks):
-                for index, result in done:
-                    results[index] = result
-                    progress.advance()
+        initargs = (settings, list(enabled), mode, cache_dir)
+        for index, result in _run_pool(chunks, workers, initargs):
+            results[index] = result
+            progress.advance()
     else:
         for index, path in pending:
             results[index] = checker.check(path)
             progress.advance()
     progress.close()
     return [result for result in results if result is not None]
+
+
+def _run_pool(
+    chunks: list[list[tuple[int, str]]], workers: int, initargs: tuple
+) -> list[tuple[int, FileResult]]:
+    """Every chunk's results. A worker that dies (a crash in a native library: LibCST's
+    parser has segfaulted on deep expressions) breaks the pool; the chunks it left undone
+    are then checked one file per fresh process, so the file that kills its process is
+    reported by name and every other file is still checked."""
+    done: list[tuple[int, FileResult]] = []
+    unfinished: list[list[tuple[int, str]]] = []
+    with ProcessPoolExecutor(
+        max_workers=workers, initializer=_init_worker, initargs=initargs
+    ) as pool:
+        futures: list[tuple[Future, list[tuple[int, str]]]] = [
+            (pool.submit(_check_chunk, chunk), chunk) for chunk in chunks
+        ]
+        for future, chunk in futures:
+            try:
+                done.extend(future.result())
+            except BrokenProcessPool:
+                unfinished.append(chunk)
+    for chunk in unfinished:
+        for index, path in chunk:
+            done.append((index, _check_alone(path, initargs)))
+    return done
+
+
+def _check_alone(path: str, initargs: tuple) -> FileResult:
+    with ProcessPoolExecutor(max_workers=1, initializer=_init_worker, initargs=initargs) as pool:
+        try:
+            return pool.submit(_check_chunk, [(0, path)]).result()[0][1]
+        except BrokenProcessPool:
+            return FileResult(
+                path,
+                [
+                    file_error(
+                        path,
+                        INTERNAL_ERROR,
+                        f"Internal error while checking {path}: the process checking it "
+                        "crashed (in LibCST's native parser, most likely); the file was not "
+                        "checked (nor changed). Please report this.",
+                    )
+                ],
+            )
 
 
 # -- progress -----------------------------------------------------------------------------

@@ -173,17 +173,9 @@ class LintService:
 
 
 def _config_error(path: str, message: str) -> Diagnostic:
-    from lifetime_lint.diagnostics import Location
+    from lifetime_lint.file_errors import IO_ERROR, file_error
 
-    return Diagnostic(
-        code="E902",
-        name="io-error",
-        message=f"Configuration error: {message}",
-        path=path,
-        start=Location(1, 1),
-        end=Location(1, 1),
-        is_error=True,
-    )
+    return file_error(path, IO_ERROR, f"Configuration error: {message}")
 
 
 def minimal_replacement(before: str, after: str) -> tuple[int, int, str]:

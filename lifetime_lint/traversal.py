@@ -264,6 +264,13 @@ class NodeOffsets:
         module._codegen(state)
         self._ranges = state.ranges
         self._offsets = list(accumulate(map(len, state.tokens), initial=0))
+        self._tokens = state.tokens
+
+    def reproduces(self, text: str) -> bool:
+        """Whether the generated code is `text` (plus the final newline LibCST may add to a
+        file without one): only then are these offsets offsets into `text`."""
+        code = "".join(self._tokens)
+        return code.startswith(text) and code[len(text) :] in ("", "\n", "\r\n", "\r")
 
     def __getitem__(self, node: cst.CSTNode) -> tuple[int, int]:
         start, end = self._ranges[node]  # KeyError for a node not in the module

@@ -161,3 +161,128 @@ def test_script_cli_on_a_folder(tmp_path, capsys):
     assert "| pkg | 1 | 0 |" in output
     assert (tmp_path / "out.json").exists()
     assert (folder / "offload.py").read_text() == OFFLOAD  # the script works on a copy
+
+
+# -- fuzz: awkward bytes around known findings, fixed through the CLI, executed ------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_NEWLINES = st.sampled_from(["\n", "\r\n", "\r"])
+
+
+@st.composite
+def awkward_module(draw):
+    """A module with `torch.cuda.empty_cache()` calls in a function and a method, wrapped in
+    random form feeds, CR/CRLF/LF endings, tab or space indentation, comments, backslash
+    continuations, a BOM and no final newline; the functions return a value to compare."""
+    indent = draw(st.sampled_from(["    ", "\t", "  "]))
+    lines: list[tuple[str, str]] = []  # (indentation level text, code)
+
+    def feed():
+        return draw(st.sampled_from(["", "", "\x0c", "\x0c\x0c", " \x0c"]))
+
+    def decorated(level: str, code: str) -> None:
+        if draw(st.booleans()):
+            lines.append(("", draw(st.sampled_from(["", "\x0c", "# note", "\x0c# page"]))))
+        lines.append((feed() + level, code + draw(st.sampled_from(["", "  # why", "\t#x"]))))
+
+    decorated("", "import torch")
+    if draw(st.booleans()):
+        decorated("", "from torch.cuda import empty_cache")
+        call = "empty_cache()"
+    else:
+        call = "torch.cuda.empty_cache()"
+    for owner in ("def f(x):", "class A:"):
+        decorated("", owner)
+        level = indent
+        if owner.startswith("class"):
+            decorated(level, "def g(self, x):")
+            level = indent * 2
+        steps = draw(st.lists(st.sampled_from(["add", "cont", "call", "comment"]), max_size=5))
+        for step in [*steps, "call"]:
+            if step == "add":
+                decorated(level, "x = x + 2")
+            elif step == "cont":
+                lines.append((feed() + level, "x = x * \\"))
+                lines.append((level + indent, "3"))
+            elif step == "call":
+                decorated(level, call)
+            else:
+                lines.append(
+                    (level, "# " + draw(st.sampled_from(["c", "torch.cuda.empty_cache()"])))
+                )
+        decorated(level, "return x")
+    text = "".join(prefix + code + draw(_NEWLINES) for prefix, code in lines)
+    if draw(st.booleans()):
+        text = text.rstrip("\r\n")
+    data = text.encode()
+    return b"\xef\xbb\xbf" + data if draw(st.booleans()) else data
+
+
+def _results(data: bytes) -> tuple[int, int]:
+    namespace: dict = {"__name__": "fuzzed"}
+    exec(compile(data, "fuzzed.py", "exec", dont_inherit=True), namespace)
+    return namespace["f"](1), namespace["A"]().g(5)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=awkward_module())
+def test_fuzzed_files_fix_to_code_that_behaves_the_same(data, tmp_path_factory):
+    from click.testing import CliRunner
+
+    from lifetime_lint.cli import main
+
+    folder = tmp_path_factory.mktemp("fuzz")
+    path = folder / "fuzzed.py"
+    path.write_bytes(data)
+    expected = _results(data)
+    runner = CliRunner()
+    result = runner.invoke(main, ["--no-cache", "--fix", str(path)], catch_exceptions=False)
+    fixed = path.read_bytes()
+    # Every such file is valid Python that LibCST parses once the form feeds it drops are
+    # taken out: none may be refused, and each must be fixed.
+    assert result.exit_code == 0, result.output
+    assert fixed != data
+    assert b"torch.cuda.empty_cache()\n" not in fixed.replace(b"# torch.cuda.empty_cache()", b"")
+    assert _results(fixed) == expected
+    assert fixed.startswith(b"\xef\xbb\xbf") == data.startswith(b"\xef\xbb\xbf")
+    assert fixed.count(b"\x0c") == data.count(b"\x0c")  # no form feed lost
+    again = runner.invoke(main, ["--no-cache", "--fix", str(path)], catch_exceptions=False)
+    assert again.exit_code == 0 and path.read_bytes() == fixed
+
+
+def test_the_execution_check_compares_module_level_names(tmp_path):
+    """Check 5 imports both trees: names the fix's imports add or remove are allowed, any
+    other change (a name lost, a value of another type) or a failing import is reported."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    original = (
+        "import torch\nfrom torch.cuda import empty_cache\nA = 1\n\n\ndef f():\n    empty_cache()\n"
+    )
+    fixed = {
+        "good.py": original.replace(
+            "from torch.cuda import empty_cache", "from lifetime_lint.runtime import reclaim"
+        ).replace("empty_cache()", "reclaim()"),
+        "lost.py": original.replace("A = 1\n", ""),
+        "retyped.py": original.replace("A = 1", "A = 'one'"),
+        "broken.py": original + "raise RuntimeError('at import')\n",
+    }
+    for tree in (before, after):
+        (tree / "pkg").mkdir(parents=True)
+        (tree / "pkg" / "__init__.py").write_text("")
+    for name, text in fixed.items():
+        (before / "pkg" / name).write_text(original)
+        (after / "pkg" / name).write_text(text)
+    report = fix_safety.SafetyReport("t")
+    paths = [f"pkg/{name}" for name in fixed]
+    fix_safety.compare_imports(str(before), str(after), paths, report, code=None)
+    assert report.imported_files == 3
+    failures = sorted(report.failures)
+    assert len(failures) == 3, failures
+    assert failures[0].startswith("pkg/broken.py: imported before the fix, not after: RuntimeError")
+    assert failures[1] == "pkg/lost.py: module-level names differ after the fix: A (int -> absent)"
+    assert failures[2] == "pkg/retyped.py: module-level names differ after the fix: A (int -> str)"

@@ -1,0 +1,227 @@
+"""Parsing a file with LibCST, safely and with offsets that are exact in the original text.
+
+Two things stand between a file's text and a tree whose offsets can be trusted:
+
+- LibCST's round trip is not exact everywhere. Where a form feed starts a statement line it
+  drops the form feed (and whatever whitespace came before it on the line), it drops a final
+  lone `\\r`, and a form feed opening a method body's line makes its native parser fail
+  (Python accepts all three). Offsets computed on LibCST's regenerated code and applied to
+  the original bytes then land a character off per form feed. So the text LibCST parses is
+  the original with exactly those characters taken out (a final lone `\\r` becomes `\\n`),
+  found with Python's own tokenizer; an `OffsetMap` turns offsets in the parsed text back into
+  offsets in the original. Whether LibCST regenerates the parsed text byte for byte is checked
+  where offsets are first needed (`traversal.NodeOffsets`): a file it does not is refused
+  (`RoundTripError`), never fixed on guessed offsets.
+- LibCST's parser is slow and recursive: an 8,000-term expression crashes it (segfault), a
+  10,000-term sum or a 20,000-deep attribute chain takes minutes, a 5 MB file minutes and GBs.
+  `nesting_problem` is a cheap screen (regular expressions, C speed) for the text shapes that
+  can nest that deep, then, only for the files it flags, Python's own parser (fast, and it
+  fails cleanly) measures the real depth. Sizes are capped before a file is even read
+  (`source.read_source_bytes`).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+
+import libcst as cst
+
+# LibCST takes about 10 s and 300 MB per MB of source (design notes), superlinearly more
+# beyond; the largest file in the six pinned corpora is 0.33 MB.
+MAX_SOURCE_BYTES = 1 << 20
+# Deepest syntax tree (Python's `ast`) a file may have. LibCST's cost grows with the cube of
+# the depth: 0.15 s at 500, 0.8 s at 1,000, 40 s at 4,000, a crash at 8,000. The deepest
+# file in the pinned corpora is 54.
+MAX_NESTING = 500
+
+# The screen: text that could hold an expression deeper than MAX_NESTING.
+_LONG_LINE = re.compile(r"^[^\r\n]{" + str(2 * MAX_NESTING) + ",}", re.MULTILINE)
+# A run of lines that each begin like the middle of an expression (an operator, a dot, a
+# bracket, a keyword operator)...
+_RUN_OF_LINES_STARTING_MID_EXPRESSION = re.compile(
+    r"^(?:[ \t\f]*(?:[-+*/%&|^@.~<>=(\[{}\])]|and\b|or\b|not\b|if\b|else\b|lambda\b)"
+    r"[^\r\n]*(?:\r\n|\r|\n)){" + str(MAX_NESTING // 2) + "}",
+    re.MULTILINE,
+)
+# ... or that each end like it (or with a backslash), searched in the reversed text, where
+# they begin with it: a pattern that fails at the first character of most lines is what
+# keeps the screen at a small fraction of the parse.
+_REVERSED_RUN_OF_LINES_ENDING_MID_EXPRESSION = re.compile(
+    r"^(?:[ \t\f]*(?:[-+*/%&|^@.~<>=(\[{\\]|dna\b|ro\b|ton\b)[^\r\n]*(?:\n\r|\r|\n)){"
+    + str(MAX_NESTING // 2)
+    + "}",
+    re.MULTILINE,
+)
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
+class ParseRefused(Exception):
+    """LibCST must not see this text (too large or too deeply nested); the message says why."""
+
+
+class RoundTripError(Exception):
+    """LibCST does not regenerate this file byte for byte, so its offsets cannot be trusted."""
+
+
+@dataclass(frozen=True)
+class OffsetMap:
+    """Offsets in the parsed text -> offsets in the original, for characters taken out.
+
+    `cuts` are (offset in the parsed text, characters removed there), in order. A range that
+    touches a cut at one of its ends does not include the removed characters: a start offset
+    at a cut maps past them, an end offset before them.
+    """
+
+    cuts: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        totals, running = [], 0
+        for _, size in self.cuts:
+            running += size
+            totals.append(running)
+        object.__setattr__(self, "_positions", [offset for offset, _ in self.cuts])
+        object.__setattr__(self, "_totals", totals)
+
+    def start(self, offset: int) -> int:
+        index = bisect_right(self._positions, offset)  # type: ignore[attr-defined]
+        return offset + (self._totals[index - 1] if index else 0)  # type: ignore[attr-defined]
+
+    def end(self, offset: int) -> int:
+        index = bisect_left(self._positions, offset)  # type: ignore[attr-defined]
+        return offset + (self._totals[index - 1] if index else 0)  # type: ignore[attr-defined]
+
+
+IDENTITY = OffsetMap()
+
+
+@dataclass(frozen=True)
+class ParsedSource:
+    module: cst.Module
+    parse_text: str  # what LibCST parsed (the original unless characters had to go)
+    offsets: OffsetMap
+
+
+def parse_exact(text: str) -> ParsedSource:
+    """Parse `text` with LibCST after the guards; raises ParseRefused, ParserSyntaxError."""
+    problem = size_problem(len(text)) or nesting_problem(text)
+    if problem:
+        raise ParseRefused(problem)
+    parse_text, offsets = libcst_view(text)
+    try:
+        module = cst.parse_module(parse_text)
+    except RecursionError:
+        raise ParseRefused("too deeply nested for the parser") from None
+    return ParsedSource(module, parse_text, offsets)
+
+
+def size_problem(size: int) -> str | None:
+    if size > MAX_SOURCE_BYTES:
+        limit = MAX_SOURCE_BYTES >> 20
+        return f"larger than {limit} MB ({size / (1 << 20):.1f} MB), too large for the parser; not checked"
+    return None
+
+
+def nesting_problem(text: str) -> str | None:
+    """Why LibCST must not parse `text` (nested deeper than it copes with), or None."""
+    if not could_be_deeply_nested(text):
+        return None
+    try:
+        tree = ast.parse(text)
+    except (RecursionError, MemoryError):
+        return "too deeply nested for the parser (deeper than Python's own limit); not checked"
+    except (SyntaxError, ValueError):
+        return None  # LibCST reports the syntax error itself
+    depth = tree_depth(tree)
+    if depth > MAX_NESTING:
+        return f"too deeply nested for the parser (depth {depth} > {MAX_NESTING}); not checked"
+    return None
+
+
+def could_be_deeply_nested(text: str) -> bool:
+    """The cheap screen: False when no expression in `text` can be deeper than MAX_NESTING.
+
+    Such depth needs that many operators, dots or brackets in one logical line: on one long
+    physical line, or on a long run of lines that each begin (or each end) like the middle
+    of an expression, as generated or hand-formatted chains are written.
+    """
+    return bool(
+        _LONG_LINE.search(text)
+        or _RUN_OF_LINES_STARTING_MID_EXPRESSION.search(text)
+        or _REVERSED_RUN_OF_LINES_ENDING_MID_EXPRESSION.search(text[::-1])
+    )
+
+
+def tree_depth(tree: ast.AST) -> int:
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def libcst_view(text: str) -> tuple[str, OffsetMap]:
+    """The text LibCST can parse and regenerate exactly, and the map back to `text`."""
+    if "\f" not in text and not (text.endswith("\r")):
+        return text, IDENTITY
+    cuts: list[tuple[int, int]] = []  # (offset in the original, size)
+    if "\f" in text:
+        cuts = _form_feed_cuts(text)
+    pieces, cursor, mapped = [], 0, []
+    removed = 0
+    for offset, size in cuts:
+        pieces.append(text[cursor:offset])
+        mapped.append((offset - removed, size))
+        removed += size
+        cursor = offset + size
+    pieces.append(text[cursor:])
+    view = "".join(pieces)
+    if view.endswith("\r"):  # a final lone CR: LibCST drops it; as "\n" it is kept
+        view = view[:-1] + "\n"
+    return view, OffsetMap(tuple(mapped))
+
+
+def _form_feed_cuts(text: str) -> list[tuple[int, int]]:
+    """The whitespace up to the last form feed before each statement's first token.
+
+    Python ignores it (a form feed resets the indentation count); LibCST drops it. Lines
+    inside strings, brackets or continuations are not statement starts and keep theirs.
+    """
+    starts = [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+    cuts = []
+    at_statement_start = True
+    skip = (
+        tokenize.NL,
+        tokenize.COMMENT,
+        tokenize.INDENT,
+        tokenize.DEDENT,
+        tokenize.ENCODING,
+        tokenize.ENDMARKER,
+    )
+    # Python's tokenize module takes a lone CR for no line end (Python's parser does): as
+    # LF, which keeps every offset, it tokenizes as Python parses.
+    readable = _LONE_CR.sub("\n", text) if "\r" in text else text
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(readable, newline="").readline):
+            if token.type == tokenize.NEWLINE:
+                at_statement_start = True
+            elif at_statement_start and token.type not in skip:
+                at_statement_start = False
+                row, column = token.start
+                if row > len(starts):
+                    break
+                line_start = starts[row - 1]
+                last = text.rfind("\f", line_start, line_start + column)
+                if last >= 0:
+                    cuts.append((line_start, last + 1 - line_start))
+    except (tokenize.TokenError, SyntaxError):
+        return []  # LibCST will report the error, or the round-trip check refuses the file
+    return cuts
