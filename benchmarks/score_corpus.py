@@ -82,6 +82,7 @@ class Label:
     label: str
     why: str
     match: str | None = None
+    lines: tuple[int, int] | None = None  # narrows the span (first and last line)
     span: tuple[int, int] | None = None  # filled in from the source
     error: str | None = None  # why the label could not be placed in its source
     findings: list[dict[str, Any]] = field(default_factory=list)
@@ -118,6 +119,7 @@ def load_labels(folder: str, rules: Sequence[str] | None = None) -> list[Label]:
                     label=entry["label"],
                     why=entry["why"],
                     match=entry.get("match"),
+                    lines=tuple(entry["lines"]) if "lines" in entry else None,
                 )
             )
     return labels
@@ -169,7 +171,13 @@ def place_labels(labels: Iterable[Label], corpus: str) -> None:
         if not candidates:
             label.error = f"no function {label.function} spanning line {label.line}"
             continue
-        label.span = min(candidates, key=lambda s: s[1] - s[0])
+        span = min(candidates, key=lambda s: s[1] - s[0])
+        if label.lines is not None:
+            if not span[0] <= label.lines[0] <= label.lines[1] <= span[1]:
+                label.error = f"lines {label.lines} are not inside {label.function} {span}"
+                continue
+            span = label.lines
+        label.span = span
 
 
 # -- running the linter ----------------------------------------------------------------------
