@@ -270,6 +270,18 @@ def run_linter(
         return findings
 
 
+def load_findings(filename: str, corpus: str, repo: str) -> list[dict[str, Any]]:
+    """Findings from a saved `--format json` run over `corpus`/`repo`, paths made relative."""
+    root = os.path.realpath(os.path.join(corpus, repo))
+    with open(filename, encoding="utf-8") as handle:
+        findings = json.load(handle)
+    for finding in findings:
+        finding["repo"] = repo
+        path = os.path.relpath(os.path.realpath(finding["filename"]), root)
+        finding["path"] = path.replace(os.sep, "/")
+    return findings
+
+
 # -- scoring ---------------------------------------------------------------------------------
 
 
@@ -501,6 +513,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="seed for --sample")
     parser.add_argument("--repos", default=",".join(REPOS), help="corpora for --sample")
     parser.add_argument("--out", help="where --sample writes (default: stdout)")
+    parser.add_argument(
+        "--findings",
+        action="append",
+        default=[],
+        metavar="REPO=FILE",
+        help="for --sample: use this linter JSON output for REPO instead of running the linter",
+    )
     parser.add_argument("--reuse", help="labelled samples whose labels --sample copies over")
     parser.add_argument("--precision", metavar="FILE", help="print precision of labelled samples")
     parser.epilog = "Any other option (e.g. --select LL001, --ignore LL005) goes to the linter."
@@ -520,8 +539,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.corpus is None:
         args.corpus = default_corpus(DEFAULT_TREE)
     if args.sample is not None:
+        given = dict(item.split("=", 1) for item in args.findings)
         findings = []
         for repo in [r for r in args.repos.split(",") if r]:
+            if repo in given:
+                findings += load_findings(given[repo], args.corpus, repo)
+                continue
             top = sorted(os.listdir(os.path.join(args.corpus, repo)))
             findings += run_linter(
                 tree, args.corpus, repo, top, args.linter_args, config, args.jobs

@@ -178,3 +178,12 @@ def test_sample_is_reproducible_and_reuses_labels(tmp_path: Path) -> None:
     assert "| LL001 | 3 | 2 | 1 | 50% |" in table
     assert "| all | 6 | 2 | 1 | 50% |" in table
     assert "1  tiny tensor" in table
+
+
+def test_saved_findings_are_made_relative(tmp_path: Path) -> None:
+    corpus, _ = _corpus(tmp_path)
+    saved = tmp_path / "run.json"
+    filename = str(corpus / "demo" / "demo_pkg" / "pipe.py")
+    saved.write_text(json.dumps([{"code": "LL004", "filename": filename}]), encoding="utf-8")
+    (finding,) = score_corpus.load_findings(str(saved), str(corpus), "demo")
+    assert (finding["repo"], finding["path"]) == ("demo", "demo_pkg/pipe.py")
