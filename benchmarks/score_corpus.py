@@ -270,6 +270,22 @@ def run_linter(
         return findings
 
 
+def draw_files(corpus: str, repo: str, fraction: float, seed: int) -> set[str] | None:
+    """A seeded random `fraction` of the repo's Python files (None: all of them)."""
+    if fraction >= 1.0:
+        return None
+    root = os.path.join(corpus, repo)
+    files = []
+    for directory, subdirectories, names in os.walk(root):
+        subdirectories.sort()
+        for name in sorted(names):
+            if name.endswith(".py"):
+                files.append(os.path.relpath(os.path.join(directory, name), root))
+    files = [f.replace(os.sep, "/") for f in files]
+    rng = random.Random(f"{seed}:{repo}")
+    return set(rng.sample(files, round(len(files) * fraction)))
+
+
 def load_findings(filename: str, corpus: str, repo: str) -> list[dict[str, Any]]:
     """Findings from a saved `--format json` run over `corpus`/`repo`, paths made relative."""
     root = os.path.realpath(os.path.join(corpus, repo))
@@ -512,6 +528,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--sample", type=int, metavar="N", help="draw N findings per rule")
     parser.add_argument("--seed", type=int, default=0, help="seed for --sample")
     parser.add_argument("--repos", default=",".join(REPOS), help="corpora for --sample")
+    parser.add_argument(
+        "--file-fraction",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="for --sample: lint a seeded random fraction F of each corpus's files (a cluster "
+        "sample: every finding of a drawn file is in the pool)",
+    )
     parser.add_argument("--out", help="where --sample writes (default: stdout)")
     parser.add_argument(
         "--findings",
@@ -542,12 +566,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         given = dict(item.split("=", 1) for item in args.findings)
         findings = []
         for repo in [r for r in args.repos.split(",") if r]:
+            drawn = draw_files(args.corpus, repo, args.file_fraction, args.seed)
             if repo in given:
-                findings += load_findings(given[repo], args.corpus, repo)
+                saved = load_findings(given[repo], args.corpus, repo)
+                findings += [f for f in saved if drawn is None or f["path"] in drawn]
                 continue
-            top = sorted(os.listdir(os.path.join(args.corpus, repo)))
+            paths = (
+                sorted(drawn)
+                if drawn is not None
+                else sorted(os.listdir(os.path.join(args.corpus, repo)))
+            )
             findings += run_linter(
-                tree, args.corpus, repo, top, args.linter_args, config, args.jobs
+                tree, args.corpus, repo, paths, args.linter_args, config, args.jobs
             )
         sample = draw_sample(findings, args.sample, args.seed)
         counts: dict[str, int] = {}

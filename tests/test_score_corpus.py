@@ -187,3 +187,14 @@ def test_saved_findings_are_made_relative(tmp_path: Path) -> None:
     saved.write_text(json.dumps([{"code": "LL004", "filename": filename}]), encoding="utf-8")
     (finding,) = score_corpus.load_findings(str(saved), str(corpus), "demo")
     assert (finding["repo"], finding["path"]) == ("demo", "demo_pkg/pipe.py")
+
+
+def test_file_fraction_draws_a_reproducible_subset(tmp_path: Path) -> None:
+    corpus, _ = _corpus(tmp_path)
+    package = corpus / "demo" / "demo_pkg"
+    for i in range(9):
+        (package / f"m{i}.py").write_text("x = 1\n", encoding="utf-8")
+    drawn = score_corpus.draw_files(str(corpus), "demo", 0.5, seed=3)
+    assert drawn == score_corpus.draw_files(str(corpus), "demo", 0.5, seed=3)
+    assert len(drawn) == 5 and all(p.startswith("demo_pkg/") for p in drawn)
+    assert score_corpus.draw_files(str(corpus), "demo", 1.0, seed=3) is None
