@@ -29,6 +29,7 @@ from lifetime_lint.config import (
 from lifetime_lint.diagnostics import Diagnostic, Location
 from lifetime_lint.engine import IO_ERROR, FileResult, FixMode
 from lifetime_lint.files import discover
+from lifetime_lint.fixes import configured_runtime_module, fix_report
 from lifetime_lint.gitdiff import GitDiffError, changed_lines
 from lifetime_lint.registry import all_rules, rule_by_selector
 from lifetime_lint.reporters import (
@@ -40,6 +41,8 @@ from lifetime_lint.reporters import (
     render_statistics,
 )
 from lifetime_lint.runner import Progress, default_jobs, run_files
+from lifetime_lint.vendor import VendorError, runtime_module_warning
+from lifetime_lint.vendor import write as write_vendored_runtime
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -182,6 +185,11 @@ def check(
     except ConfigError as error:
         click.echo(f"lifetime-lint: error: {error}", err=True)
         sys.exit(EXIT_ERROR)
+    runtime_module = configured_runtime_module(settings)
+    if runtime_module and not quiet:
+        warning = runtime_module_warning(runtime_module, settings.root)
+        if warning:
+            click.echo(f"lifetime-lint: warning: {warning}", err=True)
 
     mode = FixMode(apply=fix and not diff_only, unsafe=unsafe_fixes, diff_only=diff_only)
     try:
@@ -332,6 +340,8 @@ def _report(
         for error in errors:
             click.echo(format_line(error, summary), err=True)
         if not quiet:
+            for line in fix_report(results, settings, mode.unsafe):
+                click.echo(line, err=True)
             if fixable:
                 noun = "fix" if fixable == 1 else "fixes"
                 click.echo(f"Would apply {fixable} {noun}.", err=True)
@@ -343,6 +353,9 @@ def _report(
 
     output = REPORTERS[output_format](diagnostics, summary)
     click.echo(output, nl=False)
+    if mode.apply and not quiet:
+        for line in fix_report(results, settings, mode.unsafe):
+            click.echo(line, err=True)
     if output_format in MACHINE_FORMATS:
         # Keep stdout parseable; the human summary goes to stderr.
         extra: list[str] = []
@@ -357,6 +370,19 @@ def _report(
     if diagnostics and not exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+@main.command("vendor-runtime")
+@click.argument("path", type=click.Path(dir_okay=False))
+def vendor_runtime(path: str) -> None:
+    """Write the fixes' helpers to PATH as one self-contained file (standard library and
+    torch only); then set `runtime-module` to its module name under [tool.lifetime-lint]."""
+    try:
+        written = write_vendored_runtime(path)
+    except (VendorError, OSError) as error:
+        click.echo(f"lifetime-lint: error: {error}", err=True)
+        sys.exit(EXIT_ERROR)
+    click.echo(f"Wrote {written} (lifetime-lint {__version__} runtime).", err=True)
 
 
 @main.command()

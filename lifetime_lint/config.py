@@ -50,6 +50,7 @@ GLOBAL_KEYS: dict[str, tuple[type, str]] = {
     "per-file-ignores": (dict, "glob (relative to the config file) -> list of codes to ignore"),
     "target-torch-version": (str, 'oldest torch the project supports, e.g. "2.9"'),
     "cache-dir": (str, "where the result cache lives, relative to the config file's folder"),
+    "runtime-module": (str, "module the fixes import their helpers from (see vendor-runtime)"),
 }
 
 

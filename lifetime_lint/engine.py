@@ -22,7 +22,12 @@ import libcst as cst
 
 from lifetime_lint.config import Settings, code_matches
 from lifetime_lint.diagnostics import Applicability, Diagnostic, Fix, Location
-from lifetime_lint.fixes import apply_edits, remove_orphan_imports, select_non_overlapping
+from lifetime_lint.fixes import (
+    added_imports,
+    apply_edits,
+    remove_orphan_imports,
+    select_non_overlapping,
+)
 from lifetime_lint.noqa import Suppressions, parse_suppressions
 from lifetime_lint.registry import all_rules
 from lifetime_lint.rule import FileContext, RawReport, Rule
@@ -57,6 +62,7 @@ class FileResult:
     fixed_by_code: dict[str, int] = field(default_factory=dict)
     diff: str | None = None
     fixed_text: str | None = None  # the new source, when fixes changed it
+    added_imports: list[str] = field(default_factory=list)  # imports the fixes added
     written: bool = False
 
     @property
@@ -141,6 +147,7 @@ class Linter:
             text, diagnostics = self._fix_loop(path, source, diagnostics, mode, result)
             if text != source.text:
                 result.fixed_text = text
+                result.added_imports = added_imports(source.text, text)
                 if mode.diff_only:
                     result.diff = unified_diff(path, source.text, text)
                 else:
