@@ -759,6 +759,38 @@ class _ReferenceCounter(cst.CSTVisitor):
 class _ImportRemover(cst.CSTTransformer):
     def __init__(self, names: set[str]) -> None:
         self.names = names
+        # Leading lines (blank lines, comments) of removed statements, by original node:
+        # the next statement inherits them, so removing `import torch` between a docstring
+        # and the next import keeps the blank line the formatter wants there.
+        self._carried: dict[int, Sequence[cst.EmptyLine]] = {}
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
+        if updated_node.body:
+            return updated_node
+        self._carried[id(original_node)] = original_node.leading_lines
+        return cst.RemovalSentinel.REMOVE
+
+    def _inherit(self, original: Sequence[cst.CSTNode], updated: Sequence[cst.CSTNode]) -> list:
+        body = list(updated)
+        carry: list[cst.EmptyLine] = []
+        position = 0
+        for statement in original:
+            if id(statement) in self._carried:
+                carry.extend(self._carried[id(statement)])
+                continue
+            if position >= len(body):
+                break
+            if carry:
+                node = body[position]
+                own = list(node.leading_lines)  # type: ignore[attr-defined]
+                if any(line.comment is None for line in own):
+                    carry = [line for line in carry if line.comment is not None]
+                body[position] = node.with_changes(leading_lines=carry + own)
+                carry = []
+            position += 1
+        return body
 
     def leave_ImportFrom(
         self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
@@ -792,6 +824,9 @@ class _ImportRemover(cst.CSTTransformer):
         """A removed first statement must not leave the file opening on blank lines."""
         if not updated_node.body or not original_node.body:
             return updated_node
+        updated_node = updated_node.with_changes(
+            body=self._inherit(original_node.body, updated_node.body)
+        )
         first = updated_node.body[0]
         if first is original_node.body[0] or updated_node.header:
             return updated_node
@@ -809,6 +844,9 @@ class _ImportRemover(cst.CSTTransformer):
     ) -> cst.IndentedBlock:
         if not updated_node.body:  # never leave a block empty
             return updated_node.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+        updated_node = updated_node.with_changes(
+            body=self._inherit(original_node.body, updated_node.body)
+        )
         first = updated_node.body[0]
         if (
             len(updated_node.body) < len(original_node.body)
