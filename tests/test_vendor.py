@@ -146,7 +146,9 @@ def test_header_version_and_hash_tell_edited_and_stale_copies(tmp_path: Path) ->
     old = old.replace("def release(", "def release(  ", 1)
     body = old[vendor.STAMP.search(old).end() + 1 :]  # type: ignore[union-attr]
     digest = __import__("hashlib").sha256(body.encode()).hexdigest()
-    target.write_text(vendor.STAMP.sub(f"# lifetime-lint-runtime: version=0.0.1 sha256={digest}", old))
+    target.write_text(
+        vendor.STAMP.sub(f"# lifetime-lint-runtime: version=0.0.1 sha256={digest}", old)
+    )
     stale = vendor.status(target)
     assert not stale.edited and not stale.current
     assert "out of date" in (stale.problem("pkg._vendored") or "")

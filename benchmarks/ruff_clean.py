@@ -1,0 +1,210 @@
+"""Do `--fix`'s edits keep real Ruff-gated repositories clean?
+
+    python benchmarks/ruff_clean.py [--sdists DIR] [NAME ...]
+
+For each pinned repository (code from `.corpus/`, Ruff and dependency settings from the
+project's own sdist: `pip download --no-deps --no-binary :all: NAME==VERSION -d DIR`), in a
+fresh temporary copy per mode: `ruff check` (the project's own config, and
+`--select I,E,W,F`) and `ruff format --check` before and after `lifetime-lint check --fix`,
+`--fix --unsafe-fixes`, and both again with a vendored runtime (`runtime-module` set,
+`lifetime-lint vendor-runtime` run first). Counts new violations per (file, code) (must be
+0), new format failures (must be 0), fixed files that do not compile and added imports of a
+runtime whose names the runtime module does not export or that fails to import without
+lifetime-lint (must be 0), and the fixes applied. With `$OUT`, writes `ruff_clean.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = Path(os.environ.get("LIFETIME_LINT_CORPUS", "/work/main/.corpus"))
+RUFF = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+
+# name -> (code folder in the corpus, package, sdist whose pyproject/setup.cfg configure it)
+REPOSITORIES = {
+    "vllm-omni": ("vllm-omni/vllm_omni", "vllm_omni", "vllm_omni-0.20.0.tar.gz"),
+    "fastvideo": ("fastvideo/fastvideo", "fastvideo", "fastvideo-0.2.1.tar.gz"),
+    "diffusers": ("diffusers/diffusers", "diffusers", "diffusers-0.42.1.tar.gz"),
+}
+MODES = {
+    "fix": (False, ["--fix"]),
+    "fix-unsafe": (False, ["--fix", "--unsafe-fixes"]),
+    "vendored-fix": (True, ["--fix"]),
+    "vendored-fix-unsafe": (True, ["--fix", "--unsafe-fixes"]),
+}
+VENDORED = "_lifetime_runtime"
+BLOCK_LIFETIME_LINT = (
+    "import importlib.abc, sys\n"
+    "class B(importlib.abc.MetaPathFinder):\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name.split('.')[0] == 'lifetime_lint': raise ImportError(name)\n"
+    "sys.meta_path.insert(0, B())\n"
+)
+
+
+def _config_files(sdist: Path, folder: Path) -> None:
+    with tarfile.open(sdist) as archive:
+        for member in archive.getmembers():
+            parts = member.name.split("/")
+            if len(parts) == 2 and parts[1] in ("pyproject.toml", "setup.cfg", "ruff.toml"):
+                data = archive.extractfile(member)
+                assert data is not None
+                (folder / parts[1]).write_bytes(data.read())
+
+
+def _ruff(folder: Path, *args: str) -> collections.Counter[tuple[str, str]]:
+    result = subprocess.run([RUFF, "check", "--no-cache", "--exit-zero", "--output-format",
+                             "json", *args, "."], cwd=folder, capture_output=True, text=True)  # fmt: skip
+    found: collections.Counter[tuple[str, str]] = collections.Counter()
+    for item in json.loads(result.stdout or "[]"):
+        found[(os.path.relpath(item["filename"], folder), item["code"] or "E999")] += 1
+    return found
+
+
+def _unformatted(folder: Path) -> set[str]:
+    result = subprocess.run([RUFF, "format", "--no-cache", "--check", "."], cwd=folder,
+                            capture_output=True, text=True)  # fmt: skip
+    return {
+        line.split("Would reformat: ", 1)[1].strip()
+        for line in result.stdout.splitlines()
+        if line.startswith("Would reformat: ")
+    }
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*.py")}
+
+
+def _exports(module_file: Path) -> set[str]:
+    tree = ast.parse(module_file.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def _run_mode(name: str, mode: str, sdists: Path, work: Path) -> dict[str, Any]:
+    code, package, sdist = REPOSITORIES[name]
+    vendored, flags = MODES[mode]
+    folder = work / f"{name}-{mode}"
+    shutil.copytree(CORPUS / code, folder / package)
+    _config_files(sdists / sdist, folder)
+    row: dict[str, Any] = {"repository": name, "mode": mode, "config_from": sdist}
+    runtime_module = "lifetime_lint.runtime"
+    if vendored:
+        runtime_module = f"{package}.{VENDORED}"
+        with open(folder / "pyproject.toml", "a", encoding="utf-8") as handle:
+            handle.write(f'\n[tool.lifetime-lint]\nruntime-module = "{runtime_module}"\n')
+        subprocess.run([sys.executable, "-m", "lifetime_lint", "vendor-runtime",
+                        f"{package}/{VENDORED}.py"], cwd=folder, check=True)  # fmt: skip
+    before_own, before_iewf = _ruff(folder), _ruff(folder, "--select", "I,E,W,F")
+    before_format = _unformatted(folder)
+    before_files = _snapshot(folder)
+    lint = subprocess.run([sys.executable, "-m", "lifetime_lint", "check", "--no-cache",
+                           "--exit-zero", "--jobs", "2", *flags, package], cwd=folder,
+                          capture_output=True, text=True)  # fmt: skip
+    fixed = re.search(r"\((\d+) fixed, (\d+) remaining\)", lint.stdout)
+    row["fixes_applied"] = int(fixed.group(1)) if fixed else 0
+    row["findings_remaining"] = int(fixed.group(2)) if fixed else None
+    after_files = _snapshot(folder)
+    changed = sorted(p for p in after_files if before_files.get(p) != after_files[p])
+    row["files_changed"] = len(changed)
+    after_own, after_iewf = _ruff(folder), _ruff(folder, "--select", "I,E,W,F")
+    after_format = _unformatted(folder)
+    for label, before, after in (("own_config", before_own, after_own),
+                                 ("select_IEWF", before_iewf, after_iewf)):  # fmt: skip
+        new = {f"{f}:{c}": after[(f, c)] - before[(f, c)] for f, c in after
+               if after[(f, c)] > before[(f, c)]}  # fmt: skip
+        row[f"new_violations_{label}"] = sum(new.values())
+        row[f"new_violations_{label}_detail"] = new
+    row["new_format_failures"] = sorted(after_format - before_format)
+    exports = (
+        _exports(folder / package / f"{VENDORED}.py")
+        if vendored
+        else set(__import__("lifetime_lint.runtime").runtime.__all__)
+    )
+    broken: list[str] = []
+    added: collections.Counter[str] = collections.Counter()
+    for path in changed:
+        text = after_files[path].decode("utf-8")
+        try:
+            tree = compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except SyntaxError as error:
+            broken.append(f"{path}: does not compile: {error}")
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module in (
+                runtime_module,
+                "lifetime_lint.runtime",
+            ):
+                for alias in node.names:
+                    added[f"{node.module}.{alias.name}"] += 1
+                    if node.module != runtime_module:
+                        broken.append(f"{path}: imports {node.module}, not {runtime_module}")
+                    elif alias.name not in exports:
+                        broken.append(f"{path}: {alias.name} is not in {runtime_module}")
+    if vendored:
+        check = subprocess.run([sys.executable, "-c", BLOCK_LIFETIME_LINT +
+                                f"import {runtime_module} as m; print(sorted(m.__all__))"],
+                               cwd=folder, capture_output=True, text=True)  # fmt: skip
+        if check.returncode != 0:
+            broken.append(f"{runtime_module} fails to import: {check.stderr[-400:]}")
+    row["runtime_imports_added"] = dict(added)
+    row["broken"] = broken
+    row["lint_stderr_tail"] = lint.stderr.strip().splitlines()[-12:]
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", default=list(REPOSITORIES))
+    parser.add_argument(
+        "--sdists", default=os.environ.get("LIFETIME_LINT_SDISTS", "/tmp/h6play/sdists")
+    )
+    parser.add_argument("--modes", default=",".join(MODES))
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ruff-clean-") as work:
+        for name in args.names:
+            for mode in args.modes.split(","):
+                row = _run_mode(name, mode, Path(args.sdists), Path(work))
+                rows.append(row)
+                print(f"{name:10s} {mode:20s} fixes={row['fixes_applied']:4d} "
+                      f"files={row['files_changed']:3d} "
+                      f"new(own)={row['new_violations_own_config']} "
+                      f"new(IEWF)={row['new_violations_select_IEWF']} "
+                      f"new-format={len(row['new_format_failures'])} broken={len(row['broken'])}",
+                      flush=True)  # fmt: skip
+                for key in (
+                    "new_violations_own_config_detail",
+                    "new_violations_select_IEWF_detail",
+                ):
+                    if row[key]:
+                        print("   ", key, row[key])
+                for item in row["new_format_failures"] + row["broken"]:
+                    print("   ", item)
+    out = os.environ.get("OUT")
+    if out:
+        Path(out, "ruff_clean.json").write_text(json.dumps(rows, indent=2))
+    bad = sum(r["new_violations_own_config"] + r["new_violations_select_IEWF"]
+              + len(r["new_format_failures"]) + len(r["broken"]) for r in rows)  # fmt: skip
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
