@@ -26,7 +26,7 @@ case "${1:-run}" in
     export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/$vendored"
     out="${OUT:-/tmp/lifetime-lint-bench}"
     mkdir -p "$out"
-    if python3 -c 'import lifetime_lint' 2>/dev/null; then
+    if (cd / && python3 -c 'import lifetime_lint' 2>/dev/null); then
       echo "lifetime_lint is importable here: the run would not prove the vendored copy" >&2
       exit 1
     fi
