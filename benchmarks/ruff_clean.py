@@ -65,20 +65,27 @@ def _config_files(sdist: Path, folder: Path) -> None:
                 (folder / parts[1]).write_bytes(data.read())
 
 
-def _ruff(folder: Path, *args: str) -> collections.Counter[tuple[str, str]]:
+def _ruff(
+    folder: Path, *args: str, files: list[str] | None = None
+) -> collections.Counter[tuple[str, str]]:
+    if files == []:
+        return collections.Counter()
     result = subprocess.run([RUFF, "check", "--no-cache", "--exit-zero", "--output-format",
-                             "json", *args, "."], cwd=folder, capture_output=True, text=True)  # fmt: skip
+                             "json", *args, *(files or ["."])], cwd=folder, capture_output=True,
+                            text=True)  # fmt: skip
     found: collections.Counter[tuple[str, str]] = collections.Counter()
     for item in json.loads(result.stdout or "[]"):
         found[(os.path.relpath(item["filename"], folder), item["code"] or "E999")] += 1
     return found
 
 
-def _unformatted(folder: Path) -> set[str]:
-    result = subprocess.run([RUFF, "format", "--no-cache", "--check", "."], cwd=folder,
-                            capture_output=True, text=True)  # fmt: skip
+def _unformatted(folder: Path, files: list[str] | None = None) -> set[str]:
+    if files == []:
+        return set()
+    result = subprocess.run([RUFF, "format", "--no-cache", "--check", *(files or ["."])],
+                            cwd=folder, capture_output=True, text=True)  # fmt: skip
     return {
-        line.split("Would reformat: ", 1)[1].strip()
+        os.path.relpath(os.path.join(folder, line.split("Would reformat: ", 1)[1].strip()), folder)
         for line in result.stdout.splitlines()
         if line.startswith("Would reformat: ")
     }
@@ -104,6 +111,7 @@ def _run_mode(name: str, mode: str, sdists: Path, work: Path) -> dict[str, Any]:
     folder = work / f"{name}-{mode}"
     shutil.copytree(CORPUS / code, folder / package)
     _config_files(sdists / sdist, folder)
+    subprocess.run(["git", "init", "-q"], cwd=folder, check=True)  # Ruff honours .gitignore
     row: dict[str, Any] = {"repository": name, "mode": mode, "config_from": sdist}
     runtime_module = "lifetime_lint.runtime"
     if vendored:
@@ -112,9 +120,11 @@ def _run_mode(name: str, mode: str, sdists: Path, work: Path) -> dict[str, Any]:
             handle.write(f'\n[tool.lifetime-lint]\nruntime-module = "{runtime_module}"\n')
         subprocess.run([sys.executable, "-m", "lifetime_lint", "vendor-runtime",
                         f"{package}/{VENDORED}.py"], cwd=folder, check=True)  # fmt: skip
-    before_own, before_iewf = _ruff(folder), _ruff(folder, "--select", "I,E,W,F")
-    before_format = _unformatted(folder)
+    # Fixes change only the files they rewrite: Ruff runs on those, before (in an untouched
+    # copy, so every file's own config and excludes apply alike) and after.
     before_files = _snapshot(folder)
+    pristine = work / f"{name}-{mode}-before"
+    shutil.copytree(folder, pristine)
     lint = subprocess.run([sys.executable, "-m", "lifetime_lint", "check", "--no-cache",
                            "--exit-zero", "--jobs", "2", *flags, package], cwd=folder,
                           capture_output=True, text=True)  # fmt: skip
@@ -124,8 +134,13 @@ def _run_mode(name: str, mode: str, sdists: Path, work: Path) -> dict[str, Any]:
     after_files = _snapshot(folder)
     changed = sorted(p for p in after_files if before_files.get(p) != after_files[p])
     row["files_changed"] = len(changed)
-    after_own, after_iewf = _ruff(folder), _ruff(folder, "--select", "I,E,W,F")
-    after_format = _unformatted(folder)
+    before_own = _ruff(pristine, files=changed)
+    before_iewf = _ruff(pristine, "--select", "I,E,W,F", files=changed)
+    before_format = _unformatted(pristine, files=changed)
+    shutil.rmtree(pristine)
+    after_own = _ruff(folder, files=changed)
+    after_iewf = _ruff(folder, "--select", "I,E,W,F", files=changed)
+    after_format = _unformatted(folder, files=changed)
     for label, before, after in (("own_config", before_own, after_own),
                                  ("select_IEWF", before_iewf, after_iewf)):  # fmt: skip
         new = {f"{f}:{c}": after[(f, c)] - before[(f, c)] for f, c in after
@@ -164,6 +179,15 @@ def _run_mode(name: str, mode: str, sdists: Path, work: Path) -> dict[str, Any]:
                                cwd=folder, capture_output=True, text=True)  # fmt: skip
         if check.returncode != 0:
             broken.append(f"{runtime_module} fails to import: {check.stderr[-400:]}")
+    if vendored:  # the vendored file itself must pass the project's own gates
+        own = _ruff(folder, files=[f"{package}/{VENDORED}.py"])
+        unformatted = _unformatted(folder, files=[f"{package}/{VENDORED}.py"])
+        row["vendored_file_violations"] = sum(own.values())
+        row["vendored_file_unformatted"] = bool(unformatted)
+        if own or unformatted:
+            broken.append(
+                f"{package}/{VENDORED}.py fails the project's ruff: {dict(own)} {unformatted}"
+            )
     row["runtime_imports_added"] = dict(added)
     row["broken"] = broken
     row["lint_stderr_tail"] = lint.stderr.strip().splitlines()[-12:]
