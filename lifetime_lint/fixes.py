@@ -278,7 +278,7 @@ class _NameFinder(cst.CSTVisitor):
         # `import torch.cuda` binds `torch`; a module path binds nothing else.
         for alias in node.names:
             bound = _bound_name(alias) if alias.asname else (dotted_name(alias.name) or "")
-            self.names.add(bound.split(".")[0])
+            self.names.add((bound or "").split(".")[0])
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
@@ -401,7 +401,7 @@ def _alias_end(context: FileContext, alias: cst.ImportAlias) -> int:
 
 
 def _bound_asname(alias: cst.ImportAlias) -> str | None:
-    return dotted_name(alias.asname.name) if alias.asname is not None else None  # type: ignore[arg-type]
+    return dotted_name(alias.asname.name) if alias.asname is not None else None
 
 
 def _has_comment(statement: cst.SimpleStatementLine) -> bool:
@@ -453,7 +453,7 @@ def _describe(
         module = dotted_name(small.names[0].name) or ""
         return style.section_of(module), _statement_key(style, False, module, None), statement
     assert isinstance(small, cst.ImportFrom)
-    module = dotted_name(small.module) if small.module is not None else ""
+    module = (dotted_name(small.module) if small.module is not None else None) or ""
     if small.relative:
         return LOCAL_FOLDER, (True, ("." * len(small.relative) + (module or ""),) * 2), statement
     first = None
@@ -555,7 +555,7 @@ def added_imports(before: str, after: str) -> list[str]:
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
             return []
-        found = []
+        found: list[str] = []
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 found.extend(
@@ -605,7 +605,9 @@ def fix_report(results: Sequence[FileResult], settings: Settings, unsafe: bool) 
         ]
         if not left:
             continue
-        undeclared = sum(1 for d in left if "does not declare" in d.fix.message)  # type: ignore[union-attr]
+        undeclared = sum(
+            1 for d in left if d.fix is not None and "does not declare" in d.fix.message
+        )
         why = "unsafe, need --unsafe-fixes"
         if undeclared:
             why += f"; {undeclared} because they would import {RUNTIME_PACKAGE}, which the project does not depend on"

@@ -161,7 +161,7 @@ def _body(folder: Path) -> str:
         kept: list[str] = []
         aliases: list[str] = []
         for index, node in enumerate(tree.body):
-            text = "".join(lines[node.lineno - 1 : node.end_lineno])  # type: ignore[operator]
+            text = "".join(lines[node.lineno - 1 : node.end_lineno])
             if index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
                 kept.append(_as_comment(str(node.value.value)))
                 continue
@@ -189,12 +189,12 @@ def _body(folder: Path) -> str:
                     )
                 defined[bound] = name
             start = node.lineno - 1
-            if hasattr(node, "decorator_list") and node.decorator_list:  # type: ignore[attr-defined]
-                start = min(d.lineno for d in node.decorator_list) - 1  # type: ignore[attr-defined]
+            if hasattr(node, "decorator_list") and node.decorator_list:
+                start = min(d.lineno for d in node.decorator_list) - 1
             comments = start
             while comments > 0 and lines[comments - 1].lstrip().startswith("#"):
                 comments -= 1
-            kept.append("".join(lines[comments : node.end_lineno]))  # type: ignore[misc]
+            kept.append("".join(lines[comments : node.end_lineno]))
         sections.append(
             f"# ---- {RUNTIME_PACKAGE}.{name} ----\n\n"
             + "\n\n".join(k.rstrip("\n") + "\n" for k in kept)
