@@ -1,6 +1,6 @@
 """Do `--fix`'s edits keep real Ruff-gated repositories clean?
 
-    python benchmarks/ruff_clean.py [--sdists DIR] [NAME ...]
+    python benchmarks/ruff_clean.py [--sdists DIR] [--select CODES] [NAME ...]
 
 For each pinned repository (code from `.corpus/`, Ruff and dependency settings from the
 project's own sdist: `pip download --no-deps --no-binary :all: NAME==VERSION -d DIR`), in a
@@ -11,6 +11,10 @@ fresh temporary copy per mode: `ruff check` (the project's own config, and
 0), new format failures (must be 0), fixed files that do not compile and added imports of a
 runtime whose names the runtime module does not export or that fails to import without
 lifetime-lint (must be 0), and the fixes applied. With `$OUT`, writes `ruff_clean.json`.
+
+One read-only lint of the corpus (`--unsafe-fixes --format json`) first lists the files that
+have a fix; each mode then runs `--fix` on those files (the others are never written), and
+Ruff runs on the files the fix rewrote, in the copy before and after.
 """
 
 from __future__ import annotations
@@ -105,7 +109,20 @@ def _exports(module_file: Path) -> set[str]:
     return set()
 
 
-def _run_mode(name: str, mode: str, sdists: Path, work: Path) -> dict[str, Any]:
+def fixable_files(name: str, select: str) -> list[str]:
+    """The files of a repository that have a fix (unsafe included), from one read-only lint
+    of the corpus: the modes then fix only those (files without a fix are never written)."""
+    code, package, _ = REPOSITORIES[name]
+    result = subprocess.run([sys.executable, "-m", "lifetime_lint", "check", "--no-cache",
+                             "--exit-zero", "--unsafe-fixes", "--format", "json", "--select",
+                             select, "."], cwd=CORPUS / code, capture_output=True, text=True)  # fmt: skip
+    found = {item["filename"] for item in json.loads(result.stdout or "[]") if item.get("fix")}
+    return sorted(f"{package}/{os.path.relpath(f, CORPUS / code)}" for f in found)
+
+
+def _run_mode(
+    name: str, mode: str, sdists: Path, work: Path, files: list[str], select: str
+) -> dict[str, Any]:
     code, package, sdist = REPOSITORIES[name]
     vendored, flags = MODES[mode]
     folder = work / f"{name}-{mode}"
@@ -126,9 +143,10 @@ def _run_mode(name: str, mode: str, sdists: Path, work: Path) -> dict[str, Any]:
     pristine = work / f"{name}-{mode}-before"
     shutil.copytree(folder, pristine)
     lint = subprocess.run([sys.executable, "-m", "lifetime_lint", "check", "--no-cache",
-                           "--exit-zero", "--jobs", "2", *flags, package], cwd=folder,
-                          capture_output=True, text=True)  # fmt: skip
+                           "--exit-zero", "--jobs", "2", "--select", select, *flags, *files],
+                          cwd=folder, capture_output=True, text=True)  # fmt: skip
     fixed = re.search(r"\((\d+) fixed, (\d+) remaining\)", lint.stdout)
+    row["select"] = select
     row["fixes_applied"] = int(fixed.group(1)) if fixed else 0
     row["findings_remaining"] = int(fixed.group(2)) if fixed else None
     after_files = _snapshot(folder)
@@ -201,12 +219,16 @@ def main() -> None:
         "--sdists", default=os.environ.get("LIFETIME_LINT_SDISTS", "/tmp/h6play/sdists")
     )
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--select", default="ALL", help="rules to fix (default: all)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="ruff-clean-") as work:
         for name in args.names:
+            files = fixable_files(name, args.select)
+            print(f"{name}: {len(files)} files with a fix ({args.select})", flush=True)
             for mode in args.modes.split(","):
-                row = _run_mode(name, mode, Path(args.sdists), Path(work))
+                row = _run_mode(name, mode, Path(args.sdists), Path(work), files, args.select)
+                row["files_with_a_fix"] = len(files)
                 rows.append(row)
                 print(f"{name:10s} {mode:20s} fixes={row['fixes_applied']:4d} "
                       f"files={row['files_changed']:3d} "

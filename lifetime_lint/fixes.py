@@ -80,6 +80,7 @@ def target_problem(spec: str) -> str | None:
 RUNTIME_PACKAGE = "lifetime_lint.runtime"
 RUNTIME_MODULE_SETTING = "runtime-module"  # [tool.lifetime-lint] runtime-module = "pkg.mod"
 _UNDECLARED_RUNTIME_EDITS = "fixes.undeclared_runtime_edits"
+_UNDECLARED = "which this project does not declare as a dependency"  # in the fix's message
 
 
 def configured_runtime_module(settings: Settings) -> str | None:
@@ -174,8 +175,7 @@ def review_fix(context: FileContext, rule: Rule, message: str, fix: Fix) -> tupl
     ]
     own_helper = f", or point `{options[0]}` at the project's own helper" if options else ""
     reason = (
-        f"unsafe: it imports `{RUNTIME_PACKAGE}`, which this project does not declare as a "
-        "dependency; vendor the helpers with `lifetime-lint vendor-runtime "
+        f"unsafe: it imports `{RUNTIME_PACKAGE}`, {_UNDECLARED}; vendor the helpers with `lifetime-lint vendor-runtime "
         "PATH/_lifetime_runtime.py` and set `runtime-module` under [tool.lifetime-lint]"
         f"{own_helper}"
     )
@@ -605,9 +605,7 @@ def fix_report(results: Sequence[FileResult], settings: Settings, unsafe: bool) 
         ]
         if not left:
             continue
-        undeclared = sum(
-            1 for d in left if d.fix is not None and "does not declare" in d.fix.message
-        )
+        undeclared = sum(1 for d in left if d.fix is not None and _UNDECLARED in d.fix.message)
         why = "unsafe, need --unsafe-fixes"
         if undeclared:
             why += f"; {undeclared} because they would import {RUNTIME_PACKAGE}, which the project does not depend on"
