@@ -192,9 +192,15 @@ def _run_mode(
                     elif alias.name not in exports:
                         broken.append(f"{path}: {alias.name} is not in {runtime_module}")
     if vendored:
-        check = subprocess.run([sys.executable, "-c", BLOCK_LIFETIME_LINT +
-                                f"import {runtime_module} as m; print(sorted(m.__all__))"],
-                               cwd=folder, capture_output=True, text=True)  # fmt: skip
+        # Loaded by path: importing it as `pkg._lifetime_runtime` would run the package's
+        # `__init__`, which needs the project's own dependencies (not installed here).
+        load = (
+            "import importlib.util as u\n"
+            f"s = u.spec_from_file_location('rt', '{package}/{VENDORED}.py')\n"
+            "m = u.module_from_spec(s); s.loader.exec_module(m); print(sorted(m.__all__))\n"
+        )
+        check = subprocess.run([sys.executable, "-c", BLOCK_LIFETIME_LINT + load], cwd=folder,
+                               capture_output=True, text=True)  # fmt: skip
         if check.returncode != 0:
             broken.append(f"{runtime_module} fails to import: {check.stderr[-400:]}")
     if vendored:  # the vendored file itself must pass the project's own gates
