@@ -28,7 +28,7 @@ from lifetime_lint.traversal import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from lifetime_lint.config import Settings
-    from lifetime_lint.engine import FileResult
+    from lifetime_lint.results import FileResult
 
 
 @dataclass(frozen=True)
@@ -579,26 +579,22 @@ def added_imports(before: str, after: str) -> list[str]:
     return new
 
 
-def fix_report(results: Sequence[FileResult], settings: Settings, unsafe: bool) -> list[str]:
+def fix_report(results: Sequence[FileResult], unsafe: bool) -> list[str]:
     """What `--fix` (or `--diff`) added and what it left, for the closing summary: the
-    imports each file gained, the runtime they need, and the files with fixes not applied."""
+    imports each file gained, whether they need lifetime-lint installed, and the files with
+    fixes not applied and why."""
     lines: list[str] = []
-    needs: set[str] = set()
+    needs_package = False
     for result in results:
         if result.added_imports:
             lines.append(f"{result.path}: added `" + "`, `".join(result.added_imports) + "`")
-            for statement in result.added_imports:
-                parts = statement.split()
-                module = parts[1] if parts[0] == "from" else ""
-                if is_runtime_package(module) or module == configured_runtime_module(settings):
-                    needs.add(module)
-    for module in sorted(needs):
-        if is_runtime_package(module):
-            lines.append(f"The fixed files import `{module}`: lifetime-lint must be installed "
-                         "wherever they run.")  # fmt: skip
-        else:
-            lines.append(f"The fixed files import the runtime from `{module}` (runtime-module): "
-                         "keep it in the project (`lifetime-lint vendor-runtime` writes it).")  # fmt: skip
+            needs_package = needs_package or any(
+                statement.startswith(f"from {RUNTIME_PACKAGE}")
+                for statement in result.added_imports
+            )
+    if needs_package:
+        lines.append(f"The fixed files import `{RUNTIME_PACKAGE}`: lifetime-lint must be "
+                     "installed wherever they run (or vendor it: `lifetime-lint vendor-runtime`).")  # fmt: skip
     for result in results:
         left = [
             d for d in result.diagnostics if d.fix is not None and not (d.fix.is_safe or unsafe)
