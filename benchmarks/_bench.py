@@ -14,6 +14,13 @@ from types import ModuleType
 from typing import Any, Callable
 
 
+def linter_config_args() -> list[str]:
+    """`--config FILE` for the linter when `LIFETIME_LINT_BENCH_CONFIG` names one: the
+    vendored-runtime runs fix the benchmarks with `runtime-module` set."""
+    config = os.environ.get("LIFETIME_LINT_BENCH_CONFIG")
+    return ["--config", config] if config else []
+
+
 def load_module(path: Path, name: str) -> ModuleType:
     """Import the Python file at `path` as a module called `name`."""
     spec = importlib.util.spec_from_file_location(name, path)

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from _bench import load_module, measure, write_results
+from _bench import linter_config_args, load_module, measure, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "benchmarks" / "ll001_pipeline_model.py"
@@ -37,6 +37,7 @@ def prepare() -> None:
     BENCH.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(SOURCE, FIXED)
     linter = [sys.executable, "-m", "lifetime_lint", "check", "--no-cache", "--select", "LL001"]
+    linter += linter_config_args()  # the vendored-runtime runs (benchmarks/vendored_gpu.sh)
     subprocess.run(linter + ["--exit-zero", str(SOURCE)], check=True)
     subprocess.run(linter + ["--fix", "--exit-zero", str(FIXED)], check=True)
     remaining = subprocess.run(linter + ["--exit-zero", str(FIXED)], capture_output=True, text=True)

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _bench import load_module, measure, write_results
+from _bench import linter_config_args, load_module, measure, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "benchmarks" / "ll002_decode_model.py"
@@ -34,6 +34,7 @@ def prepare() -> None:
     BENCH.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(SOURCE, FIXED)
     linter = [sys.executable, "-m", "lifetime_lint", "check", "--no-cache", "--select", "LL002"]
+    linter += linter_config_args()  # the vendored-runtime runs (benchmarks/vendored_gpu.sh)
     subprocess.run(linter + ["--fix", "--exit-zero", str(FIXED)], check=True)
     remaining = subprocess.run(linter + ["--exit-zero", str(FIXED)], capture_output=True, text=True)
     diff = subprocess.run(["diff", "-u", str(SOURCE), str(FIXED)], capture_output=True, text=True)

@@ -35,6 +35,7 @@ from lifetime_lint.config import (
 from lifetime_lint.diagnostics import Diagnostic
 from lifetime_lint.file_errors import file_error, read_error
 from lifetime_lint.files import discover
+from lifetime_lint.fixes import configured_runtime_module, fix_report
 from lifetime_lint.gitdiff import ChangedLines, GitDiffError, changed_lines
 from lifetime_lint.reporters import (
     MACHINE_FORMATS,
@@ -47,6 +48,8 @@ from lifetime_lint.reporters import (
 )
 from lifetime_lint.results import IO_ERROR, FileResult, FixMode
 from lifetime_lint.runner import Progress, default_jobs, run_files
+from lifetime_lint.vendor import VendorError, runtime_module_warning
+from lifetime_lint.vendor import write as write_vendored_runtime
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -365,6 +368,13 @@ def check(
             click.echo(f"lifetime-lint: error: {error}", err=True)
             sys.exit(EXIT_ERROR)
 
+        if not quiet:
+            for loaded in resolver.all_loaded():
+                runtime_module = configured_runtime_module(loaded)
+                warning = runtime_module and runtime_module_warning(runtime_module, loaded.root)
+                if warning:
+                    click.echo(f"lifetime-lint: warning: {warning}", err=True)
+
         if write_baseline_path:
             sys.exit(_write_baseline(write_baseline_path, results, quiet))
         if add_noqa:
@@ -625,6 +635,7 @@ def _report(results: list[FileResult], rules: Sequence[RuleInfo], run: Run) -> i
         for error in errors:
             emit(format_line(error, summary) + "\n", err=True)
         if not run.quiet:
+            emit("".join(line + "\n" for line in fix_report(results, mode.unsafe)), err=True)
             fixable = sum(r.fixes_applied for r in results)
             if fixable:
                 emit(f"Would apply {fixable} {'fix' if fixable == 1 else 'fixes'}.\n", err=True)
@@ -640,6 +651,8 @@ def _report(results: list[FileResult], rules: Sequence[RuleInfo], run: Run) -> i
                 emit("".join(line + "\n" for line in render_fix_summary(summary)))
     else:
         emit(REPORTERS[run.output_format](diagnostics, summary))
+        if mode.apply and not run.quiet:
+            emit("".join(line + "\n" for line in fix_report(results, mode.unsafe)), err=True)
         if run.output_format in MACHINE_FORMATS and run.show_fixes and summary.fixed_by_path:
             # Keep stdout parseable; the human summary goes to stderr.
             emit("".join(line + "\n" for line in render_fix_summary(summary)), err=True)
@@ -702,6 +715,19 @@ def _render_settings(target: str, resolver: SettingsResolver, rules: Sequence[Ru
         for key, value in settings.options_for(rule).items():
             lines.append(f"{key} = {json.dumps(value)}")
     return "\n".join(lines)
+
+
+@main.command("vendor-runtime")
+@click.argument("path", type=click.Path(dir_okay=False))
+def vendor_runtime(path: str) -> None:
+    """Write the fixes' helpers to PATH as one self-contained file (standard library and
+    torch only); then set `runtime-module` to its module name under [tool.lifetime-lint]."""
+    try:
+        written = write_vendored_runtime(path)
+    except (VendorError, OSError) as error:
+        click.echo(f"lifetime-lint: error: {error}", err=True)
+        sys.exit(EXIT_ERROR)
+    click.echo(f"Wrote {written} (lifetime-lint {__version__} runtime).", err=True)
 
 
 @main.command()

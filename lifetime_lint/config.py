@@ -78,6 +78,7 @@ GLOBAL_KEYS: dict[str, tuple[type, str]] = {
     "target-torch-version": (str, 'oldest torch the project supports, e.g. "2.9"'),
     "cache-dir": (str, "where the result cache lives, relative to the config file's folder"),
     "respect-gitignore": (bool, "skip files ignored by git (.gitignore, info/exclude, global)"),
+    "runtime-module": (str, "module the fixes import their helpers from (see vendor-runtime)"),
 }
 
 

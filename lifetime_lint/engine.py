@@ -32,7 +32,12 @@ from lifetime_lint.file_errors import (
     read_error,
     write_error,
 )
-from lifetime_lint.fixes import apply_edits, orphan_import_edits, select_non_overlapping
+from lifetime_lint.fixes import (
+    added_imports,
+    apply_edits,
+    orphan_import_edits,
+    select_non_overlapping,
+)
 from lifetime_lint.noqa import Suppressions, parse_suppressions
 from lifetime_lint.parsing import ParsedSource, ParseRefused, RoundTripError, parse_exact
 from lifetime_lint.registry import all_rules
@@ -122,6 +127,7 @@ class Linter:
         if mode.fixing and any(d.fix and mode.allows(d.fix) for d in diagnostics):
             text, diagnostics = self._fix_loop(path, source, diagnostics, mode, result)
             if text != source.text:
+                result.added_imports = added_imports(source.text, text)
                 if mode.diff_only:
                     result.fixed_text = text
                     result.diff = unified_diff(

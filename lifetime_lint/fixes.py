@@ -1,22 +1,34 @@
 """Building blocks of fixes: adding imports, applying edits, removing imports a fix orphaned.
 
 Rules describe fixes as text edits; these helpers make the common ones (reference a helper
-that needs an import) consistent across rules: an import is added once, merged into an
-existing `from module import ...` where there is one, placed after the module's import
-block, and never shadows a name the module already uses.
+that needs an import) consistent across rules, and mergeable as they are: a helper comes
+from the project's `runtime-module` when it has one; an existing binding is reused where
+one is in scope; an import is added once, where the project's import sorter (Ruff's `I`
+rules, or isort) would put it, merged into an existing `from module import ...` that runs
+before the use; a name the module already uses is never shadowed; and a fix that would make
+the project depend on lifetime-lint without its saying so is offered as unsafe.
 """
 
 from __future__ import annotations
 
+import ast
+import os
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from lifetime_lint.diagnostics import Edit, Fix
+from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.imports import dotted_name
-from lifetime_lint.rule import FileContext
+from lifetime_lint.project import LOCAL_FOLDER, ImportStyle, project_for
+from lifetime_lint.rule import FileContext, Rule
 from lifetime_lint.traversal import visit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lifetime_lint.config import Settings
+    from lifetime_lint.results import FileResult
 
 
 @dataclass(frozen=True)
@@ -63,36 +75,147 @@ def target_problem(spec: str) -> str | None:
     return None
 
 
+# -- where helpers come from -------------------------------------------------------------
+
+RUNTIME_PACKAGE = "lifetime_lint.runtime"
+RUNTIME_MODULE_SETTING = "runtime-module"  # [tool.lifetime-lint] runtime-module = "pkg.mod"
+_UNDECLARED_RUNTIME_EDITS = "fixes.undeclared_runtime_edits"
+_UNDECLARED = "which this project does not declare as a dependency"  # in the fix's message
+
+
+def configured_runtime_module(settings: Settings) -> str | None:
+    """The project's own copy of the runtime (`runtime-module`), if it configures one."""
+    module = settings.extra.get(RUNTIME_MODULE_SETTING)
+    return module or None
+
+
+def is_runtime_package(module: str) -> bool:
+    return module == RUNTIME_PACKAGE or module.startswith(RUNTIME_PACKAGE + ".")
+
+
+def helper_target(settings: Settings, target: Target) -> Target:
+    """`target`, imported from the project's `runtime-module` when it is one of ours."""
+    module = configured_runtime_module(settings)
+    if module and is_runtime_package(target.module):
+        return Target(module, target.name, target.attributes)
+    return target
+
+
 def reference_to(
     context: FileContext, target: Target, ancestors: Sequence[cst.CSTNode]
 ) -> tuple[str, tuple[Edit, ...]]:
-    """Code that names `target` at a point, and the edits (an import) it needs."""
-    imports = context.imports
-    local = imports.visible_local_for(f"{target.module}.{target.name}", ancestors)
+    """Code that names `target` at a point, and the edits (an import) it needs.
+
+    A helper of `lifetime_lint.runtime` comes from the project's `runtime-module` when one
+    is configured. An existing binding is used where one is visible and already bound when
+    the code runs; otherwise an import is added (see `add_from_import_edit`).
+    """
+    target = helper_target(context.settings, target)
+    use = _use_offset(context, ancestors)
+    local = _usable_binding(context, f"{target.module}.{target.name}", ancestors, use)
     if local is not None:
         return ".".join((local,) + target.attributes), ()
-    module_local = imports.visible_local_for(target.module, ancestors)
+    module_local = _usable_binding(context, target.module, ancestors, use)
     if module_local is not None and "." not in target.module:
         return ".".join((module_local, target.name) + target.attributes), ()
     name = target.name
     asname: str | None = None
     if _name_is_taken(context, name):
         asname = f"_ll_{name}"
-    edit = add_from_import_edit(context, target.module, name, asname)
+    at_module_level = not any(isinstance(node, _SCOPES) for node in ancestors)
+    edit = add_from_import_edit(
+        context, target.module, name, asname, before=use if at_module_level else None
+    )
+    if is_runtime_package(target.module) and not _may_import_runtime(context):
+        context.memo.setdefault(_UNDECLARED_RUNTIME_EDITS, set()).add(edit)
     return ".".join((asname or name,) + target.attributes), (edit,)
 
 
 def module_reference(
     context: FileContext, module: str, ancestors: Sequence[cst.CSTNode]
 ) -> tuple[str, tuple[Edit, ...]]:
-    """Code that names a module (`torch`) at a point, and the `import` it needs."""
-    local = context.imports.visible_local_for(module, ancestors)
+    """Code that names a module (`torch`) at a point, and the `import` it needs.
+
+    Any binding of the module is used (`import torch.distributed` binds `torch`); an
+    import is added only when there is none, and an alias only when the name is taken.
+    """
+    local = _usable_binding(context, module, ancestors, _use_offset(context, ancestors))
     if local is not None:
         return local, ()
     if _name_is_taken(context, module.split(".")[0]):
         alias = "_ll_" + module.replace(".", "_")
-        return alias, (_insert_import_line(context, f"import {module} as {alias}"),)
-    return module, (_insert_import_line(context, f"import {module}"),)
+        return alias, (_insert_statement(context, module, None, f"import {module} as {alias}"),)
+    return module, (_insert_statement(context, module, None, f"import {module}"),)
+
+
+def _may_import_runtime(context: FileContext) -> bool:
+    """Whether a fix may add an import of `lifetime_lint.runtime` to this file: the project
+    declares lifetime-lint as a dependency, or the file imports from it already."""
+    if project_for(context.path).declares_lifetime_lint:
+        return True
+    return any(
+        binding.qualified.split(".")[0] == "lifetime_lint" for binding in context.imports.bindings
+    )
+
+
+def review_fix(context: FileContext, rule: Rule, message: str, fix: Fix) -> tuple[str, Fix]:
+    """The finding's message and fix as they may be offered in this project.
+
+    A fix that imports `lifetime_lint.runtime` into a project that does not depend on
+    lifetime-lint is unsafe (the module would fail to import wherever the linter is not
+    installed); both messages say what to do instead.
+    """
+    undeclared = context.memo.get(_UNDECLARED_RUNTIME_EDITS)
+    if not undeclared or not any(edit in undeclared for edit in fix.edits):
+        return message, fix
+    options = [
+        option.name
+        for option in rule.options
+        if isinstance(option.default, str) and option.default.startswith(RUNTIME_PACKAGE + ".")
+    ]
+    own_helper = f", or point `{options[0]}` at the project's own helper" if options else ""
+    reason = (
+        f"unsafe: it imports `{RUNTIME_PACKAGE}`, {_UNDECLARED}; vendor the helpers with `lifetime-lint vendor-runtime "
+        "PATH/_lifetime_runtime.py` and set `runtime-module` under [tool.lifetime-lint]"
+        f"{own_helper}"
+    )
+    note = (
+        "; the fix is unsafe here: this project does not depend on lifetime-lint (vendor the "
+        f"helpers with `lifetime-lint vendor-runtime` and set `runtime-module`{own_helper})"
+    )
+    fix = replace(fix, message=f"{fix.message} ({reason})", applicability=Applicability.UNSAFE)
+    return message + note, fix
+
+
+def _use_offset(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> int:
+    return context.span(ancestors[-1])[0] if ancestors else len(context.source)
+
+
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+
+def _usable_binding(
+    context: FileContext, qualified: str, ancestors: Sequence[cst.CSTNode], use: int
+) -> str | None:
+    """A local name bound to `qualified` by an import that code at `use` can rely on.
+
+    Visible from the use (module level, or an enclosing function), never rebound by another
+    import to something else, and, when it is bound in the use's own scope, bound before
+    the use (a module-level call above a later import would raise NameError).
+    """
+    imports = context.imports
+    scopes = [node for node in ancestors if isinstance(node, _SCOPES)]
+    innermost = scopes[-1] if scopes else None
+    enclosing = {id(node) for node in scopes if isinstance(node, cst.FunctionDef)}
+    for binding in imports.locals_for(qualified):
+        if binding.scope is not None and id(binding.scope) not in enclosing:
+            continue
+        if any(other.qualified != qualified for other in imports.bindings_for(binding.local)):
+            continue
+        if binding.scope is innermost and context.span(binding.statement)[1] > use:
+            continue
+        return binding.local
+    return None
 
 
 def import_bindings_under(
@@ -102,8 +225,9 @@ def import_bindings_under(
 
     `empty_cache` of `from torch.cuda import empty_cache`, `cuda` of `from torch import cuda`,
     `tc` of `import torch.cuda as tc`: the root name of `func`, when every import binding it
-    has names `module` or something inside it. Never a binding of a parent package (a plain
-    `import torch` may be there for its side effects).
+    has names `module` or something inside it; and `torch` of a plain `import torch` that
+    the rewrite leaves unused (Ruff's F401 would flag it, and its own fix removes it), except
+    in an `__init__.py`, where an import may be a re-export.
     """
     root = func
     while isinstance(root, cst.Attribute):
@@ -113,6 +237,16 @@ def import_bindings_under(
     bindings = context.imports.bindings_for(root.value)
     if bindings and all(
         b.qualified == module or b.qualified.startswith(module + ".") for b in bindings
+    ):
+        return (root.value,)
+    package = module.split(".")[0]
+    if (
+        bindings
+        and os.path.basename(context.path) != "__init__.py"
+        and all(
+            isinstance(b.statement, cst.Import) and b.alias.asname is None and b.local == package
+            for b in bindings
+        )
     ):
         return (root.value,)
     return ()
@@ -144,7 +278,7 @@ class _NameFinder(cst.CSTVisitor):
         # `import torch.cuda` binds `torch`; a module path binds nothing else.
         for alias in node.names:
             bound = _bound_name(alias) if alias.asname else (dotted_name(alias.name) or "")
-            self.names.add(bound.split(".")[0])
+            self.names.add((bound or "").split(".")[0])
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
@@ -156,48 +290,242 @@ class _NameFinder(cst.CSTVisitor):
         return False
 
 
+# -- adding imports where the import sorter wants them -----------------------------------
+
+
 def add_from_import_edit(
-    context: FileContext, module: str, name: str, asname: str | None = None
+    context: FileContext,
+    module: str,
+    name: str,
+    asname: str | None = None,
+    *,
+    before: int | None = None,
 ) -> Edit:
-    """`from module import name [as asname]`, merged into an existing top-level
-    `from module import ...` when there is one, else a new line after the import block."""
-    alias_code = f"{name} as {asname}" if asname else name
-    for statement in context.module.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
+    """`from module import name [as asname]` where Ruff's isort rules (`I001`) put it.
+
+    Merged, in sorted position, into an existing module-level `from module import ...`: one
+    that runs before offset `before` for a module-level use (a later one would bind the name
+    too late: NameError at import), one of the leading import block otherwise; rewrapped in
+    parentheses when the line would pass the project's line length; else a new statement
+    in its section of the leading import block, sorted.
+    """
+    style = project_for(context.path).style
+    if not style.force_single_line:
+        # Without a use offset (a use inside a function), only the leading block: merging
+        # into a later import while another fix adds one at the top would import twice.
+        candidates = context.module.body if before is not None else _leading_import_block(context)
+        for statement in candidates:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            if before is not None and context.span(statement)[1] > before:
+                break
+            for small in statement.body:
+                if (
+                    isinstance(small, cst.ImportFrom)
+                    and not small.relative
+                    and small.module is not None
+                    and dotted_name(small.module) == module
+                    and not isinstance(small.names, cst.ImportStar)
+                ):
+                    return _merge_into(context, style, statement, small, name, asname)
+    code = _from_import_code(style, module, [_alias_code(name, asname)], "", context.newline)
+    return _insert_statement(context, module, name, code)
+
+
+def _alias_code(name: str, asname: str | None) -> str:
+    return f"{name} as {asname}" if asname else name
+
+
+def _from_import_code(
+    style: ImportStyle, module: str, aliases: list[str], indent: str, newline: str
+) -> str:
+    """`from module import a, b` as Ruff's isort writes it: wrapped when it is too long."""
+    line = f"{indent}from {module} import {', '.join(aliases)}"
+    if len(line) <= style.line_length:
+        return line[len(indent) :]
+    body = "".join(f"{indent}    {alias},{newline}" for alias in aliases)
+    return f"from {module} import ({newline}{body}{indent})"
+
+
+def _merge_into(
+    context: FileContext,
+    style: ImportStyle,
+    statement: cst.SimpleStatementLine,
+    node: cst.ImportFrom,
+    name: str,
+    asname: str | None,
+) -> Edit:
+    aliases = list(node.names)  # type: ignore[arg-type]
+    keys = [style.member_key(dotted_name(a.name) or "", _bound_asname(a)) for a in aliases]
+    new_key = style.member_key(name, asname)
+    index = bisect_left(keys, new_key) if keys == sorted(keys) else len(aliases)
+    alias_code = _alias_code(name, asname)
+    newline = context.newline
+    text = context.source_of(node)
+    if node.lpar is not None and ("\n" in text or "\r" in text):
+        # One name a line, as Ruff writes a wrapped import: add a line for the new name.
+        reference = aliases[min(index, len(aliases) - 1)]
+        start, _ = context.span(reference)
+        line_start = context.line_starts[context.row_of(start) - 1]
+        indent = context.source[line_start:start]
+        if index < len(aliases):
+            return Edit(start, start, f"{alias_code},{newline}{indent}")
+        last_end = _alias_end(context, reference)
+        if reference.comma is cst.MaybeSentinel.DEFAULT or not isinstance(
+            reference.comma, cst.Comma
+        ):
+            return Edit(last_end, last_end, f",{newline}{indent}{alias_code}")
+        comma_end = context.source.index(",", last_end) + 1
+        return Edit(comma_end, comma_end, f"{newline}{indent}{alias_code},")
+    line_start = context.line_start_of(statement)
+    line_end = context.line_after(statement)
+    line = context.source[line_start:line_end].rstrip("\r\n")
+    fits = len(line) + len(alias_code) + 2 <= style.line_length
+    if fits or node.lpar is not None or len(statement.body) > 1 or _has_comment(statement):
+        if index < len(aliases):
+            start, _ = context.span(aliases[index])
+            return Edit(start, start, f"{alias_code}, ")
+        end = _alias_end(context, aliases[-1])
+        return Edit(end, end, f", {alias_code}")
+    codes = [context.source_of(a.name) + (f" as {_bound_asname(a)}" if a.asname else "")
+             for a in aliases]  # fmt: skip
+    codes.insert(index, alias_code)
+    indent = context.indentation_of(statement)
+    start, end = context.span(node)
+    wrapped = _from_import_code(style, dotted_name(node.module) or "", codes, indent, newline)  # type: ignore[arg-type]
+    return Edit(start, end, wrapped)
+
+
+def _alias_end(context: FileContext, alias: cst.ImportAlias) -> int:
+    return context.span(alias.asname.name if alias.asname is not None else alias.name)[1]
+
+
+def _bound_asname(alias: cst.ImportAlias) -> str | None:
+    return dotted_name(alias.asname.name) if alias.asname is not None else None
+
+
+def _has_comment(statement: cst.SimpleStatementLine) -> bool:
+    return statement.trailing_whitespace.comment is not None
+
+
+def _insert_statement(
+    context: FileContext, module: str, first_member: str | None, code: str
+) -> Edit:
+    """A new import statement in its section of the leading import block, sorted."""
+    style = project_for(context.path).style
+    newline = context.newline
+    block = _leading_import_block(context)
+    if not block:
+        return _new_import_block(context, code)
+    section = style.section_of(module)
+    key = _statement_key(style, first_member is not None, module, first_member)
+    entries = [_describe(style, statement) for statement in block]
+    same = [(k, s) for sec, k, s in entries if sec == section]
+    if same:
+        for existing_key, statement in same:
+            if existing_key > key:
+                return Edit(*(_start_with_comments(context, statement),) * 2, code + newline)
+        return Edit(*(context.line_after(same[-1][1]),) * 2, code + newline)
+    later = [s for sec, _, s in entries if sec > section]
+    if later:
+        at = _start_with_comments(context, later[0])
+        return Edit(at, at, code + newline + newline)
+    at = context.line_after(block[-1])
+    if at == len(context.source) and not context.source.endswith(("\n", "\r")):
+        return Edit(at, at, newline + newline + code + newline)
+    return Edit(at, at, newline + code + newline)
+
+
+def _statement_key(
+    style: ImportStyle, is_from: bool, module: str, first_member: str | None
+) -> tuple[Any, ...]:
+    member = style.member_key(first_member) if first_member and style.force_single_line else ()
+    if style.force_sort_within_sections:
+        return (style.module_key(module), is_from, member)
+    return (is_from, style.module_key(module), member)
+
+
+def _describe(
+    style: ImportStyle, statement: cst.SimpleStatementLine
+) -> tuple[int, tuple[Any, ...], cst.SimpleStatementLine]:
+    small = statement.body[0]
+    if isinstance(small, cst.Import):
+        module = dotted_name(small.names[0].name) or ""
+        return style.section_of(module), _statement_key(style, False, module, None), statement
+    assert isinstance(small, cst.ImportFrom)
+    module = (dotted_name(small.module) if small.module is not None else None) or ""
+    if small.relative:
+        return LOCAL_FOLDER, (True, ("." * len(small.relative) + (module or ""),) * 2), statement
+    first = None
+    if not isinstance(small.names, cst.ImportStar):
+        first = dotted_name(small.names[0].name)
+    return (
+        style.section_of(module or ""),
+        _statement_key(style, True, module or "", first),
+        statement,
+    )
+
+
+def _leading_import_block(context: FileContext) -> list[cst.SimpleStatementLine]:
+    """The import statements at the top of the module (after its docstring)."""
+    block: list[cst.SimpleStatementLine] = []
+    for index, statement in enumerate(context.module.body):
+        if _is_import_line(statement):
+            block.append(statement)  # type: ignore[arg-type]
             continue
-        for small in statement.body:
-            if (
-                isinstance(small, cst.ImportFrom)
-                and not small.relative
-                and small.module is not None
-                and dotted_name(small.module) == module
-                and not isinstance(small.names, cst.ImportStar)
-            ):
-                last = small.names[-1]
-                _, end = context.span(last.asname if last.asname is not None else last.name)
-                return Edit(end, end, f", {alias_code}")
-    return _insert_import_line(context, f"from {module} import {alias_code}")
+        if index == 0 and _is_docstring(statement):
+            continue
+        break
+    return block
 
 
-def _insert_import_line(context: FileContext, code: str) -> Edit:
-    offset = import_insertion_offset(context)
+def _start_with_comments(context: FileContext, statement: cst.SimpleStatementLine) -> int:
+    """Where the statement's lines begin, comments directly above it included (isort moves
+    such comments with their import)."""
+    comments = 0
+    for line in reversed(statement.leading_lines):
+        if line.comment is None:
+            break
+        comments += 1
+    row = context.position(statement).start.line - comments
+    return context.line_starts[row - 1]
+
+
+def _new_import_block(context: FileContext, code: str) -> Edit:
+    """The first import of a module: after the docstring, with the blank lines Ruff's
+    formatter wants around it (one before, one after; two before a `def` or `class`)."""
+    newline = context.newline
+    body = context.module.body
     source = context.source
-    if offset == len(source) and source and not source.endswith(("\n", "\r")):
-        return Edit(offset, offset, context.newline + code + context.newline)
-    return Edit(offset, offset, code + context.newline)
+    if body and _is_docstring(body[0]):
+        at = context.line_after(body[0])
+        before = newline
+    elif body:
+        at = _start_with_comments(context, body[0])  # type: ignore[arg-type]
+        before = ""
+    else:
+        at, before = len(source), ""
+    if at == len(source) and source and not source.endswith(("\n", "\r")):
+        before = newline + before
+    rest = source[at:].splitlines()
+    blank = 0
+    while blank < len(rest) and not rest[blank].strip():
+        blank += 1
+    following = rest[blank].lstrip() if blank < len(rest) else ""
+    if not following:
+        return Edit(at, at, before + code + newline)
+    wanted = 2 if following.startswith(("def ", "class ", "@", "async def ")) else 1
+    return Edit(at, at, before + code + newline + newline * max(0, wanted - blank))
 
 
 def import_insertion_offset(context: FileContext) -> int:
     """After the docstring, `__future__` imports and the leading block of imports."""
+    block = _leading_import_block(context)
+    if block:
+        return context.line_after(block[-1])
     body = context.module.body
-    anchor: cst.CSTNode | None = None
-    for index, statement in enumerate(body):
-        if _is_import_line(statement) or (index == 0 and _is_docstring(statement)):
-            anchor = statement
-            continue
-        break
-    if anchor is not None:
-        return context.line_after(anchor)
+    if body and _is_docstring(body[0]):
+        return context.line_after(body[0])
     if not body:
         return len(context.source)
     return context.line_start_of(body[0])
@@ -216,6 +544,70 @@ def _is_docstring(statement: cst.CSTNode) -> bool:
         and isinstance(statement.body[0], cst.Expr)
         and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
     )
+
+
+def added_imports(before: str, after: str) -> list[str]:
+    """The import statements in `after` that `before` lacks, one name each (for --fix's
+    summary): `from lifetime_lint.runtime import reclaim`, `import torch`."""
+
+    def imports(text: str) -> list[str]:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return []
+        found: list[str] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.extend(
+                    f"import {a.name}" + (f" as {a.asname}" if a.asname else "") for a in node.names
+                )
+            elif isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                found.extend(
+                    f"from {module} import {a.name}" + (f" as {a.asname}" if a.asname else "")
+                    for a in node.names
+                )
+        return found
+
+    remaining = list(imports(before))
+    new = []
+    for line in imports(after):
+        if line in remaining:
+            remaining.remove(line)
+        else:
+            new.append(line)
+    return new
+
+
+def fix_report(results: Sequence[FileResult], unsafe: bool) -> list[str]:
+    """What `--fix` (or `--diff`) added and what it left, for the closing summary: the
+    imports each file gained, whether they need lifetime-lint installed, and the files with
+    fixes not applied and why."""
+    lines: list[str] = []
+    needs_package = False
+    for result in results:
+        if result.added_imports:
+            lines.append(f"{result.path}: added `" + "`, `".join(result.added_imports) + "`")
+            needs_package = needs_package or any(
+                statement.startswith(f"from {RUNTIME_PACKAGE}")
+                for statement in result.added_imports
+            )
+    if needs_package:
+        lines.append(f"The fixed files import `{RUNTIME_PACKAGE}`: lifetime-lint must be "
+                     "installed wherever they run (or vendor it: `lifetime-lint vendor-runtime`).")  # fmt: skip
+    for result in results:
+        left = [
+            d for d in result.diagnostics if d.fix is not None and not (d.fix.is_safe or unsafe)
+        ]
+        if not left:
+            continue
+        undeclared = sum(1 for d in left if d.fix is not None and _UNDECLARED in d.fix.message)
+        why = "unsafe, need --unsafe-fixes"
+        if undeclared:
+            why += f"; {undeclared} because they would import {RUNTIME_PACKAGE}, which the project does not depend on"
+        noun = "fix" if len(left) == 1 else "fixes"
+        lines.append(f"{result.path}: {len(left)} {noun} not applied ({why})")
+    return lines
 
 
 # -- applying ---------------------------------------------------------------------------
@@ -238,7 +630,18 @@ def select_non_overlapping(fixes: Iterable[Fix]) -> list[Fix]:
 
 
 def apply_edits(source: str, edits: Iterable[Edit]) -> str:
+    """The source with the edits applied (they must not overlap).
+
+    An edit that deletes whole lines takes with it the blank lines it would leave doubled
+    (a blank line above and below the deleted statement) or opening a block, so a removed
+    statement leaves no blank lines behind.
+    """
     unique = sorted(set(edits), key=lambda e: (e.start, e.end))
+    for index, edit in enumerate(unique):
+        widened = _without_stranded_blank_lines(source, edit)
+        following = unique[index + 1].start if index + 1 < len(unique) else len(source)
+        if widened.end <= following:
+            unique[index] = widened
     pieces: list[str] = []
     cursor = 0
     for edit in unique:
@@ -247,6 +650,65 @@ def apply_edits(source: str, edits: Iterable[Edit]) -> str:
         cursor = edit.end
     pieces.append(source[cursor:])
     return "".join(pieces)
+
+
+def _without_stranded_blank_lines(source: str, edit: Edit) -> Edit:
+    if edit.content or edit.start == edit.end or not _at_line_start(source, edit.start):
+        return edit
+    if not _at_line_start(source, edit.end):
+        return edit
+    blank_above = 0
+    cursor = edit.start
+    while cursor > 0:
+        line_start = _line_start_before(source, cursor)
+        if source[line_start:cursor].strip():
+            break
+        blank_above += 1
+        cursor = line_start
+    previous = source[_line_start_before(source, cursor) : cursor].rstrip() if cursor else ""
+    end = edit.end
+    blank_below = 0
+    while end < len(source):
+        line_end = _line_end_after(source, end)
+        if source[end:line_end].strip():
+            break
+        blank_below += 1
+        end = line_end
+    if not blank_below:
+        return edit
+    if blank_above == 0 and not previous.endswith(":"):
+        return edit
+    # Opening a block: drop every blank line below; between two blank runs: keep the
+    # longer run only.
+    drop = blank_below if blank_above == 0 else min(blank_above, blank_below)
+    end = edit.end
+    for _ in range(drop):
+        end = _line_end_after(source, end)
+    return Edit(edit.start, end, "")
+
+
+def _at_line_start(source: str, offset: int) -> bool:
+    return offset == 0 or offset == len(source) or source[offset - 1] in "\n\r"
+
+
+def _line_start_before(source: str, offset: int) -> int:
+    """Start of the line that ends at `offset` (which is a line start)."""
+    index = offset - 1
+    if index > 0 and source[index] == "\n" and source[index - 1] == "\r":
+        index -= 1
+    while index > 0 and source[index - 1] not in "\n\r":
+        index -= 1
+    return max(index, 0)
+
+
+def _line_end_after(source: str, offset: int) -> int:
+    """Offset just past the line break of the line starting at `offset`."""
+    index = offset
+    while index < len(source) and source[index] not in "\n\r":
+        index += 1
+    if source.startswith("\r\n", index):
+        return index + 2
+    return min(index + 1, len(source))
 
 
 def orphan_import_edits(context: FileContext, names: set[str]) -> list[Edit]:
@@ -368,9 +830,9 @@ class _OrphanedImportFinder(cst.CSTVisitor):
             if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
                 updated = self._without_unused(small, lambda alias: True)
             elif isinstance(small, cst.Import):
-                # Only `import a.b as x` bindings are candidates: a plain `import torch`
-                # may be there for its side effects.
-                updated = self._without_unused(small, lambda alias: alias.asname is not None)
+                # `import torch` that the fix leaves unused goes too (it would be F401 in a
+                # Ruff-gated project); torch's import side effects happen wherever it is used.
+                updated = self._without_unused(small, lambda alias: True)
             else:
                 updated = small
             if updated is not small:
@@ -384,7 +846,7 @@ class _OrphanedImportFinder(cst.CSTVisitor):
         kept = [
             alias
             for alias in statement.names
-            if not (removable(alias) and _bound_name(alias) in self.names)
+            if not (removable(alias) and _binds(alias) in self.names)
         ]
         if len(kept) == len(statement.names):
             return statement
@@ -421,6 +883,14 @@ class _ReferenceCounter(cst.CSTVisitor):
             return
         if isinstance(value, str) and value in self.names:
             self.counts[value] = self.counts.get(value, 0) + 1
+
+
+def _binds(alias: cst.ImportAlias) -> str | None:
+    """The local name an alias binds: `x` for `import a.b as x`, `a` for `import a.b`."""
+    bound = _bound_name(alias)
+    if alias.asname is None and bound is not None:
+        return bound.split(".")[0]
+    return bound
 
 
 def _bound_name(alias: cst.ImportAlias) -> str | None:

@@ -37,6 +37,7 @@ class FileResult:
     fixed_by_code: dict[str, int] = field(default_factory=dict)
     diff: bytes | None = None  # a patch in the file's own encoding (`patch -p0` applies it)
     fixed_text: str | None = None  # the new source, when fixes changed it
+    added_imports: list[str] = field(default_factory=list)  # imports the fixes added
     written: bool = False
     # The findings in the file as it was before any fix (None: same as `diagnostics`).
     # `--statistics` counts these, so check, --fix and --diff agree on the same tree.

@@ -248,6 +248,10 @@ class FileContext:
     ) -> None:
         if statement is None and any(ancestor is node for ancestor in self.ancestors):
             statement = self.current_statement()
+        if fix is not None:
+            from lifetime_lint.fixes import review_fix  # fixes imports this module
+
+            message, fix = review_fix(self, rule, message, fix)
         self.reports.append(RawReport(rule, node, message, fix, statement))
 
     def inside(self, types: Sequence[type]) -> cst.CSTNode | None:

@@ -156,6 +156,10 @@ def nested(tmp_path):
     write(outer / "pyproject.toml", '[tool.lifetime-lint]\nignore = ["LL005"]\n')
     write(outer / "top.py", FINDINGS)
     write(outer / "proj" / "pyproject.toml", textwrap.dedent("""\
+        [project]
+        name = "proj"
+        dependencies = ["lifetime-lint"]  # its runtime fixes are safe here (issue 13)
+
         [tool.lifetime-lint]
         select = ["LL004", "LL005"]
 

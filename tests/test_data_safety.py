@@ -22,7 +22,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 VIOLATION = b"import torch\n\n\ndef f():\n    torch.cuda.empty_cache()\n"
-FIXED = b"import torch\nfrom lifetime_lint.runtime import reclaim\n\n\ndef f():\n    reclaim()\n"
+FIXED = b"from lifetime_lint.runtime import reclaim\n\n\ndef f():\n    reclaim()\n"  # `import torch` left unused goes too (F401)
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 NOBODY = 65534
 

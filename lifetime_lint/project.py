@@ -1,0 +1,319 @@
+"""What a fix needs to know about the project a file belongs to.
+
+Two facts, read from the project's own files once per folder: whether the project declares
+lifetime-lint as a dependency (so a fix may import `lifetime_lint.runtime` there), and how
+its import sorter wants imports laid out (Ruff's `[tool.ruff.lint.isort]`, or isort's
+`[tool.isort]`), so an import a fix adds is where `ruff check --select I` expects it.
+"""
+
+from __future__ import annotations
+
+import configparser
+import fnmatch
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# Files that mark a project's root (the search for its settings stops there).
+_ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py")
+_RUFF_FILES = (".ruff.toml", "ruff.toml")
+_DISTRIBUTION = re.compile(r"^\s*lifetime[-_.]lint(?![\w.-])", re.IGNORECASE)
+
+FUTURE, STDLIB, THIRD_PARTY, FIRST_PARTY, LOCAL_FOLDER = range(5)
+SECTION_NAMES = {
+    "future": FUTURE,
+    "standard-library": STDLIB,
+    "third-party": THIRD_PARTY,
+    "first-party": FIRST_PARTY,
+    "local-folder": LOCAL_FOLDER,
+}
+
+
+@dataclass(frozen=True)
+class ImportStyle:
+    """The import sorter's settings that decide where an added import goes (Ruff's defaults)."""
+
+    known_first_party: tuple[str, ...] = ()
+    known_third_party: tuple[str, ...] = ()
+    known_local_folder: tuple[str, ...] = ()
+    src: tuple[str, ...] = ()  # folders whose top-level packages are first-party
+    line_length: int = 88
+    force_single_line: bool = False
+    force_sort_within_sections: bool = False
+    order_by_type: bool = True
+    case_sensitive: bool = False
+
+    def section_of(self, module: str) -> int:
+        """Ruff's section for an absolute import of `module`."""
+        top = module.split(".")[0]
+        if top == "__future__":
+            return FUTURE
+        for patterns, section in (
+            (self.known_local_folder, LOCAL_FOLDER),
+            (self.known_first_party, FIRST_PARTY),
+            (self.known_third_party, THIRD_PARTY),
+        ):
+            if any(_module_matches(module, pattern) for pattern in patterns):
+                return section
+        if top in _stdlib_names():
+            return STDLIB
+        for folder in self.src:
+            if os.path.isdir(os.path.join(folder, top)) or os.path.isfile(
+                os.path.join(folder, top + ".py")
+            ):
+                return FIRST_PARTY
+        return THIRD_PARTY
+
+    def module_key(self, module: str) -> tuple[str, str]:
+        return (module, module) if self.case_sensitive else (module.lower(), module)
+
+    def member_key(self, name: str, asname: str | None = None) -> tuple[Any, ...]:
+        """Ruff's order of the names in `from x import ...` (constants, classes, others)."""
+        kind = 0
+        if self.order_by_type:
+            if len(name) > 1 and name.isupper():
+                kind = 0
+            elif name[:1].isupper():
+                kind = 1
+            else:
+                kind = 2
+        return (kind, *self.module_key(name), asname or "")
+
+
+@dataclass(frozen=True)
+class Project:
+    root: str | None  # the folder with pyproject.toml / setup.cfg / setup.py, if any
+    declares: bool  # whether its metadata lists lifetime-lint among its requirements
+    style: ImportStyle = field(default_factory=ImportStyle)
+    has_metadata: bool = False  # any pyproject/setup/requirements file on the way up
+
+    @property
+    def declares_lifetime_lint(self) -> bool:
+        """Whether code here may import `lifetime_lint`: the project lists it, or there is
+        no project metadata at all (a loose script, run where the linter is installed)."""
+        return self.declares or not self.has_metadata
+
+
+_PROJECTS: dict[str, Project] = {}
+
+
+def project_for(path: str) -> Project:
+    """The project of the file at `path` (memoised per folder)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    project = _PROJECTS.get(folder)
+    if project is None:
+        project = _PROJECTS[folder] = _read_project(folder)
+    return project
+
+
+def _read_project(folder: str) -> Project:
+    declares = False
+    has_metadata = False
+    style: ImportStyle | None = None
+    root: str | None = None
+    directory = folder
+    while True:
+        has_metadata = has_metadata or _has_metadata(directory)
+        if not declares:
+            declares = _declares_in(directory)
+        if style is None:
+            style = _style_in(directory)
+        if any(os.path.isfile(os.path.join(directory, name)) for name in _ROOT_MARKERS):
+            root = directory
+            break
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    if style is None:
+        base = root or folder
+        style = ImportStyle(src=(base, os.path.join(base, "src")))
+    return Project(root, declares, style, has_metadata)
+
+
+def _has_metadata(directory: str) -> bool:
+    names = _listdir(directory)
+    return any(name in _ROOT_MARKERS for name in names) or any(
+        name.startswith("requirements") and name.endswith((".txt", ".in")) for name in names
+    )
+
+
+# -- dependency declarations -------------------------------------------------------------
+
+
+def _declares_in(directory: str) -> bool:
+    pyproject = _load_toml(os.path.join(directory, "pyproject.toml"))
+    if pyproject and any(_names_lifetime_lint(item) for item in _pyproject_requirements(pyproject)):
+        return True
+    if _setup_cfg_declares(os.path.join(directory, "setup.cfg")):
+        return True
+    setup_py = _read_text(os.path.join(directory, "setup.py"))
+    if setup_py and re.search(r"""["']lifetime[-_.]lint(?![\w.-])""", setup_py, re.I):
+        return True
+    candidates = []
+    for name in _listdir(directory):
+        if name.startswith("requirements") and name.endswith((".txt", ".in")):
+            candidates.append(os.path.join(directory, name))
+    requirements_dir = os.path.join(directory, "requirements")
+    for name in _listdir(requirements_dir):
+        if name.endswith((".txt", ".in")):
+            candidates.append(os.path.join(requirements_dir, name))
+    return any(
+        _names_lifetime_lint(line)
+        for candidate in candidates
+        for line in (_read_text(candidate) or "").splitlines()
+    )
+
+
+def _pyproject_requirements(data: dict[str, Any]) -> list[str]:
+    """Every requirement the pyproject lists, and the project's own name (lifetime-lint
+    itself, and its fixtures, may use its runtime)."""
+    project = data.get("project", {})
+    found: list[str] = list(_strings(project.get("name")))
+    found.extend(_strings(project.get("dependencies")))
+    for extra in (project.get("optional-dependencies") or {}).values():
+        found.extend(_strings(extra))
+    for group in (data.get("dependency-groups") or {}).values():
+        found.extend(_strings(group))
+    poetry = data.get("tool", {}).get("poetry", {})
+    found.extend(str(name) for name in (poetry.get("dependencies") or {}))
+    for group in (poetry.get("group") or {}).values():
+        found.extend(str(name) for name in (group.get("dependencies") or {}))
+    return found
+
+
+def _setup_cfg_declares(path: str) -> bool:
+    text = _read_text(path)
+    if not text or not re.search(r"lifetime[-_.]lint", text, re.I):
+        return False
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return False
+    values = []
+    if parser.has_option("options", "install_requires"):
+        values.append(parser.get("options", "install_requires"))
+    if parser.has_section("options.extras_require"):
+        values.extend(value for _, value in parser.items("options.extras_require"))
+    return any(_names_lifetime_lint(line) for value in values for line in value.splitlines())
+
+
+def _names_lifetime_lint(requirement: str) -> bool:
+    return bool(_DISTRIBUTION.match(requirement.split("#")[0]))
+
+
+# -- import-sorter settings --------------------------------------------------------------
+
+
+def _style_in(directory: str) -> ImportStyle | None:
+    """The Ruff or isort settings defined in this folder, if any (Ruff's win)."""
+    for name in _RUFF_FILES:
+        data = _load_toml(os.path.join(directory, name))
+        if data is not None:
+            return _ruff_style(data, directory)
+    data = _load_toml(os.path.join(directory, "pyproject.toml"))
+    if data is None:
+        return None
+    tool = data.get("tool", {})
+    if "ruff" in tool:
+        return _ruff_style(tool["ruff"], directory)
+    if "isort" in tool:
+        return _isort_style(tool["isort"], directory)
+    return None
+
+
+def _ruff_style(ruff: dict[str, Any], directory: str) -> ImportStyle:
+    lint = ruff.get("lint", {})
+    isort = lint.get("isort", ruff.get("isort", {}))
+    src = tuple(os.path.join(directory, folder) for folder in _strings(ruff.get("src")))
+    return ImportStyle(
+        known_first_party=tuple(_strings(isort.get("known-first-party"))),
+        known_third_party=tuple(_strings(isort.get("known-third-party"))),
+        known_local_folder=tuple(_strings(isort.get("known-local-folder"))),
+        src=src or (directory, os.path.join(directory, "src")),
+        line_length=int(ruff.get("line-length", 88)),
+        force_single_line=bool(isort.get("force-single-line", False)),
+        force_sort_within_sections=bool(isort.get("force-sort-within-sections", False)),
+        order_by_type=bool(isort.get("order-by-type", True)),
+        case_sensitive=bool(isort.get("case-sensitive", False)),
+    )
+
+
+def _isort_style(isort: dict[str, Any], directory: str) -> ImportStyle:
+    src = tuple(os.path.join(directory, folder) for folder in _strings(isort.get("src_paths")))
+    profile = isort.get("profile")
+    return ImportStyle(
+        known_first_party=tuple(_strings(isort.get("known_first_party"))),
+        known_third_party=tuple(_strings(isort.get("known_third_party"))),
+        known_local_folder=tuple(_strings(isort.get("known_local_folder"))),
+        src=src or (directory, os.path.join(directory, "src")),
+        line_length=int(isort.get("line_length", 88 if profile == "black" else 79)),
+        force_single_line=bool(isort.get("force_single_line", False)),
+        force_sort_within_sections=bool(isort.get("force_sort_within_sections", False)),
+        order_by_type=bool(isort.get("order_by_type", True)),
+        case_sensitive=bool(isort.get("case_sensitive", False)),
+    )
+
+
+def _module_matches(module: str, pattern: str) -> bool:
+    return (
+        module == pattern
+        or module.startswith(pattern + ".")
+        or fnmatch.fnmatchcase(module, pattern)
+        or fnmatch.fnmatchcase(module.split(".")[0], pattern)
+    )
+
+
+def _stdlib_names() -> frozenset[str]:
+    names = getattr(sys, "stdlib_module_names", None)
+    if names is None:  # pragma: no cover - Python 3.9
+        names = set(sys.builtin_module_names) | {
+            "abc", "argparse", "ast", "asyncio", "collections", "contextlib", "copy",
+            "dataclasses", "enum", "functools", "gc", "importlib", "inspect", "io",
+            "itertools", "json", "logging", "math", "os", "pathlib", "pickle", "random",
+            "re", "shutil", "subprocess", "sys", "tempfile", "threading", "time", "types",
+            "typing", "unittest", "warnings", "weakref",
+        }  # fmt: skip
+    return frozenset(names)
+
+
+# -- small file helpers ------------------------------------------------------------------
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [item for item in value if isinstance(item, str)]
+    return []
+
+
+def _load_toml(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _listdir(directory: str) -> list[str]:
+    try:
+        return sorted(os.listdir(directory))
+    except OSError:
+        return []

@@ -1,0 +1,244 @@
+"""Fixes a maintainer merges as they are: imports where Ruff's isort rules put them, no new
+dependency on lifetime-lint, no synthetic aliases, no stranded blank lines.
+
+Each case is a small project on disk (its own pyproject with Ruff settings) whose code is
+clean under `ruff check --select I,E,W,F` and `ruff format --check`; after
+`lifetime-lint check --fix` it must still be clean, and the fixed module must still run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+RUFF = shutil.which("ruff") or os.path.join(os.path.dirname(sys.executable), "ruff")
+pytestmark = pytest.mark.skipif(not os.path.exists(RUFF), reason="needs ruff (dev extra)")
+
+PYPROJECT = """\
+[project]
+name = "demo"
+version = "0"
+dependencies = ["torch", {dependency}]
+
+[tool.ruff]
+line-length = {line_length}
+
+[tool.ruff.lint.isort]
+known-first-party = ["demo"]
+{extra}"""
+
+
+def _project(tmp_path: Path, code: str, *, declares: bool = True, line_length: int = 88,
+             extra: str = "") -> Path:  # fmt: skip
+    dependency = '"lifetime-lint>=0.1"' if declares else '"numpy"'
+    (tmp_path / "pyproject.toml").write_text(
+        PYPROJECT.format(dependency=dependency, line_length=line_length, extra=extra)
+    )
+    package = tmp_path / "demo"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    module = package / "mod.py"
+    module.write_text(textwrap.dedent(code).lstrip())
+    return module
+
+
+def _ruff_clean(path: Path) -> None:
+    cwd = path.parent.parent
+    lint = subprocess.run([RUFF, "check", "--no-cache", "--select", "I,E,W,F", str(path)],
+                          cwd=cwd, capture_output=True, text=True)  # fmt: skip
+    assert lint.returncode == 0, lint.stdout + path.read_text()
+    fmt = subprocess.run([RUFF, "format", "--no-cache", "--check", "--diff", str(path)],
+                         cwd=cwd, capture_output=True, text=True)  # fmt: skip
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+def _lint(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lifetime_lint", "check", "--no-cache", *args, str(path)],
+        cwd=path.parent.parent, capture_output=True, text=True,
+    )  # fmt: skip
+
+
+def _fix_and_check(path: Path, *args: str) -> str:
+    _ruff_clean(path)  # the case itself is clean
+    before = path.read_text()
+    _lint(path, "--fix", *args)
+    after = path.read_text()
+    assert after != before, _lint(path).stdout
+    _ruff_clean(path)
+    run = subprocess.run([sys.executable, "-c", "import demo.mod"], cwd=path.parent.parent,
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    return after
+
+
+CASES = {
+    "new from-import sorted into third-party": """
+        import os
+
+        import numpy
+        import torch
+        from torch import nn
+
+        from demo import __name__ as name
+
+
+        def free(model: nn.Module) -> None:
+            del model
+            torch.cuda.empty_cache()
+            print(os.sep, numpy.pi, name)
+        """,
+    "merged into an existing from-import, sorted": """
+        import torch
+        from lifetime_lint.runtime import release
+
+
+        def free(tiles: list) -> list:
+            out = list(release(tiles))
+            torch.cuda.empty_cache()
+            return out
+        """,
+    "orphaned `import torch` removed, import goes in its place": """
+        \"\"\"Docstring.\"\"\"
+
+        import torch
+
+
+        def free() -> None:
+            torch.cuda.empty_cache()
+        """,
+    "LL003: no blank lines left inside the function": """
+        import torch
+        import torch.distributed as dist
+
+
+        def save(samples: torch.Tensor, path: str) -> None:
+            world = dist.get_world_size()
+
+            gathered = [torch.empty_like(samples) for _ in range(world)]
+
+            dist.all_gather(gathered, samples)
+
+            if dist.get_rank() == 0:
+                torch.save(gathered, f"{path}.{world}")
+
+
+        def save_tight(samples: torch.Tensor, path: str) -> None:
+            gathered = [torch.empty_like(samples) for _ in range(dist.get_world_size())]
+
+            dist.all_gather(gathered, samples)
+            if dist.get_rank() == 0:
+                torch.save(gathered, path)
+        """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fixed_code_stays_ruff_clean(tmp_path: Path, name: str) -> None:
+    _fix_and_check(_project(tmp_path, CASES[name]), "--unsafe-fixes")
+
+
+def test_long_merge_is_wrapped_as_ruff_wraps_it(tmp_path: Path) -> None:
+    module = _project(tmp_path, """
+        import torch
+        from lifetime_lint.runtime import active_device_type, release
+
+
+        def free(tiles: list) -> list:
+            out = list(release(tiles))
+            torch.cuda.empty_cache()
+            print(active_device_type())
+            return out
+        """, line_length=62)  # fmt: skip
+    after = _fix_and_check(module)
+    assert "from lifetime_lint.runtime import (\n    active_device_type,\n    reclaim,\n" in after
+
+
+def test_runtime_module_is_first_party_and_its_own_section(tmp_path: Path) -> None:
+    extra = '\n[tool.lifetime-lint]\nruntime-module = "demo.lifetime_runtime"\n'
+    module = _project(tmp_path, """
+        import torch
+
+
+        def free() -> None:
+            torch.cuda.empty_cache()
+            print(torch.__name__)
+        """, declares=False, extra=extra)  # fmt: skip
+    vendored = subprocess.run(
+        [sys.executable, "-m", "lifetime_lint", "vendor-runtime", "demo/lifetime_runtime.py"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert vendored.returncode == 0, vendored.stderr
+    after = _fix_and_check(module)
+    assert "import torch\n\nfrom demo.lifetime_runtime import reclaim\n" in after
+    assert "lifetime_lint" not in after
+
+
+def test_module_level_call_before_a_later_runtime_import_runs(tmp_path: Path) -> None:
+    """Issue 10: merging into a later `from lifetime_lint.runtime import ...` raised
+    NameError when the module was imported."""
+    module = _project(tmp_path, """
+        import torch
+
+        torch.cuda.empty_cache()
+
+        from lifetime_lint.runtime import release  # noqa: E402
+
+        print(torch.__name__, release)
+        """)  # fmt: skip
+    after = _fix_and_check(module)
+    assert after.index("import reclaim") < after.index("reclaim()")
+
+
+def test_a_binding_of_torch_is_used_not_an_alias(tmp_path: Path) -> None:
+    module = _project(tmp_path, """
+        import torch
+        import torch.distributed
+
+
+        def sync() -> None:
+            torch.cuda.synchronize()
+            print(torch.distributed.is_available())
+        """)  # fmt: skip
+    result = _lint(module, "--diff")
+    assert "_ll_torch" not in result.stdout
+    assert "+    torch.accelerator.synchronize()" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "declaration",
+    [
+        None,
+        ("requirements.txt", "torch\nlifetime-lint==0.1.0  # memory fixes\n"),
+        ("setup.cfg", "[options]\ninstall_requires =\n    torch\n    lifetime_lint>=0.1\n"),
+    ],
+)
+def test_runtime_import_is_unsafe_unless_the_project_depends_on_it(
+    tmp_path: Path, declaration: tuple[str, str] | None
+) -> None:
+    module = _project(tmp_path, """
+        import torch
+
+
+        def free() -> None:
+            torch.cuda.empty_cache()
+            print(torch.__name__)
+        """, declares=False)  # fmt: skip
+    if declaration is not None:
+        (tmp_path / declaration[0]).write_text(declaration[1])
+    result = _lint(module, "--fix")
+    fixed = "reclaim()" in module.read_text()
+    assert fixed == (declaration is not None), result.stdout + result.stderr
+    if declaration is None:
+        assert "does not depend on lifetime-lint" in result.stdout
+        assert "lifetime-lint vendor-runtime" in result.stdout
+        assert "not applied" in result.stderr
+        unsafe = _lint(module, "--fix", "--unsafe-fixes")
+        assert "reclaim()" in module.read_text(), unsafe.stdout
+        assert "added `from lifetime_lint.runtime import reclaim`" in unsafe.stderr
