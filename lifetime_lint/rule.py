@@ -225,6 +225,15 @@ class FileContext:
             statement = self.current_statement()
         self.reports.append(RawReport(rule, node, message, fix, statement))
 
+    def is_suppressed(
+        self, code: str, node: cst.CSTNode, statement: cst.CSTNode | None = None
+    ) -> bool:
+        """Whether a `# noqa` comment (or a file-level one) drops a finding of `code` on
+        `node`: the same rows the engine checks (`lifetime_lint.noqa.is_suppressed`)."""
+        from lifetime_lint.noqa import is_suppressed
+
+        return is_suppressed(self, code, node, statement)
+
     def inside(self, types: Sequence[type]) -> cst.CSTNode | None:
         """The innermost ancestor of one of these types, if any."""
         types = tuple(types)
