@@ -67,6 +67,9 @@ class ValueFact:
     tensor: bool = False
     # `x = c[k]`: the container name and the index's source text (ownership transfer).
     borrowed: tuple[str, str] | None = None
+    # An element of these container bindings (or a view of one): `c[i]`, a loop target
+    # over `c`. It keeps that element alive, not the container.
+    element_of: tuple[DefSite, ...] = ()
 
     @property
     def is_tensor(self) -> bool:
@@ -303,6 +306,9 @@ class FunctionFacts:
         self._stores: list[Store] | None = None
         self._aliases: dict[int, list[DefSite]] | None = None
         self._contents: dict[int, list[ValueFact]] | None = None
+        self._shared_elements: set[int] = set()
+        self._call_nodes: dict[int, Node] | None = None
+        self._comprehension: dict[str, ValueFact] = {}  # targets of the comprehension in scan
         self._escaped: set[int] | None = None
         self._truth_tested: set[int] | None = None
         self._nested: dict[str, cst.FunctionDef] = {}
@@ -369,7 +375,13 @@ class FunctionFacts:
         if kind == "for":
             # A loop target borrows an element of the iterable (never owns it).
             element = self.element_of(site.value, node)
-            return ValueFact(VIEW, element.origin, (), tensor=element.is_tensor)
+            return ValueFact(
+                VIEW,
+                element.origin,
+                (),
+                tensor=element.is_tensor,
+                element_of=self._containers_iterated(site.value, node),
+            )
         if kind == "with":
             return _UNKNOWN
         if kind == "augassign":
@@ -462,14 +474,25 @@ class FunctionFacts:
                 if isinstance(e, cst.DictElement)
             ]
             return self._container_of(values, expr)
-        if isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
-            element = self.expression(expr.elt, node)
+        if isinstance(expr, cst.GeneratorExp):
+            return _UNKNOWN  # lazy: it holds its closure, not its elements
+        if isinstance(expr, (cst.ListComp, cst.SetComp, cst.DictComp)):
+            saved = dict(self._comprehension)
+            try:
+                for_in: cst.CompFor | None = expr.for_in
+                while for_in is not None:  # `[t[..., :s] for t in row]`: t is an element
+                    element = self.element_of(for_in.iter, node)
+                    fact = ValueFact(VIEW, element.origin, (), tensor=element.is_tensor)
+                    for name in _target_names(for_in.target):
+                        self._comprehension[name] = fact
+                    for_in = for_in.inner_for_in
+                value = expr.value if isinstance(expr, cst.DictComp) else expr.elt
+                element = self.expression(value, node)
+            finally:
+                self._comprehension = saved
             if element.is_tensor or element.kind == CONTAINER:
                 return ValueFact(CONTAINER, element.origin)
             return _METADATA if element.kind == METADATA else _UNKNOWN
-        if isinstance(expr, cst.DictComp):
-            element = self.expression(expr.value, node)
-            return ValueFact(CONTAINER, element.origin) if element.is_tensor else _UNKNOWN
         return _UNKNOWN
 
     @staticmethod
@@ -491,6 +514,8 @@ class FunctionFacts:
     def _name_value(self, name: str, node: Node) -> ValueFact:
         if name in ("None", "True", "False"):
             return _METADATA
+        if name in self._comprehension:
+            return self._comprehension[name]
         if name not in self.cfg.name_index:
             return _UNKNOWN  # a global or builtin
         sites = self.reaching(node, name)
@@ -505,7 +530,8 @@ class FunctionFacts:
             return ValueFact(CONTAINER, origin, tuple(sites))
         tensor = any(f.is_tensor for f in facts)
         origin = _largest(f.origin for f in facts if f.is_tensor) if tensor else ACTIVATION
-        return ValueFact(VIEW, origin, tuple(sites), tensor=tensor)
+        element_of = tuple(c for f in facts for c in f.element_of)
+        return ValueFact(VIEW, origin, tuple(sites), tensor=tensor, element_of=element_of)
 
     def _choice_value(self, expr: cst.BaseExpression, node: Node) -> ValueFact:
         branches = (
@@ -585,18 +611,25 @@ class FunctionFacts:
                 return ValueFact(
                     VIEW,
                     CACHE_ENTRY if element.origin in (ACTIVATION, SMALL) else element.origin,
-                    inner.sources,
+                    () if inner.kind == CONTAINER else inner.sources,
                     tensor=element.is_tensor,
                     borrowed=borrowed,
+                    element_of=inner.sources,
                 )
-            return ValueFact(VIEW, inner.origin, inner.sources, tensor=inner.is_tensor)
+            return ValueFact(
+                VIEW,
+                inner.origin,
+                inner.sources,
+                tensor=inner.is_tensor,
+                element_of=inner.element_of,
+            )
         inner = self.expression(base, node)
         if inner.kind == TENSOR and not unpacked:
             return inner  # `self.text_encoder(ids)[0]`
         if inner.kind == METADATA:
             return _METADATA
         if inner.kind == CONTAINER:
-            return ValueFact(VIEW, inner.origin, inner.sources, tensor=True)
+            return ValueFact(VIEW, inner.origin, (), tensor=True, element_of=inner.sources)
         if inner.kind == VIEW:
             return inner
         return _UNKNOWN
@@ -649,9 +682,13 @@ class FunctionFacts:
                 if method in T.SPLITTING and unpacked:
                     return ValueFact(VIEW, inner.origin, (), tensor=True)  # shared pieces
                 return inner
-            if inner.kind in (VIEW, UNKNOWN) and isinstance(receiver, cst.Name):
-                return ValueFact(VIEW, inner.origin, inner.sources, tensor=inner.is_tensor)
-            return ValueFact(VIEW, inner.origin, inner.sources, tensor=inner.is_tensor)
+            return ValueFact(
+                VIEW,
+                inner.origin,
+                inner.sources,
+                tensor=inner.is_tensor,
+                element_of=inner.element_of,
+            )
         if method in T.TENSOR_ONLY_METHODS:
             if inner.kind == TENSOR and inner.origin == SMALL:
                 return inner  # `torch.tensor(scale).repeat(n)`: as small as its source
@@ -678,7 +715,7 @@ class FunctionFacts:
         if qualified in T.CONCATENATIONS:
             inputs = self.expression(call.args[0].value, node) if call.args else _UNKNOWN
             origin = inputs.origin if inputs.kind == CONTAINER else CONCATENATION
-            if origin in (SMALL, ACTIVATION, CACHE_ENTRY):
+            if origin in (ACTIVATION, CACHE_ENTRY):
                 origin = CONCATENATION
             return ValueFact(TENSOR, origin)
         if last in T.TORCH_VIEW_FUNCTIONS or last in T.TORCH_MAYBE_COPY_FUNCTIONS:
@@ -755,14 +792,65 @@ class FunctionFacts:
                     fact = self.expression(call.args[-1].value, node)
                     if func.attr.value == "extend" and fact.kind == CONTAINER:
                         fact = ValueFact(TENSOR, fact.origin)
-                    for site in self.reaching(node, func.value.value):
+                    receivers = self.reaching(node, func.value.value)
+                    for site in receivers:
                         contents.setdefault(site.index, []).append(fact)
+                    self._note_shared(fact, receivers)
         for store in self.stores:
             fact = self.expression(store.value, store.node) if store.value is not None else None
             if fact is None:
                 continue
-            for site in self.reaching(store.node, store.container, real=False):
+            receivers = self.reaching(store.node, store.container, real=False)
+            for site in receivers:
                 contents.setdefault(site.index, []).append(fact)
+            self._note_shared(fact, receivers)
+
+    def _note_shared(self, fact: ValueFact, receivers: list[DefSite]) -> None:
+        """A container given an element (or a view of one) of another container shares
+        that container's elements, unless it is rebuilt in the loop that walks it (a
+        per-row list holds one row at a time)."""
+        roots = self._element_roots(fact)
+        for root in roots:
+            for receiver in receivers:
+                if receiver.index == root.index:
+                    continue
+                if self._rebuilt_while_walking(receiver, root):
+                    continue
+                self._shared_elements.add(root.index)
+
+    def _element_roots(self, fact: ValueFact) -> set[DefSite]:
+        roots: set[DefSite] = set()
+        stack = list(fact.element_of)
+        for source in fact.sources:
+            stack.extend(self.value(source).element_of)
+        seen: set[int] = set()
+        while stack:
+            site = stack.pop()
+            if site.index in seen:
+                continue
+            seen.add(site.index)
+            roots.add(site)
+            stack.extend(self.value(site).element_of)
+        return roots
+
+    def _rebuilt_while_walking(self, receiver: DefSite, container: DefSite) -> bool:
+        if receiver.node is None:
+            return False
+        for node in self.cfg.nodes:
+            if node.kind != "for" or not node.loop_body or receiver.node not in node.loop_body:
+                continue
+            statement = node.statement
+            if isinstance(statement, cst.For):
+                iterable = _unwrap_iteration(statement.iter)
+                if isinstance(iterable, cst.Name) and iterable.value == container.name:
+                    return True
+        return False
+
+    def elements_shared(self, site: DefSite) -> bool:
+        """Whether another container holds this container's elements (or views of them)."""
+        if self._contents is None:
+            self._fill_contents()
+        return site.index in self._shared_elements
 
     def contents_fact(self, site: DefSite) -> ValueFact:
         """What a container binding's elements are (a tensor fact when every element put
@@ -771,6 +859,9 @@ class FunctionFacts:
             self._fill_contents()
         assert self._contents is not None
         given = self._contents.get(site.index, [])
+        initial = self.value(site)
+        if initial.kind == CONTAINER and initial.origin != SMALL:
+            given = given + [ValueFact(TENSOR, initial.origin)]  # a display or comprehension
         if site.kind in ("annassign", "param") and site.annotation is not None:
             if _annotation_holds_tensors(site.annotation):
                 given = given + [ValueFact(TENSOR, ACTIVATION)]
@@ -787,21 +878,29 @@ class FunctionFacts:
             return ValueFact(TENSOR, _largest(f.origin for f in facts))
         return _UNKNOWN
 
+    def _containers_iterated(
+        self, iterable: cst.BaseExpression | None, node: Node
+    ) -> tuple[DefSite, ...]:
+        iterable = _unwrap_iteration(iterable)
+        if iterable is None:
+            return ()
+        fact = self.expression(iterable, node)
+        if fact.kind == CONTAINER:
+            return fact.sources
+        return fact.element_of
+
     def element_of(self, iterable: cst.BaseExpression | None, node: Node) -> ValueFact:
         """What a `for` target over `iterable` borrows."""
+        iterable = _unwrap_iteration(iterable)
         if iterable is None:
-            return _UNKNOWN
-        if (
-            isinstance(iterable, cst.Call)
-            and isinstance(iterable.func, cst.Name)
-            and iterable.func.value in ("enumerate", "reversed", "zip")
-        ):
             return _UNKNOWN
         fact = self.expression(iterable, node)
         if fact.kind == CONTAINER:
             if fact.sources:
                 return self.contents_of_name(fact.sources[0].name, node)
             return ValueFact(TENSOR, fact.origin)
+        if fact.kind == VIEW and fact.element_of and fact.tensor:
+            return ValueFact(TENSOR, fact.origin)  # a row of a list of rows
         return _METADATA if fact.kind == METADATA else _UNKNOWN
 
     def is_container_of_tensors(self, site: DefSite) -> bool:
@@ -914,7 +1013,10 @@ class FunctionFacts:
                 return Work(MODEL, "collective", parts=parts)
             if qualified == "torch" or qualified.startswith("torch."):
                 if qualified in T.CONCATENATIONS:
-                    return Work(LAYER, "concatenation", parts=parts)
+                    # Output-sized when it joins decoded tiles or frames: its result sits
+                    # beside all of its inputs.
+                    level = PEAK if self._joins_large(call) else LAYER
+                    return Work(level, "concatenation", parts=parts)
                 if last in T.HEAVY_TORCH_OPS:
                     heavy = last.startswith("conv") or last in (
                         "scaled_dot_product_attention",
@@ -969,6 +1071,17 @@ class FunctionFacts:
         if _glob_any(name, T.MODEL_CALLS):
             return Work(MODEL, _model_kind(parts), by_pattern=True, parts=parts)
         return Work(NONE, "none", parts=parts)
+
+    def _joins_large(self, call: cst.Call) -> bool:
+        if not call.args:
+            return False
+        if self._call_nodes is None:
+            self._call_nodes = {id(c): n for n in self.cfg.nodes for c in n.calls}
+        node = self._call_nodes.get(id(call))
+        if node is None:
+            return False
+        inputs = self.expression(call.args[0].value, node)
+        return inputs.kind == CONTAINER and inputs.origin in (DECODED, LOGITS)
 
     def _submodule_work(self, name: str, parts: tuple[str, ...], default: int) -> Work:
         lowered = name.lower()
@@ -1031,8 +1144,9 @@ class FunctionFacts:
                 for call in node.calls:
                     func = call.func
                     if isinstance(func, cst.Name) and func.value in annotated:
+                        # `conv(x)`, `block(h)`: a module passed in (not a callback).
                         annotation = annotated[func.value]
-                        if annotation is None or _annotation_is_module(annotation):
+                        if annotation is None and _is_module_name(func.value):
                             names.add(func.value)
                     elif (  # `attn.linear2(x)`, `block.ffn(x)`: a sublayer of a module
                         isinstance(func, cst.Attribute)
@@ -1117,6 +1231,20 @@ def _is_sublayer_name(name: str) -> bool:
     ) and not lowered.startswith(("pad", "scale", "shift"))
 
 
+_MODULE_WORDS = frozenset(
+    {"module", "layer", "block", "net", "submodule", "model", "conv", "mlp", "attn", "ffn"}
+)
+
+
+def _is_module_name(name: str) -> bool:
+    """A parameter name that says module (`conv`, `block`, `layer_module`), not callback."""
+    lowered = name.lower()
+    if lowered.startswith(("callback", "fn", "func", "hook", "get_", "make_")):
+        return False
+    words = set(lowered.split("_"))
+    return bool(words & _MODULE_WORDS) or _is_sublayer_name(lowered)
+
+
 def _ignore(node: cst.CSTNode) -> None:
     return None
 
@@ -1136,16 +1264,19 @@ _MODULE_BOOKKEEPING = frozenset(
 def _model_kind(parts: tuple[str, ...]) -> str:
     """decode / encoder / model, from the callee's name (for messages and origins)."""
     text = ".".join(parts).lower()
+    if any(word in text for word in _CONDITIONING_ENCODERS):
+        return "encoder"  # text/image conditioning
+    if "encode" in text:
+        return "encode"  # a VAE or feature encoder
     if "decode" in text or "vae" in text:
         return "decode"
-    if any(
-        word in text
-        for word in ("text_encoder", "encode_prompt", "image_encoder", "encode_image", "clip", "t5")
-    ):
-        return "encoder"
-    if "encode" in text:
-        return "encoder"
     return "model"
+
+
+_CONDITIONING_ENCODERS = (
+    "text_encoder", "encode_prompt", "image_encoder", "encode_image", "clip", "t5",
+    "text_model", "prompt", "caption",
+)  # fmt: skip
 
 
 def _origin_of_work(work: Work) -> str:
@@ -1154,6 +1285,8 @@ def _origin_of_work(work: Work) -> str:
             return DECODED
         if work.kind == "encoder":
             return CONDITIONING
+        if work.kind == "encode" and "vae" in ".".join(work.parts).lower():
+            return LATENTS
         last = work.parts[-1].lower() if work.parts else ""
         if "lm_head" in last or "logits" in last:
             return LOGITS
@@ -1184,6 +1317,32 @@ def _largest(origins: Iterable[str]) -> str:
         if _ORIGIN_RANK.get(origin, 4) < _ORIGIN_RANK[best]:
             best = origin
     return best
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _target_names(e.value)]
+    return []
+
+
+def _unwrap_iteration(iterable: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """`enumerate(rows)`, `reversed(rows)`: the iterable whose elements the target gets."""
+    if (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Name)
+        and iterable.func.value in ("enumerate", "reversed")
+        and iterable.args
+    ):
+        return iterable.args[0].value
+    if (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Name)
+        and iterable.func.value == "zip"
+    ):
+        return None
+    return iterable
 
 
 def _index_text(context, subscript: cst.Subscript) -> str | None:  # type: ignore[no-untyped-def]

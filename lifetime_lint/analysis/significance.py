@@ -60,14 +60,14 @@ _SIZE_OF_ORIGIN = {
 
 # What each origin is called in a message, with its size class.
 _DESCRIPTION = {
-    F.DECODED: "decoded output (tiles, frames or images): large",
+    F.DECODED: "decoded tiles, frames or images: large",
     F.LOGITS: "logits: large",
     F.CONCATENATION: "a concatenation: activation-sized or larger",
     F.MODEL_OUTPUT: "a model output: activation-sized",
     F.ACTIVATION: "an activation: scales with tokens or pixels",
-    F.CACHE_ENTRY: "a cache entry: activation-sized",
+    F.CACHE_ENTRY: "an old cache entry: activation-sized",
     F.ALLOCATION: "a buffer of computed shape",
-    F.CONDITIONING: "an embedding or conditioning: size unknown, usually a few MiB",
+    F.CONDITIONING: "an embedding: size unknown, usually a few MiB",
     F.LATENTS: "latent-sized: usually a few MiB",
     F.SMALL: "small",
 }
@@ -107,6 +107,16 @@ def at_least(level: str, bar: str) -> bool:
     return rank(level) >= rank(bar)
 
 
+SETTING = "min-significance"
+
+
+def bar_of(settings) -> str:  # type: ignore[no-untyped-def]
+    """The configured bar (`min-significance` under `[tool.lifetime-lint]`)."""
+    extra = getattr(settings, "extra", None) or {}
+    value = extra.get(SETTING, DEFAULT_BAR)
+    return value if value in LEVELS else DEFAULT_BAR
+
+
 def name_origin(name: str, origin: str) -> str:
     """Refine an origin by what the code calls the value (size hints only, never
     tensor-ness): `prompt_embeds` is conditioning, `latents` latent-sized, `frames` decoded,
@@ -115,14 +125,14 @@ def name_origin(name: str, origin: str) -> str:
     words = set(lowered.replace("-", "_").split("_"))
     if words & _TINY_WORDS or lowered.rstrip("0123456789") in _TINY_WORDS:
         return F.SMALL
-    if origin in (F.DECODED, F.LOGITS):
+    if origin in (F.DECODED, F.LOGITS, F.CONDITIONING):
         return origin
     if words & {"logits"}:
         return F.LOGITS
+    if words & _CONDITIONING_WORDS:
+        return F.CONDITIONING  # `image_embeds` before `image`
     if words & _DECODED_WORDS:
         return F.DECODED
-    if words & _CONDITIONING_WORDS:
-        return F.CONDITIONING
     if words & _LATENT_WORDS:
         return F.LATENTS
     return origin
