@@ -367,7 +367,7 @@ class _Analysis:
         if fact.borrowed is not None and fact.tensor and facts.transferred(site):
             if facts.escaped(site) or facts.truth_tested(site) or facts.aliases.get(site.index):
                 return None
-            return F.CACHE_ENTRY if fact.origin in (F.ACTIVATION, F.SMALL) else fact.origin
+            return F.CACHE_ENTRY if S.size_class(fact.origin) != S.LARGE else fact.origin
         return None
 
     # -- where names die -------------------------------------------------------------
@@ -402,10 +402,17 @@ class _Analysis:
                     yield info, name
 
     # -- what it is held across ---------------------------------------------------------
-    def _work_of_node(self, node: Node, inside: set[int]) -> tuple[F.Work, cst.Call | None]:
+    def _work_of_node(
+        self, node: Node, inside: set[int], name: str | None = None
+    ) -> tuple[F.Work, cst.Call | None]:
         """The heaviest work of a CFG node; a loop header (other than a loop the name dies
-        in) counts its whole body."""
-        if node.kind in ("for", "while") and node.loop_body and node.index not in inside:
+        in, or one that rebinds the name) counts its whole body."""
+        if (
+            node.kind in ("for", "while")
+            and node.loop_body
+            and node.index not in inside
+            and not (name is not None and self._rebinds(node, name))
+        ):
             return self._work_of_loop(node)
         cached = self._node_work.get(node.index)
         if cached is None:
@@ -417,6 +424,10 @@ class _Analysis:
             cached = best
             self._node_work[node.index] = cached
         return cached
+
+    def _rebinds(self, header: Node, name: str) -> bool:
+        assert header.loop_body is not None
+        return any(site.name == name for node in header.loop_body for site in node.defs)
 
     def _work_of_loop(self, header: Node) -> tuple[F.Work, cst.Call | None]:
         cached = self._loop_work.get(header.index)
@@ -471,7 +482,7 @@ class _Analysis:
                 continue
             seen.add(key)
             if owned:
-                work, call = self._work_of_node(node, inside)
+                work, call = self._work_of_node(node, inside, name)
                 if work.level >= F.LAYER and (best is None or work.level > best.work.level):
                     where: cst.CSTNode | None = call
                     if work.kind == "loop":
@@ -483,7 +494,18 @@ class _Analysis:
             ):
                 continue
             now_owned = owned or node.index in stores
-            queue.extend((successor, now_owned) for successor in node.succ)
+            successors = node.succ
+            if (
+                node.kind == "for"
+                and node.loop_body
+                and node.index not in inside
+                and self._rebinds(node, name)
+            ):
+                # A loop that rebinds the name: judge the usual path, where it runs at
+                # least once (not the empty-iterable exit that skips the rebinding).
+                body = {n.index for n in node.loop_body}
+                successors = [s for s in node.succ if s.index in body] or node.succ
+            queue.extend((successor, now_owned) for successor in successors)
         return best
 
     # -- lists consumed by a loop -----------------------------------------------------

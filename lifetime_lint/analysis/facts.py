@@ -250,6 +250,7 @@ def _assigned_submodules(init: cst.FunctionDef, names: set[str], registered: set
                         isinstance(node.value, cst.Name)
                         and node.value.value in ("True", "False", "None")
                     )
+                    and not _is_tensor_constructor(node.value)
                 ):
                     names.add(t.attr.value)
         elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
@@ -268,6 +269,17 @@ def _assigned_submodules(init: cst.FunctionDef, names: set[str], registered: set
             ),
         ):
             stack.extend(iter_children(node))
+
+
+def _is_tensor_constructor(value: cst.BaseExpression) -> bool:
+    """`nn.Parameter(...)`, `torch.zeros(...)`: a parameter or buffer, not a submodule."""
+    if not isinstance(value, cst.Call):
+        return False
+    name = dotted_name(value.func) or ""
+    parts = name.split(".")
+    if parts[-1] in ("Parameter", "Buffer", "tensor", "as_tensor"):
+        return True
+    return parts[0] == "torch" and len(parts) > 1 and parts[1] != "nn"
 
 
 def _glob_any(name: str, patterns: Iterable[str]) -> bool:
@@ -740,7 +752,14 @@ class FunctionFacts:
         return ValueFact(TENSOR, _largest(origins) if origins else ACTIVATION)
 
     def _is_module_call(self, expr: cst.BaseExpression) -> bool:
-        return isinstance(expr, cst.Call) and self.work(expr).kind not in ("none", "collective")
+        """An awaited module itself (`await self.encoder(x)`), not a method of a client or
+        engine (`await self.client.call(...)`: an RPC reply, data from elsewhere)."""
+        if not isinstance(expr, cst.Call):
+            return False
+        work = self.work(expr)
+        if work.kind in ("model", "decode", "encode", "encoder"):
+            return work.parts[-1:] != ("call",)
+        return work.kind == "submodule" and len(work.parts) == 2
 
     # -- containers, stores, aliases -----------------------------------------------------
     @property
@@ -932,7 +951,16 @@ class FunctionFacts:
             escaped: set[int] = set()
             truth: set[int] = set()
             for node in self.cfg.nodes:
-                for name in node.escapes:
+                names = set(node.escapes)
+                for call in node.calls:
+                    for arg in call.args:  # `load_state_dict({"weight": w}, assign=True)`
+                        if isinstance(arg.value, cst.Dict):
+                            names.update(
+                                e.value.value
+                                for e in arg.value.elements
+                                if isinstance(e.value, cst.Name)
+                            )
+                for name in names:
                     escaped.update(s.index for s in self.reaching(node, name))
                 for name in node.truth:
                     truth.update(s.index for s in self.reaching(node, name))
@@ -1053,6 +1081,8 @@ class FunctionFacts:
                 # `self.attn.to_out[0](x)`, `self.mlp.fc1(x)`: a piece of a sublayer.
                 if name in T.METADATA_METHODS or name in _MODULE_BOOKKEEPING:
                     return _NO_WORK
+                if len(parts) == 3 and _is_tensor_method(name):
+                    return _NO_WORK  # `self.table.unsqueeze(0)`: a parameter's method
                 return Work(
                     LIGHT if _glob_any(name, T.LIGHT_SUBMODULES) else LAYER,
                     "submodule",
@@ -1216,6 +1246,17 @@ class FunctionFacts:
         if best.level <= LIGHT:
             return _NO_WORK
         return Work(best.level, "loop", best.by_pattern, best.parts)
+
+
+def _is_tensor_method(name: str) -> bool:
+    return (
+        name in T.VIEW_METHODS
+        or name in T.MAYBE_COPY_METHODS
+        or name in T.TENSOR_ONLY_METHODS
+        or name in T.TENSOR_METHODS_ON_TENSORS
+        or name in T.REDUCTIONS
+        or name in T.METADATA_METHODS
+    )
 
 
 def _is_sublayer_name(name: str) -> bool:

@@ -129,10 +129,10 @@ def name_origin(name: str, origin: str) -> str:
         return origin
     if words & {"logits"}:
         return F.LOGITS
-    if words & _CONDITIONING_WORDS:
-        return F.CONDITIONING  # `image_embeds` before `image`
-    if words & _DECODED_WORDS:
-        return F.DECODED
+    if words & _CONDITIONING_WORDS or {"encoder", "hidden"} <= words:
+        return F.CONDITIONING  # `image_embeds` before `image`; `encoder_hidden_states`
+    if words & _DECODED_WORDS and origin not in (F.ACTIVATION, F.CACHE_ENTRY):
+        return F.DECODED  # `frames = torch.cat(...)`; not a layer's `image_features`
     if words & _LATENT_WORDS:
         return F.LATENTS
     return origin
