@@ -327,7 +327,10 @@ class _Analysis:
             if not real:
                 continue
             origins = [self._reportable(s) for s in real]
-            if any(origin is None for origin in origins):
+            if any(
+                origin is None and not self._caller_owned(site)
+                for origin, site in zip(origins, real)
+            ) or all(origin is None for origin in origins):
                 continue
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
             if S.size_class(origin) == S.TINY:
@@ -369,6 +372,15 @@ class _Analysis:
                 return None
             return F.CACHE_ENTRY if S.size_class(fact.origin) != S.LARGE else fact.origin
         return None
+
+    def _caller_owned(self, site: DefSite) -> bool:
+        """A parameter nothing in the function shares: on paths where the parameter is still
+        the binding (`if latents is None: video = preprocess(video)`), `del` frees nothing
+        and costs nothing; the finding is about the other paths."""
+        facts = self.facts
+        return (
+            site.kind == "param" and not facts.escaped(site) and not facts.aliases.get(site.index)
+        )
 
     # -- where names die -------------------------------------------------------------
     def _dead_points(self, flow: Dataflow, candidates: set[str]):
@@ -688,6 +700,8 @@ class _Analysis:
             label = "the allocating op"
         elif work.kind == "closure":
             label = "the nested function that runs sublayers,"
+        elif work.kind == "helper":
+            label = "the helper that runs sublayers,"
         elif work.kind == "module-parameter":
             label = "the call of a module passed in,"
         elif work.level >= F.PEAK:

@@ -108,6 +108,7 @@ class ClassFacts:
     submodules: frozenset[str]  # attributes assigned in __init__ (minus methods)
     registered: frozenset[str]  # diffusers' register_modules(...) components
     light: bool  # a tokenizer/processor/scheduler class that is not a network
+    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
 
 
 @dataclass
@@ -119,6 +120,12 @@ class FileFacts:
     owners: dict[int, cst.ClassDef | None] = field(default_factory=dict)
     dynamic_aliases: frozenset[str] = frozenset()
     functions: dict[int, FunctionFacts | None] = field(default_factory=dict)
+    # Helpers defined in this file: what they return and the heaviest work they do
+    # (one level deep: a helper's own helpers are not followed).
+    module_functions: dict[str, cst.FunctionDef] | None = None
+    returns: dict[int, ValueFact] = field(default_factory=dict)
+    helper_work: dict[int, Work] = field(default_factory=dict)
+    resolving: set[int] = field(default_factory=set)
 
 
 MEMO_KEY = "analysis.facts"
@@ -207,14 +214,18 @@ def class_facts(context, owner: cst.ClassDef | None) -> ClassFacts | None:  # ty
         for statement in owner.body.body:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
                 _assigned_submodules(statement, submodules, registered)
-        methods = {s.name.value for s in owner.body.body if isinstance(s, cst.FunctionDef)}
+        method_defs = {s.name.value: s for s in owner.body.body if isinstance(s, cst.FunctionDef)}
+        methods = set(method_defs)
         bases = [(dotted_name(base.value) or "").rsplit(".", 1)[-1] for base in owner.bases]
         names = [owner.name.value] + bases
         light = any(_glob_any(n.lower(), T.LIGHT_OWNERS) for n in names) and not any(
             n.endswith(("Module", "Model", "Mixin")) for n in names
         )
         facts = ClassFacts(
-            frozenset((submodules | registered) - methods), frozenset(registered), light
+            frozenset((submodules | registered) - methods),
+            frozenset(registered),
+            light,
+            method_defs,
         )
         shared.classes[id(owner)] = facts
     return facts
@@ -670,8 +681,15 @@ class FunctionFacts:
                 # `x = callback_outputs.pop("x", x)`: the callback's replacement or x itself.
                 return self._name_value(call.args[1].value.value, node)
         work = self.work(call)
-        if work.level >= LIGHT and work.kind not in ("collective", "none"):
+        if work.level >= LIGHT and work.kind not in ("collective", "none", "helper"):
             return ValueFact(TENSOR, _origin_of_work(work))
+        callee = self.local_callee(call)
+        if callee is not None:
+            returned = self.helper_return(callee)
+            if returned.kind != UNKNOWN:
+                return returned
+        if _is_pixel_preprocess(func):
+            return ValueFact(TENSOR, DECODED)  # an image/video processor's pixel tensor
         if not isinstance(func, cst.Attribute):
             return _UNKNOWN
         method = func.attr.value
@@ -750,6 +768,100 @@ class FunctionFacts:
             if fact.is_tensor:
                 origins.append(fact.origin)
         return ValueFact(TENSOR, _largest(origins) if origins else ACTIVATION)
+
+    # -- helpers defined in this file ---------------------------------------------------
+    def local_callee(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The function a call runs when it is defined in this file: `self.method(...)` of
+        the enclosing class, or a module-level `helper(...)`."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            if func.value in self.cfg.name_index:
+                return None  # a local (nested functions are closures, handled apart)
+            functions = self.shared.module_functions
+            if functions is None:
+                functions = {
+                    s.name.value: s
+                    for s in self.shared.module.body
+                    if isinstance(s, cst.FunctionDef)
+                }
+                self.shared.module_functions = functions
+            return functions.get(func.value)
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+            and self.owner_facts is not None
+        ):
+            return self.owner_facts.methods.get(func.attr.value)
+        return None
+
+    def _helper_facts(self, function: cst.FunctionDef) -> FunctionFacts | None:
+        if function is self.function or self.shared.resolving:
+            return None  # one level deep, no recursion
+        return facts_for(self.context, function)
+
+    def helper_return(self, function: cst.FunctionDef) -> ValueFact:
+        """What a helper of this file returns (all its `return` values together)."""
+        key = id(function)
+        cached = self.shared.returns.get(key)
+        if cached is not None:
+            return cached
+        helper = self._helper_facts(function)
+        if helper is None:
+            return _UNKNOWN
+        self.shared.resolving.add(key)
+        try:
+            facts = [
+                helper.expression(node.statement.value, node)
+                for node in helper.cfg.nodes
+                if isinstance(node.statement, cst.Return) and node.statement.value is not None
+            ]
+        finally:
+            self.shared.resolving.discard(key)
+        facts = [f for f in facts if f != _METADATA] or facts
+        if not facts:
+            result = _METADATA
+        elif all(f.kind == TENSOR for f in facts):
+            result = ValueFact(TENSOR, _largest(f.origin for f in facts))
+        elif all(f.kind == CONTAINER for f in facts):
+            result = ValueFact(CONTAINER, _largest(f.origin for f in facts))
+        elif all(f.kind in (TENSOR, CONTAINER) or f.is_tensor for f in facts) and any(
+            f.kind in (TENSOR, CONTAINER) for f in facts
+        ):
+            result = ValueFact(TENSOR, _largest(f.origin for f in facts))  # may be its input
+        elif all(f.kind == METADATA for f in facts):
+            result = _METADATA
+        else:
+            result = _UNKNOWN
+        self.shared.returns[key] = result
+        return result
+
+    def helper_work(self, function: cst.FunctionDef) -> Work:
+        """The heaviest work a helper of this file does (its own calls, one level deep)."""
+        key = id(function)
+        cached = self.shared.helper_work.get(key)
+        if cached is not None:
+            return cached
+        helper = self._helper_facts(function)
+        if helper is None:
+            return _NO_WORK
+        self.shared.resolving.add(key)
+        try:
+            best = _NO_WORK
+            for node in helper.cfg.nodes:
+                for call in node.calls:
+                    work = helper.work(call)
+                    if work.level > best.level:
+                        best = work
+        finally:
+            self.shared.resolving.discard(key)
+        result = (
+            Work(best.level, "helper", best.by_pattern, best.parts)
+            if best.level >= LAYER
+            else _NO_WORK
+        )
+        self.shared.helper_work[key] = result
+        return result
 
     def _is_module_call(self, expr: cst.BaseExpression) -> bool:
         """An awaited module itself (`await self.encoder(x)`), not a method of a client or
@@ -1059,6 +1171,10 @@ class FunctionFacts:
             return Work(MODEL, "collective", parts=parts)  # a helper that wraps one
         if parts[0] == "self" and owner is not None and owner.light:
             return _NO_WORK  # `self._encode_plus(...)` in a tokenizer works on lists
+        if len(parts) <= 2 and not _glob_any(last.lower(), T.MODEL_CALLS):
+            callee = self.local_callee(call)
+            if callee is not None:
+                return self.helper_work(callee)  # `self._cross_and_ffn(...)`
         name = last.lower()
         if len(parts) == 1:
             if last in self.nested_functions:
@@ -1070,7 +1186,15 @@ class FunctionFacts:
                 return Work(LAYER, "module-parameter", parts=parts)
         if parts[0] == "self" and len(parts) >= 2 and owner is not None:
             component = parts[1]
-            if component in owner.submodules:
+            if (
+                component not in owner.submodules
+                and component not in owner.methods
+                and _is_sublayer_name(component)
+            ):
+                # `self.to_q(x)` in a block whose `__init__` is inherited: a sublayer's name.
+                if len(parts) == 2:
+                    return self._submodule_work(component, parts, LAYER)
+            elif component in owner.submodules:
                 if len(parts) == 2:
                     default = MODEL if component in owner.registered else LAYER
                     return self._submodule_work(component, parts, default)
@@ -1117,12 +1241,12 @@ class FunctionFacts:
         lowered = name.lower()
         if _glob_any(lowered, T.MODEL_CALLS) or default == MODEL:
             return Work(MODEL, _model_kind(parts), parts=parts)
+        if _glob_any(lowered, T.LIGHT_SUBMODULES):
+            return Work(LIGHT, "submodule", parts=parts)  # `self_attn_norm`: a norm
         if _glob_any(lowered, T.CROSS_ATTENTION):
             return Work(LAYER, "submodule", parts=parts)
         if _glob_any(lowered, T.PEAK_SUBMODULES) or "conv" in lowered:
             return Work(PEAK, "submodule", parts=parts)
-        if _glob_any(lowered, T.LIGHT_SUBMODULES):
-            return Work(LIGHT, "submodule", parts=parts)
         return Work(min(default, LAYER), "submodule", parts=parts)
 
     @property
@@ -1246,6 +1370,15 @@ class FunctionFacts:
         if best.level <= LIGHT:
             return _NO_WORK
         return Work(best.level, "loop", best.by_pattern, best.parts)
+
+
+def _is_pixel_preprocess(func: cst.BaseExpression) -> bool:
+    """`self.video_processor.preprocess_video(...)`: diffusers' image and video processors
+    return pixel-space tensors (the model's input frames, large at video sizes)."""
+    if not isinstance(func, cst.Attribute) or not func.attr.value.startswith("preprocess"):
+        return False
+    owner = dotted_name(func.value) or ""
+    return owner.rsplit(".", 1)[-1].endswith("processor")
 
 
 def _is_tensor_method(name: str) -> bool:

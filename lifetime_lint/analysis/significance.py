@@ -217,6 +217,7 @@ _CONDITIONING_WORDS = frozenset(
         "prompt",
         "prompts",
         "text",
+        "txt",
         "cond",
         "conditioning",
         "context",
