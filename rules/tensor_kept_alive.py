@@ -210,7 +210,7 @@ class TensorKeptAlive(Rule):
     # Functions with more CFG nodes than this are skipped (bounded cost).
     max_nodes = 4000
 
-    def __init__(self, context, options) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, context, options) -> None:
         super().__init__(context, options)
         patterns = list(options["heavy-calls"]) + list(options["extend-heavy-calls"])
         self._heavy_patterns = tuple(p.lower() for p in patterns)
@@ -281,7 +281,7 @@ class _Held:
 class _Pending:
     __slots__ = ("estimate", "held", "info", "name", "origin", "status")
 
-    def __init__(self, name, info, status, held, origin, estimate) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, name, info, status, held, origin, estimate) -> None:
         self.name = name
         self.info = info
         self.status = status

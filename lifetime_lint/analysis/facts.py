@@ -131,7 +131,7 @@ class FileFacts:
 MEMO_KEY = "analysis.facts"
 
 
-def file_facts(context) -> FileFacts:  # type: ignore[no-untyped-def]
+def file_facts(context) -> FileFacts:
     facts = context.memo.get(MEMO_KEY)
     if facts is None:
         facts = FileFacts(context.module, dynamic_aliases=_dynamic_aliases(context.module.body))
@@ -140,7 +140,7 @@ def file_facts(context) -> FileFacts:  # type: ignore[no-untyped-def]
     return facts
 
 
-def facts_for(context, function: cst.FunctionDef, max_nodes: int = 4000) -> FunctionFacts | None:  # type: ignore[no-untyped-def]
+def facts_for(context, function: cst.FunctionDef, max_nodes: int = 4000) -> FunctionFacts | None:
     """The facts of one function, built on first request (None: too large to analyse)."""
     shared = file_facts(context)
     key = id(function)
@@ -203,7 +203,7 @@ def _is_dynamic_callee(value: cst.BaseExpression) -> bool:
     return dotted_name(value) in _DYNAMIC_DOTTED
 
 
-def class_facts(context, owner: cst.ClassDef | None) -> ClassFacts | None:  # type: ignore[no-untyped-def]
+def class_facts(context, owner: cst.ClassDef | None) -> ClassFacts | None:
     if owner is None:
         return None
     shared = file_facts(context)
@@ -314,7 +314,7 @@ class FunctionFacts:
     """Everything the rules ask about one function. Cheap to create: the dataflow, the value
     facts and the work facts are computed on first request."""
 
-    def __init__(self, context, shared: FileFacts, cfg: CFG) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, context, shared: FileFacts, cfg: CFG) -> None:
         self.context = context
         self.shared = shared
         self.cfg = cfg
@@ -460,15 +460,12 @@ class FunctionFacts:
             if operand.is_tensor:
                 return ValueFact(TENSOR, operand.origin)
             return operand if operand.kind == METADATA else _UNKNOWN
-        if kind is cst.Await:
-            inner = self.expression(expr.expression, node, unpacked)  # type: ignore[attr-defined]
+        if isinstance(expr, cst.Await):
+            inner = self.expression(expr.expression, node, unpacked)
             # An awaited RPC or queue result is data from elsewhere, not a local tensor.
-            return (
-                inner
-                if inner.kind in (TENSOR, METADATA) and self._is_module_call(expr.expression)
-                # type: ignore[attr-defined]
-                else (_METADATA if inner.kind == METADATA else _UNKNOWN)
-            )
+            if inner.kind == TENSOR and self._is_module_call(expr.expression):
+                return inner
+            return _METADATA if inner.kind == METADATA else _UNKNOWN
         if kind in (cst.IfExp, cst.BooleanOperation):
             return self._choice_value(expr, node)
         if kind is cst.NamedExpr:
@@ -558,9 +555,7 @@ class FunctionFacts:
 
     def _choice_value(self, expr: cst.BaseExpression, node: Node) -> ValueFact:
         branches = (
-            (expr.body, expr.orelse)  # type: ignore[attr-defined]
-            if isinstance(expr, cst.IfExp)
-            else (expr.left, expr.right)  # type: ignore[attr-defined]
+            (expr.body, expr.orelse) if isinstance(expr, cst.IfExp) else (expr.left, expr.right)  # type: ignore[attr-defined]
         )
         facts = [
             self.expression(b, node)
@@ -928,9 +923,9 @@ class FunctionFacts:
                         contents.setdefault(site.index, []).append(fact)
                     self._note_shared(fact, receivers)
         for store in self.stores:
-            fact = self.expression(store.value, store.node) if store.value is not None else None
-            if fact is None:
+            if store.value is None:
                 continue
+            fact = self.expression(store.value, store.node)
             receivers = self.reaching(store.node, store.container, real=False)
             for site in receivers:
                 contents.setdefault(site.index, []).append(fact)
@@ -1265,7 +1260,7 @@ class FunctionFacts:
         """A nested function's heaviest call (a closure that runs sublayers is heavy)."""
         inner = self.nested_functions[name]
         calls: list[cst.Call] = []
-        walk(inner.body, lambda n: calls.append(n) if type(n) is cst.Call else None, _ignore)  # type: ignore[func-returns-value,arg-type]
+        walk(inner.body, lambda n: calls.append(n) if type(n) is cst.Call else None, _ignore)
         best = _NO_WORK
         for call in calls:
             func = call.func
@@ -1519,7 +1514,7 @@ def _unwrap_iteration(iterable: cst.BaseExpression | None) -> cst.BaseExpression
     return iterable
 
 
-def _index_text(context, subscript: cst.Subscript) -> str | None:  # type: ignore[no-untyped-def]
+def _index_text(context, subscript: cst.Subscript) -> str | None:
     """The source text of a single plain index (`c[i]`, `c[idx]`, `c["k"]`), else None."""
     if len(subscript.slice) != 1:
         return None

@@ -110,7 +110,7 @@ def at_least(level: str, bar: str) -> bool:
 SETTING = "min-significance"
 
 
-def bar_of(settings) -> str:  # type: ignore[no-untyped-def]
+def bar_of(settings) -> str:
     """The configured bar (`min-significance` under `[tool.lifetime-lint]`)."""
     extra = getattr(settings, "extra", None) or {}
     value = extra.get(SETTING, DEFAULT_BAR)
