@@ -345,7 +345,12 @@ class _Analysis:
                 status = 2
             elif not info.insertable:
                 status = 3
-            finding = _Pending(name, info, status, held, origin, S.estimate(origin, held.work))
+            carried = (
+                self.context.position(held.node).start.line
+                <= self.context.position(info.statement).start.line
+            )  # held into the next iteration: one chunk's worth
+            estimate = S.estimate(origin, held.work, one_chunk=carried)
+            finding = _Pending(name, info, status, held, origin, estimate)
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)
         self._report(pending, groups)

@@ -53,6 +53,7 @@ ACTIVATION = "activation"  # a layer activation: submodule output, operator resu
 CONCATENATION = "concatenation"  # torch.cat of activations
 ALLOCATION = "allocation"  # torch.empty/zeros(...) of a computed shape
 CACHE_ENTRY = "cache-entry"  # an element taken out of a container (a cache slot)
+IMAGE = "image"  # one preprocessed image (pixels of a single frame)
 SMALL = "small"  # reductions, ids, masks, positions: never worth a finding
 
 
@@ -607,6 +608,8 @@ class FunctionFacts:
             return ValueFact(VIEW, inner.origin, inner.sources, tensor=inner.is_tensor)
         inner = self.expression(base, node)
         if inner.kind == TENSOR and not unpacked:
+            if "latent" in expr.attr.value:
+                return ValueFact(TENSOR, LATENTS)  # `self.vae.encode(x).latent_dist`
             return inner  # `self.vae.decode(z).sample`
         if inner.kind == METADATA:
             return _METADATA
@@ -683,8 +686,9 @@ class FunctionFacts:
             returned = self.helper_return(callee)
             if returned.kind != UNKNOWN:
                 return returned
-        if _is_pixel_preprocess(func):
-            return ValueFact(TENSOR, DECODED)  # an image/video processor's pixel tensor
+        pixels = _pixel_preprocess(func)
+        if pixels is not None:
+            return ValueFact(TENSOR, pixels)  # an image/video processor's pixel tensor
         if not isinstance(func, cst.Attribute):
             return _UNKNOWN
         method = func.attr.value
@@ -1367,13 +1371,15 @@ class FunctionFacts:
         return Work(best.level, "loop", best.by_pattern, best.parts)
 
 
-def _is_pixel_preprocess(func: cst.BaseExpression) -> bool:
+def _pixel_preprocess(func: cst.BaseExpression) -> str | None:
     """`self.video_processor.preprocess_video(...)`: diffusers' image and video processors
-    return pixel-space tensors (the model's input frames, large at video sizes)."""
+    return pixel-space tensors: frames of a video (large) or one image (a few MiB)."""
     if not isinstance(func, cst.Attribute) or not func.attr.value.startswith("preprocess"):
-        return False
+        return None
     owner = dotted_name(func.value) or ""
-    return owner.rsplit(".", 1)[-1].endswith("processor")
+    if not owner.rsplit(".", 1)[-1].endswith("processor"):
+        return None
+    return DECODED if "video" in func.attr.value else IMAGE
 
 
 def _is_tensor_method(name: str) -> bool:
@@ -1475,8 +1481,9 @@ _ORIGIN_RANK = {
     CACHE_ENTRY: 5,
     ALLOCATION: 6,
     CONDITIONING: 7,
-    LATENTS: 8,
-    SMALL: 9,
+    IMAGE: 8,
+    LATENTS: 9,
+    SMALL: 10,
 }
 
 

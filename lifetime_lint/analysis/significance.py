@@ -23,6 +23,9 @@ The bar (`DEFAULT_BAR`, "medium"): the default run reports `high` and `medium`.
 | activation | medium | medium | low |
 | small | low | low | low |
 
+A value held from the previous iteration of a loop (`out_` of a chunked decode, rebound each
+iteration) is one chunk of many: it counts one size class smaller.
+
 Calibration (docs/architecture.md has the figures): diffusers' WanPipeline, 480p, 81
 frames on an H200: the attention output of a transformer block held across the block's
 feed-forward is about 96 MiB at 32,760 tokens, and releasing it lowered the denoise peak by
@@ -55,6 +58,7 @@ _SIZE_OF_ORIGIN = {
     F.ALLOCATION: ACTIVATION_SIZED,
     F.CONDITIONING: SMALL_SIZED,
     F.LATENTS: SMALL_SIZED,
+    F.IMAGE: SMALL_SIZED,
     F.SMALL: TINY,
 }
 
@@ -69,6 +73,7 @@ _DESCRIPTION = {
     F.ALLOCATION: "a buffer of computed shape",
     F.CONDITIONING: "an embedding: size unknown, usually a few MiB",
     F.LATENTS: "latent-sized: usually a few MiB",
+    F.IMAGE: "one preprocessed image: a few MiB",
     F.SMALL: "small",
 }
 
@@ -92,9 +97,15 @@ class Estimate:
     across: int  # Work level of what it is held across
 
 
-def estimate(origin: str, across: F.Work) -> Estimate:
-    """The significance of holding a value of this origin across this work."""
+_SMALLER = {LARGE: ACTIVATION_SIZED, ACTIVATION_SIZED: SMALL_SIZED}
+
+
+def estimate(origin: str, across: F.Work, one_chunk: bool = False) -> Estimate:
+    """The significance of holding a value of this origin across this work. `one_chunk`: the
+    value is the previous iteration's of a loop (one chunk of many: one size class down)."""
     size = size_class(origin)
+    if one_chunk:
+        size = _SMALLER.get(size, size)
     level = LOW
     if size == LARGE:
         level = HIGH if across.level >= F.PEAK else MEDIUM
@@ -131,8 +142,14 @@ def name_origin(name: str, origin: str) -> str:
         return F.LOGITS
     if words & _CONDITIONING_WORDS or {"encoder", "hidden"} <= words:
         return F.CONDITIONING  # `image_embeds` before `image`; `encoder_hidden_states`
-    if words & _DECODED_WORDS and origin not in (F.ACTIVATION, F.CACHE_ENTRY):
-        return F.DECODED  # `frames = torch.cat(...)`; not a layer's `image_features`
+    if words & _MODALITY_WORDS and words & _FEATURE_WORDS:
+        return F.CONDITIONING  # `image_features`, `audio_feats`: an encoder's tokens
+    if (
+        words & _DECODED_WORDS
+        and not words & _FEATURE_WORDS
+        and origin in (F.MODEL_OUTPUT, F.CONCATENATION, F.ALLOCATION)
+    ):
+        return F.DECODED  # `frames = torch.cat(...)`: a value of unknown size, named frames
     if words & _LATENT_WORDS:
         return F.LATENTS
     return origin
@@ -140,6 +157,13 @@ def name_origin(name: str, origin: str) -> str:
 
 _TINY_WORDS = frozenset(
     [
+        "gate",
+        "gates",
+        "mod",
+        "modulation",
+        "label",
+        "labels",
+        "bias",
         "t",
         "ts",
         "timestep",
@@ -225,5 +249,9 @@ _CONDITIONING_WORDS = frozenset(
         "negative",
         "pooled",
     ]
+)
+_MODALITY_WORDS = frozenset(["image", "images", "vision", "visual", "audio", "video", "pixel"])
+_FEATURE_WORDS = frozenset(
+    ["features", "feature", "feats", "feat", "hidden", "states", "tokens", "embeds", "mask"]
 )
 _LATENT_WORDS = frozenset(["latent", "latents", "noise", "pred", "noise_pred"])
