@@ -305,7 +305,7 @@ class _Analysis:
         facts = self.facts
         if not any(site.kind in _ASSIGNED for site in cfg.defs):
             return
-        excluded = set(cfg.declared) | set(cfg.captured)
+        excluded = set(cfg.declared) | set(cfg.captured) | {"_"}  # `_`: thrown away on purpose
         candidates: set[str] = set()
         for site in cfg.defs:
             if site.kind in _ASSIGNED and site.name not in excluded:
@@ -369,7 +369,7 @@ class _Analysis:
             if facts.escaped(site) or facts.truth_tested(site) or facts.aliases.get(site.index):
                 return None
             contents = facts.contents_fact(site)
-            if not contents.is_tensor or facts.elements_shared(site):
+            if contents.kind != F.TENSOR or facts.elements_shared(site):
                 return None
             return contents.origin
         if fact.borrowed is not None and fact.tensor and facts.transferred(site):
@@ -613,7 +613,7 @@ class _Analysis:
         if facts.escaped(site) or facts.truth_tested(site) or facts.aliases.get(site.index):
             return None
         contents = facts.contents_fact(site)
-        if not contents.is_tensor or facts.elements_shared(site):
+        if contents.kind != F.TENSOR or facts.elements_shared(site):
             return None
         return contents.origin
 

@@ -516,9 +516,21 @@ class FunctionFacts:
             return _METADATA if element.kind == METADATA else _UNKNOWN
         return _UNKNOWN
 
-    @staticmethod
-    def _container_of(elements: list[ValueFact], display: cst.CSTNode) -> ValueFact:
-        tensors = [e for e in elements if e.is_tensor or e.kind == CONTAINER]
+    def _fresh(self, fact: ValueFact) -> bool:
+        """An element a container would own: a new tensor, or a local that holds one (not a
+        parameter, loop target or view the container merely borrows)."""
+        if fact.kind in (TENSOR, CONTAINER):
+            return True
+        return (
+            fact.kind == VIEW
+            and bool(fact.sources)
+            and all(self.value(s).kind in (TENSOR, CONTAINER) for s in fact.sources)
+        )
+
+    def _container_of(self, elements: list[ValueFact], display: cst.CSTNode) -> ValueFact:
+        tensors = [e for e in elements if (e.is_tensor or e.kind == CONTAINER) and self._fresh(e)]
+        if not tensors and any(e.is_tensor for e in elements):
+            return _UNKNOWN  # `(query, key, value)` of parameters: borrowed, owns nothing
         if tensors:
             return ValueFact(CONTAINER, _largest(e.origin for e in tensors))
         if elements and all(e.kind == METADATA for e in elements):
@@ -805,6 +817,8 @@ class FunctionFacts:
         cached = self.shared.returns.get(key)
         if cached is not None:
             return cached
+        if function.name.value.lstrip("_").startswith(_LOADERS):
+            return _UNKNOWN  # `self._load_audio_encoder()`: modules, not tensors
         helper = self._helper_facts(function)
         if helper is None:
             return _UNKNOWN
@@ -998,7 +1012,10 @@ class FunctionFacts:
         if not given:
             return _UNKNOWN
         if all(f.is_tensor or f.kind == CONTAINER for f in given):
-            return ValueFact(TENSOR, _largest(f.origin for f in given))
+            origin = _largest(f.origin for f in given)
+            if all(self._fresh(f) for f in given):
+                return ValueFact(TENSOR, origin)  # the container owns its elements
+            return ValueFact(VIEW, origin, (), tensor=True)  # it borrows them
         return _UNKNOWN
 
     def contents_of_name(self, name: str, node: Node) -> ValueFact:
@@ -1371,6 +1388,9 @@ class FunctionFacts:
         return Work(best.level, "loop", best.by_pattern, best.parts)
 
 
+_LOADERS = ("load", "build", "make", "create", "init", "get_model", "from_", "setup")
+
+
 def _pixel_preprocess(func: cst.BaseExpression) -> str | None:
     """`self.video_processor.preprocess_video(...)`: diffusers' image and video processors
     return pixel-space tensors: frames of a video (large) or one image (a few MiB)."""
@@ -1393,9 +1413,18 @@ def _is_tensor_method(name: str) -> bool:
     )
 
 
+_VERBS = (
+    "add_", "get_", "set_", "make_", "build_", "load_", "_load", "register_", "init_",
+    "create_", "prepare_", "check_", "update_", "apply_", "run_", "compute_", "from_",
+)  # fmt: skip
+
+
 def _is_sublayer_name(name: str) -> bool:
-    """Attribute names that only modules have (`linear2`, `ffn`, `to_out`, `conv1`)."""
+    """Attribute names that only modules have (`linear2`, `ffn`, `to_out`, `conv1`), not
+    methods named by a verb (`add_stage`, `get_attention_mask`)."""
     lowered = name.lower()
+    if lowered.startswith(_VERBS):
+        return False
     if lowered in T.METADATA_METHODS or lowered in T.VIEW_METHODS or lowered in _MODULE_BOOKKEEPING:
         return False
     if lowered in T.TENSOR_ONLY_METHODS or lowered in T.TENSOR_METHODS_ON_TENSORS:

@@ -134,12 +134,14 @@ def name_origin(name: str, origin: str) -> str:
     `attention_mask` small, even when they come from a generic call."""
     lowered = name.lower().strip("_")
     words = set(lowered.replace("-", "_").split("_"))
-    if words & _TINY_WORDS or lowered.rstrip("0123456789") in _TINY_WORDS:
-        return F.SMALL
-    if origin in (F.DECODED, F.LOGITS, F.CONDITIONING):
+    if origin not in (F.MODEL_OUTPUT, F.DECODED) and (
+        words & _TINY_WORDS or lowered.rstrip("0123456789") in _TINY_WORDS
+    ):
+        return F.SMALL  # (a model-level call's output keeps its class whatever its name)
+    if origin in (F.DECODED, F.CONDITIONING):
         return origin
     if words & {"logits"}:
-        return F.LOGITS
+        return F.LOGITS  # (router and gate logits are small: caught above)
     if words & _CONDITIONING_WORDS or {"encoder", "hidden"} <= words:
         return F.CONDITIONING  # `image_embeds` before `image`; `encoder_hidden_states`
     if words & _MODALITY_WORDS and words & _FEATURE_WORDS:
@@ -157,6 +159,9 @@ def name_origin(name: str, origin: str) -> str:
 
 _TINY_WORDS = frozenset(
     [
+        "router",
+        "routing",
+        "guidance",
         "gate",
         "gates",
         "mod",

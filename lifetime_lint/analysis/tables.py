@@ -204,6 +204,7 @@ LIGHT_SUBMODULES = (
     "*norm*", "ln*", "*_ln", "dropout*", "drop*", "act*", "*_act", "activation*",
     "nonlinearity", "*proj*", "linear*", "*embed*", "*embedder*", "time_*", "*pos_*",
     "rope*", "*rotary*", "pad*", "*pool*", "scale*", "shift*", "gate*", "*quant*",
+    "fc*", "*_fc", "*router*",
 )  # fmt: skip
 # Submodules that set a block's activation peak: the feed-forward (it expands the hidden
 # size several times), self-attention (QKV and scores), a stack of blocks, a whole
