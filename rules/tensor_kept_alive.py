@@ -299,6 +299,7 @@ class _Analysis:
         self._node_work: dict[int, tuple[F.Work, cst.Call | None]] = {}
         self._loop_work: dict[int, tuple[F.Work, cst.Call | None]] = {}
         self.flow: Dataflow | None = None
+        self._owner_name = facts.owner.name.value if facts.owner is not None else None
 
     def run(self) -> None:
         cfg = self.cfg
@@ -333,6 +334,7 @@ class _Analysis:
             ) or all(origin is None for origin in origins):
                 continue
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
+            origin = S.domain_origin(origin, self.context.path, self._owner_name)
             if S.size_class(origin) == S.TINY:
                 continue
             held = self._held_across(info, name, real)

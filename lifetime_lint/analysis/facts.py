@@ -54,6 +54,7 @@ CONCATENATION = "concatenation"  # torch.cat of activations
 ALLOCATION = "allocation"  # torch.empty/zeros(...) of a computed shape
 CACHE_ENTRY = "cache-entry"  # an element taken out of a container (a cache slot)
 IMAGE = "image"  # one preprocessed image (pixels of a single frame)
+SMALL_MODEL = "small-model"  # an activation of a small model family (audio, detection)
 SMALL = "small"  # reductions, ids, masks, positions: never worth a finding
 
 
@@ -1214,6 +1215,8 @@ class FunctionFacts:
                 if len(parts) == 2:
                     default = MODEL if component in owner.registered else LAYER
                     return self._submodule_work(component, parts, default)
+                if name in T.MAYBE_COPY_METHODS or name in _MODULE_BOOKKEEPING:
+                    return _NO_WORK  # `self.unet.to("cpu")`: moving a model is no tensor work
                 if _glob_any(name, T.MODEL_CALLS) or component in owner.registered:
                     return Work(MODEL, _model_kind(parts), parts=parts)
                 if _glob_any(component.lower(), T.MODEL_CALLS) and name in ("forward", "__call__"):
@@ -1511,6 +1514,7 @@ _ORIGIN_RANK = {
     ALLOCATION: 6,
     CONDITIONING: 7,
     IMAGE: 8,
+    SMALL_MODEL: 8,
     LATENTS: 9,
     SMALL: 10,
 }

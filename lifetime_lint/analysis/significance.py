@@ -38,6 +38,7 @@ a decode saved exactly 2,048 MiB (large x model: high).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from lifetime_lint.analysis import facts as F
@@ -59,6 +60,7 @@ _SIZE_OF_ORIGIN = {
     F.CONDITIONING: SMALL_SIZED,
     F.LATENTS: SMALL_SIZED,
     F.IMAGE: SMALL_SIZED,
+    F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
 
@@ -74,6 +76,7 @@ _DESCRIPTION = {
     F.CONDITIONING: "an embedding: size unknown, usually a few MiB",
     F.LATENTS: "latent-sized: usually a few MiB",
     F.IMAGE: "one preprocessed image: a few MiB",
+    F.SMALL_MODEL: "an activation of an audio, speech or detection model: a few MiB",
     F.SMALL: "small",
 }
 
@@ -114,6 +117,25 @@ def estimate(origin: str, across: F.Work, one_chunk: bool = False) -> Estimate:
     return Estimate(level, size, across.level)
 
 
+# Model families whose activations are a few MiB at their real sizes (audio and speech
+# models, text encoders, segmentation and detection heads): an activation there is small.
+_SMALL_DOMAINS = re.compile(
+    r"(audio|speech|vocoder|tts|music|codec|whisper|wav2vec|asr|mel|sam2|sam3|detr|bert|"
+    r"segment|detect)",
+    re.IGNORECASE,
+)
+
+
+def domain_origin(origin: str, path: str, owner: str | None) -> str:
+    """An activation in a small-sized model family (by its file or class name) is small."""
+    if size_class(origin) != ACTIVATION_SIZED:
+        return origin
+    where = path.replace("\\", "/").rsplit("/", 2)[-2:] + ([owner] if owner else [])
+    if any(_SMALL_DOMAINS.search(part) for part in where):
+        return F.SMALL_MODEL
+    return origin
+
+
 def at_least(level: str, bar: str) -> bool:
     return rank(level) >= rank(bar)
 
@@ -152,6 +174,8 @@ def name_origin(name: str, origin: str) -> str:
         and origin in (F.MODEL_OUTPUT, F.CONCATENATION, F.ALLOCATION)
     ):
         return F.DECODED  # `frames = torch.cat(...)`: a value of unknown size, named frames
+    if origin == F.IMAGE and words & {"video", "videos", "frames"}:
+        return F.DECODED  # `control_video = image_processor.preprocess(frames)`: many images
     if words & _LATENT_WORDS:
         return F.LATENTS
     return origin
@@ -159,8 +183,19 @@ def name_origin(name: str, origin: str) -> str:
 
 _TINY_WORDS = frozenset(
     [
-        "router",
+        "topk",
+        "boxes",
+        "box",
+        "shape",
+        "shapes",
+        "size",
+        "sizes",
+        "rotary",
+        "sums",
+        "counts",
+        "probs",
         "routing",
+        "router",
         "guidance",
         "gate",
         "gates",
