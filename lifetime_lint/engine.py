@@ -15,53 +15,24 @@ from __future__ import annotations
 import ast
 import difflib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Callable
 
 import libcst as cst
 
 from lifetime_lint.config import Settings, code_matches
-from lifetime_lint.diagnostics import Applicability, Diagnostic, Fix, Location
+from lifetime_lint.diagnostics import Applicability, Diagnostic, Location
 from lifetime_lint.fixes import apply_edits, remove_orphan_imports, select_non_overlapping
 from lifetime_lint.noqa import Suppressions, parse_suppressions
 from lifetime_lint.registry import all_rules
+
+# FileResult, FixMode and the error codes live in `results` (no LibCST there, so a run
+# answered from the cache never imports it); re-exported here for existing callers.
+from lifetime_lint.results import IO_ERROR, SYNTAX_ERROR, FileResult, FixMode
 from lifetime_lint.rule import FileContext, RawReport, Rule
 from lifetime_lint.source import SourceError, SourceFile, detect_newline
 from lifetime_lint.traversal import walk
 
 MAX_FIX_ROUNDS = 10
-
-IO_ERROR = "E902"  # unreadable, undecodable or binary file
-SYNTAX_ERROR = "E999"  # not parseable Python
-
-
-@dataclass(frozen=True)
-class FixMode:
-    apply: bool = False  # --fix
-    unsafe: bool = False  # --unsafe-fixes
-    diff_only: bool = False  # --diff: compute fixes, write nothing
-
-    @property
-    def fixing(self) -> bool:
-        return self.apply or self.diff_only
-
-    def allows(self, fix: Fix) -> bool:
-        return fix.is_safe or self.unsafe
-
-
-@dataclass
-class FileResult:
-    path: str
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    fixes_applied: int = 0
-    fixed_by_code: dict[str, int] = field(default_factory=dict)
-    diff: str | None = None
-    fixed_text: str | None = None  # the new source, when fixes changed it
-    written: bool = False
-
-    @property
-    def has_error(self) -> bool:
-        return any(d.is_error for d in self.diagnostics)
 
 
 class _Dispatcher:
@@ -137,6 +108,7 @@ class Linter:
         if error is not None:
             result.diagnostics.append(error)
             return result
+        result.found = list(diagnostics)
         if mode.fixing and any(d.fix and mode.allows(d.fix) for d in diagnostics):
             text, diagnostics = self._fix_loop(path, source, diagnostics, mode, result)
             if text != source.text:
@@ -146,6 +118,26 @@ class Linter:
                 else:
                     source.write(text)
                     result.written = True
+        result.diagnostics.extend(diagnostics)
+        return result
+
+    def fix_source(
+        self, source: SourceFile, mode: FixMode, only: Diagnostic | None = None
+    ) -> FileResult:
+        """What fixing `source` gives, without writing it (`result.fixed_text`).
+
+        With `only` (a diagnostic from an earlier lint of this text), just that finding's fix
+        is applied, with the same re-parse and orphaned-import clean-up as `--fix`: an
+        editor's quick fix for one finding.
+        """
+        result = FileResult(source.path)
+        diagnostics, error = self.lint_text(source.path, source.text, source.newline)
+        if error is not None:
+            result.diagnostics.append(error)
+            return result
+        text, diagnostics = self._fix_loop(source.path, source, diagnostics, mode, result, only)
+        if text != source.text:
+            result.fixed_text = text
         result.diagnostics.extend(diagnostics)
         return result
 
@@ -240,10 +232,17 @@ class Linter:
         diagnostics: list[Diagnostic],
         mode: FixMode,
         result: FileResult,
+        only: Diagnostic | None = None,
     ) -> tuple[str, list[Diagnostic]]:
         text = source.text
-        for _ in range(MAX_FIX_ROUNDS):
-            candidates = [d for d in diagnostics if d.fix is not None and mode.allows(d.fix)]
+        for _ in range(1 if only is not None else MAX_FIX_ROUNDS):
+            candidates = [
+                d
+                for d in diagnostics
+                if d.fix is not None
+                and mode.allows(d.fix)
+                and (only is None or _same_finding(d, only))
+            ]
             if not candidates:
                 break
             chosen = select_non_overlapping(d.fix for d in candidates)  # type: ignore[misc]
@@ -276,6 +275,10 @@ class Linter:
             if error is not None:  # cannot happen after the parse above; be safe anyway
                 return source.text, [error]
         return text, diagnostics
+
+
+def _same_finding(a: Diagnostic, b: Diagnostic) -> bool:
+    return (a.code, a.start, a.end, a.message) == (b.code, b.start, b.end, b.message)
 
 
 def _python_compiles(new_text: str, path: str, original: str) -> None:

@@ -42,6 +42,7 @@ import re
 from dataclasses import dataclass
 
 from lifetime_lint.analysis import facts as F
+from lifetime_lint.config import GLOBAL_KEYS, KEY_VALIDATORS
 
 LOW, MEDIUM, HIGH = "low", "medium", "high"
 LEVELS = (LOW, MEDIUM, HIGH)
@@ -141,6 +142,18 @@ def at_least(level: str, bar: str) -> bool:
 
 
 SETTING = "min-significance"
+
+
+def _validate_bar(value: object) -> str | None:
+    return None if value in LEVELS else f'must be "low", "medium" or "high", got {value!r}'
+
+
+# `[tool.lifetime-lint] min-significance`, registered the way config.py lets modules add keys.
+GLOBAL_KEYS[SETTING] = (
+    str,
+    'report rated findings (LL001) from this significance up: "low", "medium" (default) or "high"',
+)
+KEY_VALIDATORS[SETTING] = _validate_bar
 
 
 def bar_of(settings) -> str:
