@@ -165,6 +165,8 @@ def _diagnostic_to_json(d: Diagnostic) -> dict[str, Any]:
             "edits": [[e.start, e.end, e.content] for e in d.fix.edits],
             "orphans": list(d.fix.orphan_import_candidates),
         }
+    if d.significance is not None:
+        item["significance"] = d.significance
     locations = d.extra.get("edit_locations")
     if locations is not None:
         item["edit_locations"] = [
@@ -193,6 +195,7 @@ def _diagnostic_from_json(item: dict[str, Any], path: str) -> Diagnostic:
         fix=fix,
         noqa_row=item["noqa_row"],
         span=(item["span"][0], item["span"][1]),
+        significance=item.get("significance"),
     )
     if "edit_locations" in item:
         diagnostic.extra["edit_locations"] = [

@@ -50,6 +50,11 @@ GLOBAL_KEYS: dict[str, tuple[type, str]] = {
     "per-file-ignores": (dict, "glob (relative to the config file) -> list of codes to ignore"),
     "target-torch-version": (str, 'oldest torch the project supports, e.g. "2.9"'),
     "cache-dir": (str, "where the result cache lives, relative to the config file's folder"),
+    "min-significance": (
+        str,
+        'report rated findings (LL001) from this significance up: "low", "medium" '
+        '(default) or "high"',
+    ),
 }
 
 
@@ -262,6 +267,8 @@ def _apply_table(
                 settings.per_file_ignores[pattern] = list(codes)
         elif key == "target-torch-version":
             settings.target_torch_version = parse_torch_version(value, where)
+        elif key == "min-significance" and value not in ("low", "medium", "high"):
+            raise ConfigError(f'{where} must be "low", "medium" or "high", got {value!r}')
         else:
             settings.extra[key] = value
 

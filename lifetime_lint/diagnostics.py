@@ -78,6 +78,9 @@ class Diagnostic:
     # Set for diagnostics about the file itself (unreadable, unparsable): exit code 2.
     is_error: bool = False
     extra: dict = field(default_factory=dict)
+    # How much the finding likely matters ("low", "medium", "high"), for rules that rate
+    # their findings (see lifetime_lint.analysis.significance); None for the others.
+    significance: str | None = None
 
     def sort_key(self):
         return (self.path, self.start.row, self.start.column, self.code, self.message)

@@ -221,6 +221,7 @@ class Linter:
                 fix=report.fix,
                 noqa_row=start.row,
                 span=context.span(report.node),
+                significance=report.significance,
             )
             if report.fix is not None:
                 diagnostic.extra["edit_locations"] = [

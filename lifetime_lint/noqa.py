@@ -85,3 +85,30 @@ def _parse_suppressions(source: str) -> Suppressions:
             else:
                 result.by_row[row] = previous | codes
     return result
+
+
+def finding_rows(context, node, statement) -> set[int]:  # type: ignore[no-untyped-def]
+    """The rows whose `# noqa` covers a finding on `node` inside `statement`: the node's
+    first and last rows, the statement's first row, and a simple statement's last row."""
+    import libcst as cst
+
+    position = context.position(node)
+    rows = {position.start.line, position.end.line}
+    if statement is not None:
+        statement_range = context.position(statement)
+        rows.add(statement_range.start.line)
+        if isinstance(statement, cst.SimpleStatementLine):
+            rows.add(statement_range.end.line)
+    return rows
+
+
+def is_suppressed(context, code: str, node, statement=None) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the engine will drop a finding of `code` on `node` (one answer for every
+    rule: a rule that must not fix what is suppressed asks here)."""
+    if "noqa" not in context.source:
+        return False
+    suppressions = parse_suppressions(context.source)
+    if suppressions.file_suppresses(code):
+        return True
+    rows = finding_rows(context, node, statement)
+    return any(suppressions.row_suppresses(row, code) for row in rows)

@@ -177,6 +177,7 @@ def diagnostic_to_json(d: Diagnostic) -> dict[str, object]:
         "message": d.message,
         "noqa_row": d.noqa_row,
         "url": d.extra.get("url"),
+        **({"significance": d.significance} if d.significance is not None else {}),
     }
 
 
@@ -372,6 +373,8 @@ def render_sarif(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
             }]  # fmt: skip
             if not d.fix.is_safe:
                 result["properties"] = {"fixApplicability": "unsafe"}
+        if d.significance is not None:
+            result.setdefault("properties", {})["significance"] = d.significance  # type: ignore[union-attr]
         results.append(result)
     log = {
         "$schema": SARIF_SCHEMA,

@@ -68,8 +68,12 @@ class Rule:
         fix: Fix | None = None,
         *,
         statement: cst.CSTNode | None = None,
+        significance: str | None = None,
     ) -> None:
-        self.context.report(self, node, message, fix, statement)
+        """Report a finding. `significance` ("low", "medium", "high"; see
+        `lifetime_lint.analysis.significance`) rates it: findings below the configured
+        `min-significance` are counted in `FileContext.below_bar`, not reported."""
+        self.context.report(self, node, message, fix, statement, significance)
 
     def finish(self) -> None:
         """Called once after the traversal, for rules that analyse whole functions."""
@@ -90,6 +94,7 @@ class RawReport:
     message: str
     fix: Fix | None
     statement: cst.CSTNode | None
+    significance: str | None = None
 
 
 _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
@@ -114,6 +119,8 @@ class FileContext:
         # being visited. Rules read it instead of paying for ParentNodeProvider.
         self.ancestors: list[cst.CSTNode] = []
         self.reports: list[RawReport] = []
+        # Findings left out because they are below `min-significance`.
+        self.below_bar = 0
         # Facts about this file that a rule or fix helper computes once and reuses, keyed
         # by a name of the helper's choosing (e.g. "fixes.taken_names").
         self.memo: dict[str, Any] = {}
@@ -220,10 +227,26 @@ class FileContext:
         message: str,
         fix: Fix | None,
         statement: cst.CSTNode | None,
+        significance: str | None = None,
     ) -> None:
+        if significance is not None:
+            from lifetime_lint.analysis.significance import at_least, bar_of
+
+            if not at_least(significance, bar_of(self.settings)):
+                self.below_bar += 1
+                return
         if statement is None and any(ancestor is node for ancestor in self.ancestors):
             statement = self.current_statement()
-        self.reports.append(RawReport(rule, node, message, fix, statement))
+        self.reports.append(RawReport(rule, node, message, fix, statement, significance))
+
+    def is_suppressed(
+        self, code: str, node: cst.CSTNode, statement: cst.CSTNode | None = None
+    ) -> bool:
+        """Whether a `# noqa` comment (or a file-level one) drops a finding of `code` on
+        `node`: the same rows the engine checks (`lifetime_lint.noqa.is_suppressed`)."""
+        from lifetime_lint.noqa import is_suppressed
+
+        return is_suppressed(self, code, node, statement)
 
     def inside(self, types: Sequence[type]) -> cst.CSTNode | None:
         """The innermost ancestor of one of these types, if any."""

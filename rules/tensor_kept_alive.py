@@ -1,29 +1,28 @@
-"""LL001 tensor-kept-alive: a dead tensor stays bound across heavy work."""
+"""LL001 tensor-kept-alive: a dead tensor stays bound across heavy work.
+
+The rule reads trigger -> query -> decide -> fix: every function (`leave_FunctionDef`) is
+asked of the facts layer (`lifetime_lint.analysis.facts`), which says what each binding
+holds, which calls are heavy and how the function flows; the rule decides where a binding
+that alone owns a tensor dies while heavy work still runs, rates the finding
+(`lifetime_lint.analysis.significance`), and inserts `del`.
+"""
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
 
 import libcst as cst
 
-from lifetime_lint.analysis.cfg import (
-    CFG,
-    VIEW_METHODS,
-    DefSite,
-    Node,
-    StatementInfo,
-    TooLarge,
-    build,
-    iter_children,
-)
-from lifetime_lint.analysis.dataflow import Dataflow, solve
+from lifetime_lint.analysis import facts as F
+from lifetime_lint.analysis import significance as S
+from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
+from lifetime_lint.analysis.dataflow import Dataflow
+from lifetime_lint.analysis.tables import MODEL_CALLS
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.imports import dotted_name
-from lifetime_lint.noqa import Suppressions, parse_suppressions
 from lifetime_lint.rule import Option, Rule
 
 
@@ -34,428 +33,102 @@ def _validate_patterns(value: list[str]) -> str | None:
     return None
 
 
-# -- tensor-likeness evidence -----------------------------------------------------------
-
-# Methods whose result is a new tensor (not a view of the receiver).
-_FRESH_METHODS = frozenset(
-    [
-        "clone",
-        "matmul",
-        "mm",
-        "bmm",
-        "baddbmm",
-        "addmm",
-        "softmax",
-        "log_softmax",
-        "exp",
-        "log",
-        "sqrt",
-        "rsqrt",
-        "pow",
-        "abs",
-        "neg",
-        "sigmoid",
-        "tanh",
-        "relu",
-        "gelu",
-        "silu",
-        "clamp",
-        "clip",
-        "add",
-        "sub",
-        "mul",
-        "div",
-        "masked_fill",
-        "where",
-        "gather",
-        "scatter",
-        "index_select",
-        "cumsum",
-        "cumprod",
-        "repeat",
-        "repeat_interleave",
-        "tile",
-        "roll",
-        "flip",
-        "round",
-        "floor",
-        "ceil",
-        "lerp",
-        "new_zeros",
-        "new_ones",
-        "new_empty",
-        "new_full",
-        "new_tensor",
-        "sample",
-        "mode",
-        "square",
-        "reciprocal",
-        "einsum",
-    ]
-)
-# Reductions: their results are a fraction of their input (often a scalar); not worth a
-# finding, with or without `dim`.
-_REDUCTIONS = frozenset(
-    [
-        "sum",
-        "mean",
-        "std",
-        "var",
-        "norm",
-        "vector_norm",
-        "matrix_norm",
-        "amax",
-        "amin",
-        "max",
-        "min",
-        "prod",
-        "logsumexp",
-        "all",
-        "any",
-        "count_nonzero",
-        "argmax",
-        "argmin",
-        "median",
-        "nansum",
-        "nanmean",
-    ]
-)
-_VIEW_METHODS = VIEW_METHODS
-# Views that hand out several pieces of one storage: none of them owns it alone.
-_SPLITTING = frozenset({"chunk", "split", "tensor_split", "unbind", "split_with_sizes"})
-# Results that are not tensors.
-_SCALAR_METHODS = frozenset(
-    [
-        "item",
-        "tolist",
-        "size",
-        "dim",
-        "numel",
-        "ndimension",
-        "nelement",
-        "element_size",
-        "data_ptr",
-        "stride",
-        "get_device",
-        "is_contiguous",
-        "is_floating_point",
-        "is_complex",
-        "keys",
-        "values",
-        "items",
-        "format",
-        "join",
-        "startswith",
-        "endswith",
-        "lower",
-        "upper",
-        "strip",
-        "replace",
-        "encode_plus",
-        "count",
-        "index",
-    ]
-)
-_SCALAR_ATTRIBUTES = frozenset(
-    [
-        "shape",
-        "dtype",
-        "device",
-        "ndim",
-        "is_cuda",
-        "requires_grad",
-        "layout",
-        "config",
-        "grad_fn",
-        "is_leaf",
-        "names",
-    ]
-)
-_SCALAR_BUILTINS = frozenset(
-    [
-        "len",
-        "int",
-        "float",
-        "str",
-        "bool",
-        "range",
-        "list",
-        "dict",
-        "tuple",
-        "set",
-        "frozenset",
-        "isinstance",
-        "issubclass",
-        "getattr",
-        "hasattr",
-        "enumerate",
-        "zip",
-        "sorted",
-        "reversed",
-        "round",
-        "repr",
-        "type",
-        "id",
-        "hash",
-        "print",
-        "format",
-        "open",
-        "any",
-        "all",
-        "min",
-        "max",
-        "divmod",
-        "iter",
-        "next",
-        "map",
-        "filter",
-        "callable",
-        "object",
-        "super",
-    ]
-)
-_TORCH_VIEW_FUNCTIONS = frozenset(
-    [
-        "chunk",
-        "split",
-        "tensor_split",
-        "unbind",
-        "narrow",
-        "transpose",
-        "permute",
-        "squeeze",
-        "unsqueeze",
-        "flatten",
-        "reshape",
-        "t",
-        "movedim",
-        "moveaxis",
-        "swapaxes",
-        "select",
-        "view_as_real",
-        "view_as_complex",
-        "as_strided",
-        "diagonal",
-        "broadcast_to",
-        "atleast_1d",
-        "atleast_2d",
-        "atleast_3d",
-    ]
-)
-_TORCH_NOT_TENSORS = (
-    "torch.cuda.",
-    "torch.backends.",
-    "torch.distributed.",
-    "torch.jit.",
-    "torch.compile",
-    "torch.amp.",
-    "torch.autograd.",
-    "torch.utils.",
-    "torch.hub.",
-    "torch.nn.init.",
-    "torch.nn.utils.",
-    "torch.nn.parallel.",
-    "torch.library.",
-    "torch.fx.",
-    "torch.onnx.",
-    "torch._dynamo.",
-    "torch.compiler.",
-    "torch.profiler.",
-    "torch.accelerator.",
-    "torch.xpu.",
-    "torch.mps.",
-    "torch.npu.",
-    "torch.distributions.",
-    "torch.testing.",
-    "torch.export.",
-    "torch.cpu.",
-)
-_TORCH_NOT_TENSOR_FUNCTIONS = frozenset(
-    [
-        "device",
-        "dtype",
-        "manual_seed",
-        "seed",
-        "initial_seed",
-        "no_grad",
-        "inference_mode",
-        "enable_grad",
-        "set_grad_enabled",
-        "autocast",
-        "finfo",
-        "iinfo",
-        "load",
-        "save",
-        "numel",
-        "use_deterministic_algorithms",
-        "typename",
-        "is_tensor",
-        "is_storage",
-        "is_floating_point",
-        "is_complex",
-        "is_nonzero",
-        "is_grad_enabled",
-        "is_inference_mode_enabled",
-        "get_default_dtype",
-        "set_default_dtype",
-        "get_rng_state",
-        "set_rng_state",
-    ]
-)
-
-_COLLECTIVES = frozenset(
-    [
-        "all_reduce",
-        "all_gather",
-        "all_gather_into_tensor",
-        "all_gather_object",
-        "reduce_scatter",
-        "reduce_scatter_tensor",
-        "all_to_all",
-        "all_to_all_single",
-        "broadcast",
-        "broadcast_object_list",
-        "reduce",
-        "gather",
-        "scatter",
-        "send",
-        "recv",
-        "isend",
-        "irecv",
-        "batch_isend_irecv",
-    ]
-)
-_DEFAULT_HEAVY = (
-    "*encoder",
-    "*decoder",
-    "encode",
-    "decode",
-    "encode_*",
-    "decode_*",
-    "_encode*",
-    "_decode*",
-    "vae",
-    "*transformer",
-    "unet",
-    "controlnet",
-    "forward",
-    "generate",
-    "model",
-    "*_model",
-)
-# Components that make a call light whatever its method is called (`self.tokenizer.encode`).
-_LIGHT_OWNERS = (
-    "*tokenizer*",
-    "*processor*",
-    "*scheduler*",
-    "logger",
-    "*progress*",
-    "json",
-    "guider",
-    "*feature_extractor*",
-)
-# Submodules whose call allocates about one activation (normalisations, projections,
-# activations, embeddings): holding a tensor across them is not worth a finding.
-_LIGHT_SUBMODULES = (
-    "*norm*",
-    "ln*",
-    "*_ln",
-    "dropout*",
-    "drop*",
-    "act*",
-    "*_act",
-    "activation*",
-    "nonlinearity",
-    "*proj*",
-    "linear*",
-    "*embed*",
-    "*embedder*",
-    "time_*",
-    "*pos_*",
-    "rope*",
-    "*rotary*",
-    "pad*",
-    "*pool*",
-    "scale*",
-    "shift*",
-    "gate*",
-    "*quant*",
-)
-# Values that hold metadata rather than activations (ids, masks, timesteps, statistics):
-# small tensors whose `del` saves nothing worth a finding.
-_SMALL_NAMES = re.compile(
-    r"(^|_)(t|ts|timesteps?|sigmas?|ids|mask|masks|scales?|idx|indices|index|lens?|lengths?"
-    r"|mean|std|steps?|shift|temb|seed|generator)$"
-)
-# torch functions that build small tensors from Python data.
-_TORCH_SMALL = frozenset({"tensor", "as_tensor", "arange", "linspace", "logspace", "from_numpy"})
-
-
 class TensorKeptAlive(Rule):
     """
     ## What it does
-    Flags a local variable that holds a tensor no longer needed (nothing reads it again)
-    while heavy work still runs before the function returns or the name is rebound: a model
-    or submodule call, an encoder/decoder/VAE/transformer/UNet call, `forward`/`generate`,
-    a collective, a loop that computes, or a call matching `heavy-calls`. It names the
-    variable, the line of its last use and the heavy call it is held across.
+    Flags a local variable that alone holds a tensor no longer needed (nothing reads it
+    again) while heavy work still runs before the function returns or the name is rebound:
+    a model-level call (a denoise loop, a VAE decode, an encoder, `generate`), a collective,
+    a sublayer of a block, an allocating torch op over big inputs (`F.conv3d`), an
+    output-sized concatenation, or a call matching `heavy-calls`. It names the variable,
+    what it likely holds and its size class, the line of its last use, what it is held
+    across, and how much the finding likely matters (significance `low`, `medium` or
+    `high`, also a property of the finding in JSON and SARIF output).
 
     ## Why is this bad?
     A tensor is freed when its last reference goes away; a local variable is a reference
-    until the function returns. Each flagged tensor adds its full size to the peak memory
-    of the heavy call it is held across: the prompt embeddings of a text-to-video pipeline
-    (often gigabytes with classifier-free guidance) held through the VAE decode, the old
-    cache entry of a cached convolution held while the convolution allocates, the padded
-    send buffer of a tiled decoder held through the merge. A name rebound in a loop keeps
-    the previous iteration's value alive during this iteration's heavy call: one more copy
-    of it at the loop's peak. (The saving is in inference and under `torch.no_grad()`; while
-    training, autograd may keep the same tensor for the backward pass, and `del` then frees
-    nothing, at no cost.)
+    until the function returns. A flagged tensor adds its full size to the peak memory of
+    the work it is held across: the decoded tiles of a tiled VAE decode held through the
+    final concatenation, the attention output of a video transformer block held through the
+    block's feed-forward (about 96 MiB at 32,760 tokens in Wan 2.1; releasing it lowered the
+    denoise peak by 6%), the old cache entry of a cached convolution held while the
+    convolution allocates. A name rebound in a loop keeps the previous iteration's value
+    alive during this iteration's heavy call. (The saving is in inference and under
+    `torch.no_grad()`; while training, autograd may keep the same tensor for the backward
+    pass, and `del` then frees nothing, at no cost.)
+
+    What is worth a finding is the held bytes at the peak of what they are held across, so
+    each finding is rated (see `docs/architecture.md` for the measurements behind the bar):
+    - `high`: large values (decoded tiles, frames or images, logits) held across model-level
+      work, a block's peak sublayer or an output-sized concatenation;
+    - `medium`: activation-sized values (a layer's output, a model's hidden states, an old
+      cache entry) held across model-level work or the sublayer that sets a block's peak
+      (feed-forward, self-attention, a convolution stack); large values held across one
+      other sublayer;
+    - `low`: activations held across one other sublayer (cross-attention), embeddings of
+      unknown size and latents (usually a few MiB) held across anything.
+    The default run reports `medium` and `high`; `min-significance = "low"` under
+    `[tool.lifetime-lint]` shows the rest.
 
     The analysis is a per-function control-flow graph (if/elif/else, for/while with else,
     break/continue, try/except/else/finally, with, match, return, raise, async forms) with
     backward liveness and forward reaching definitions, so:
     - a use in a later loop iteration keeps a name alive; names that die after the loop
       are flagged before what follows it;
-    - `locals()`, `vars()`, `eval`, `exec` and frame inspection read every local where they
-      are called (diffusers' step callbacks), but do not hide what dies afterwards;
-    - nothing is reported for names read by a closure, lambda or generator expression,
-      declared `global`/`nonlocal`, stored into a container or attribute, aliased by
-      another name or view (`a, b = x.chunk(2)`, `y = x`, `x[0]`): there `del` frees
-      nothing; nor in TorchScript or `torch.compile`d functions, nor in functions too large
-      to analyse within the cost budget.
+    - `locals()`, `vars()`, `eval`, `exec`, frame inspection and names bound to them
+      (`ev = eval`) read every local where they are called (diffusers' step callbacks), but
+      do not hide what dies afterwards;
+    - nothing is reported for a binding read by a closure, lambda or generator expression,
+      declared `global`/`nonlocal`, stored into a container or attribute, or shared with
+      another binding (`a, b = x.chunk(2)`, `y = x`, `x[0]`, `x.contiguous()`): there `del`
+      frees nothing. Sharing is judged per binding: an earlier `parts = torch.split(x)`
+      does not hide a later `x = torch.cat(...)`. A value taken out of a container slot
+      (`cache = cache_list[i]`) counts once the slot is overwritten (`cache_list[i] = new`):
+      from there the local is the only owner. Nothing in TorchScript or `torch.compile`d
+      functions, nor in functions too large to analyse within the cost budget.
 
-    Tensor-likeness without type inference: a binding counts only if it holds a freshly
-    produced tensor-like value: the result of a `torch.*` function, of a tensor method that
-    allocates (`clone`, `matmul`, `softmax`, `sum`, ...), of a model or submodule call, an
-    operator on a tensor-like operand, a subscript or attribute of such a call
-    (`self.text_encoder(ids)[0]`, `self.vae.decode(z).sample`), or an assignment annotated
-    `torch.Tensor`. Never a parameter, loop target, literal, `len(...)`, `.item()`,
-    `.shape`, `.size()`, `.dim()`, a value tested for truth (`if x:`), or the result of an
-    unknown function.
+    Tensor-ness comes from dataflow, not from names: a binding counts when its value comes
+    from torch, from a tensor method on a tensor, from a module call (`self.norm_q(q)` too),
+    from an operator over tensors, or from a subscript or attribute of such a call
+    (`self.vae.decode(z).sample`), or when it is annotated `torch.Tensor`. Never a
+    parameter, loop target, literal, `len(...)`, `math.ceil(...)`, `a // b` over numbers,
+    `.shape[i]`, `.item()`, a string or path, a JSON or msgpack decode, an awaited RPC
+    result, a value tested for truth (`if x:`), or the result of an unknown function. Small
+    tensors (reductions, ids, masks, positions, timesteps) are never reported.
 
     ## Example
     ```python
-    def __call__(self, prompt, timesteps):
-        prompt_embeds = self.text_encoder(self.tokenize(prompt))[0]
-        latents = torch.randn(self.latent_shape, device=prompt_embeds.device)
-        for t in timesteps:
-            noise_pred = self.transformer(latents, t, prompt_embeds)
-            latents = self.scheduler.step(noise_pred, t, latents).prev_sample
-        return self.vae.decode(latents).sample
+    def tiled_decode(self, z):
+        rows = []
+        for i in range(0, z.shape[2], self.tile):
+            row = []
+            for j in range(0, z.shape[3], self.tile):
+                row.append(self.decoder(z[:, :, i : i + self.tile, j : j + self.tile]))
+            rows.append(row)
+        result_rows = []
+        for i, row in enumerate(rows):
+            if i > 0:
+                row = [self.blend(rows[i - 1][j], tile) for j, tile in enumerate(row)]
+            result_rows.append(torch.cat([tile[..., : self.stride] for tile in row], dim=3))
+        return torch.cat(result_rows, dim=2)
     ```
 
     ## Use instead
     ```python
-    def __call__(self, prompt, timesteps):
-        prompt_embeds = self.text_encoder(self.tokenize(prompt))[0]
-        latents = torch.randn(self.latent_shape, device=prompt_embeds.device)
-        for t in timesteps:
-            noise_pred = self.transformer(latents, t, prompt_embeds)
-            latents = self.scheduler.step(noise_pred, t, latents).prev_sample
-            del noise_pred
-        del prompt_embeds
-        return self.vae.decode(latents).sample
+    def tiled_decode(self, z):
+        rows = []
+        for i in range(0, z.shape[2], self.tile):
+            row = []
+            for j in range(0, z.shape[3], self.tile):
+                row.append(self.decoder(z[:, :, i : i + self.tile, j : j + self.tile]))
+            rows.append(row)
+        result_rows = []
+        for i, row in enumerate(rows):
+            if i > 0:
+                row = [self.blend(rows[i - 1][j], tile) for j, tile in enumerate(row)]
+            result_rows.append(torch.cat([tile[..., : self.stride] for tile in row], dim=3))
+        del rows
+        return torch.cat(result_rows, dim=2)
     ```
 
     ## Fix safety
@@ -468,7 +141,8 @@ class TensorKeptAlive(Rule):
     on some path, or when the statement sits on one line with its `if`/`for` header. A
     `break` or `continue` inside that statement that jumps past the `del` gets its own
     `del` right before it where the name is dead at the jump's target (not across a
-    `finally`, where the fix frees the name on the other paths only).
+    `finally`, where the fix frees the name on the other paths only). A finding suppressed
+    with `# noqa` is never fixed, and its name is left out of a shared `del`.
 
     A list of tensors consumed by a loop and not used afterwards keeps every item alive
     until the loop ends. The unsafe fix rewrites `for tile in tiles:` to
@@ -477,22 +151,24 @@ class TensorKeptAlive(Rule):
     same list would see it emptied.
 
     ## Options
-    - `heavy-calls`: glob patterns matched (case-insensitively) against each part of a
-      callee's dotted name, after `self.`, that make a call heavy work (default: encoders,
-      decoders, `encode*`/`decode*`, `vae`, transformers, `unet`, `controlnet`, `forward`,
+    - `heavy-calls`: glob patterns matched (case-insensitively) against the last part of a
+      callee's dotted name that make a call model-level work (default: encoders, decoders,
+      `encode*`/`decode*`, `vae`, transformers, `unet`, `controlnet`, `forward`,
       `generate`, `model`, `*_model`). Calls through a tokenizer, processor, scheduler,
       logger or progress bar are never heavy, nor are `self.` calls inside a tokenizer,
       processor, scheduler or feature-extractor class (by its name or a base's name), unless
-      that class is a network (a name or base ending in `Module`, `Model` or `Mixin`). Submodules assigned in `__init__`
-      (`self.mlp = ...`, diffusers' `register_modules(vae=...)`) and collectives are always
-      heavy.
+      that class is a network (a name or base ending in `Module`, `Model` or `Mixin`).
+      Components registered with diffusers' `register_modules(...)` are model-level;
+      other submodules assigned in `__init__` (`self.mlp = ...`) are layer-level, and
+      collectives (and helpers named after one) are model-level.
     - `extend-heavy-calls`: patterns added to `heavy-calls`.
     - `submodules-are-heavy` (default true): set it to false to keep only findings held
-      across calls that match `heavy-calls` (decodes, encoders, language models, UNets,
-      `generate`, ...) and loops, dropping those held across one layer (`self.mlp(x)`),
-      which free one activation at inference and little in training.
+      across model-level work and loops, dropping those held across one layer
+      (`self.mlp(x)`).
     - `release-call`: the helper of the list fix (default
       `lifetime_lint.runtime.release`), as `package.module:object.method` or a dotted path.
+    - The global `min-significance` (`"low"`, `"medium"` by default, or `"high"`) sets
+      which findings are reported.
     """
 
     code = "LL001"
@@ -504,7 +180,7 @@ class TensorKeptAlive(Rule):
         Option(
             "heavy-calls",
             list,
-            list(_DEFAULT_HEAVY),
+            list(MODEL_CALLS),
             "glob patterns of callee name parts that make a call heavy work",
             validate=_validate_patterns,
         ),
@@ -539,136 +215,36 @@ class TensorKeptAlive(Rule):
         patterns = list(options["heavy-calls"]) + list(options["extend-heavy-calls"])
         self._heavy_patterns = tuple(p.lower() for p in patterns)
         self._submodules_are_heavy: bool = options["submodules-are-heavy"]
-        self._submodules: dict[int, frozenset[str]] = {}
 
-    # -- visitor ---------------------------------------------------------------------
+    # -- trigger -----------------------------------------------------------------------
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         if _is_compiled(node):
             return
-        try:
-            cfg = build(node, self.max_nodes)
-        except (TooLarge, RecursionError):
+        facts = F.facts_for(self.context, node, self.max_nodes)
+        if facts is None:
             return
-        _Analysis(self, cfg).run()
+        _Analysis(self, facts).run()
 
-    # -- heavy work --------------------------------------------------------------------
-    def submodules(self) -> frozenset[str]:
-        """Attributes the enclosing class assigns in `__init__` or registers as modules."""
-        owner = self.context.inside((cst.ClassDef,))
-        if owner is None:
-            return frozenset()
-        key = id(owner)
-        if key not in self._submodules:
-            names: set[str] = set()
-            for statement in owner.body.body:
-                if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
-                    names |= _assigned_submodules(statement)
-            methods = {s.name.value for s in owner.body.body if isinstance(s, cst.FunctionDef)}
-            self._submodules[key] = frozenset(names - methods)
-        return self._submodules[key]
-
-    def _in_light_class(self) -> bool:
-        """Inside a tokenizer, processor, scheduler or feature extractor class: its own
-        methods (`encode`, `decode`, `_encode_plus`) are not model work."""
-        owner = self.context.inside((cst.ClassDef,))
-        if owner is None:
-            return False
-        bases = [(dotted_name(base.value) or "").rsplit(".", 1)[-1] for base in owner.bases]
-        names = [owner.name.value] + bases
-        if not any(fnmatchcase(n.lower(), light) for n in names for light in _LIGHT_OWNERS):
-            return False
-        # An audio or video "tokenizer" that is a network (`...TokenizerModel(nn.Module)`,
-        # `ModelMixin`, `PreTrainedModel`) does real model work.
-        return not any(n.endswith(("Module", "Model", "Mixin")) for n in names)
-
-    def heavy_call(self, call: cst.Call, submodules: frozenset[str]) -> bool:
-        """A model, encoder/decoder, submodule or collective call, or a `heavy-calls` match.
-
-        Judged on the called name (the last part of the dotted callee), so
-        `self.vae.decode(...)` is heavy and `self.vae.post_quant_conv.parameters()` is not.
-        """
-        dotted = dotted_name(call.func)
-        if dotted is None:
-            # `self.vae.encode(x).latent_dist.sample()`: the inner call is judged on its own.
-            return False
-        parts = dotted.split(".")
-        last = parts[-1]
-        if last[:1].isupper():
-            return False  # a class: `DecoderOutput(...)`
-        lowered = [part.lower() for part in parts]
-        if any(fnmatchcase(part, light) for part in lowered for light in _LIGHT_OWNERS):
-            return False
-        qualified = self.context.qualified_name(call.func)
-        if qualified is not None:
-            if qualified.startswith("torch.distributed.") and last in _COLLECTIVES:
-                return True
-            if qualified == "torch" or qualified.startswith("torch."):
-                return False
-        if last in _COLLECTIVES and len(parts) >= 2 and parts[-2] in ("dist", "distributed"):
-            return True
-        if parts[0] == "self" and self._in_light_class():
-            return False  # `self._encode_plus(...)` in a tokenizer works on lists and ints
-        name = last.lower()
+    # -- heavy work, with this rule's options ---------------------------------------------
+    def effective_work(self, work: F.Work) -> F.Work:
+        """The layer's answer, adjusted by `heavy-calls` and `submodules-are-heavy`."""
+        parts = work.parts
         if (
-            self._submodules_are_heavy
-            and len(parts) == 2
-            and parts[0] == "self"
-            and last in submodules
+            parts
+            and work.level < F.MODEL
+            and work.kind in ("none", "submodule", "module-parameter")
         ):
-            return not any(fnmatchcase(name, light) for light in _LIGHT_SUBMODULES)
-        return any(fnmatchcase(name, pattern) for pattern in self._heavy_patterns)
+            if self._matches(parts[-1]):
+                return F.Work(F.MODEL, "model", True, parts)
+        if work.by_pattern and not self._matches(parts[-1] if parts else ""):
+            return F.Work(F.NONE, "none", parts=parts)
+        if not self._submodules_are_heavy and work.level < F.MODEL and work.kind != "loop":
+            return F.Work(F.NONE, "none", parts=parts)
+        return work
 
-
-def _assigned_submodules(init: cst.FunctionDef) -> set[str]:
-    """`self.x = <not a literal>` and `register_modules(x=...)` in an `__init__`."""
-    names: set[str] = set()
-    stack: list[cst.CSTNode] = [init.body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                t = target.target
-                if (
-                    isinstance(t, cst.Attribute)
-                    and isinstance(t.value, cst.Name)
-                    and t.value.value == "self"
-                    and not isinstance(node.value, _LITERAL_VALUES)
-                    and not (
-                        isinstance(node.value, cst.Name)
-                        and node.value.value in ("True", "False", "None")
-                    )
-                ):
-                    names.add(t.attr.value)
-        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
-            name = dotted_name(node.value.func)
-            if name is not None and name.endswith("register_modules"):
-                names.update(a.keyword.value for a in node.value.args if a.keyword is not None)
-        elif isinstance(
-            node,
-            (
-                cst.BaseSuite,
-                cst.SimpleStatementLine,
-                cst.BaseCompoundStatement,
-                cst.Else,
-                cst.ExceptHandler,
-                cst.Finally,
-            ),
-        ):
-            stack.extend(iter_children(node))
-    return names
-
-
-_LITERAL_VALUES = (
-    cst.Integer,
-    cst.Float,
-    cst.SimpleString,
-    cst.ConcatenatedString,
-    cst.FormattedString,
-    cst.Comparison,
-    cst.List,
-    cst.Dict,
-    cst.Tuple,
-)
+    def _matches(self, name: str) -> bool:
+        lowered = name.lower()
+        return any(fnmatchcase(lowered, pattern) for pattern in self._heavy_patterns)
 
 
 def _is_compiled(function: cst.FunctionDef) -> bool:
@@ -688,43 +264,76 @@ def _is_compiled(function: cst.FunctionDef) -> bool:
 
 # -- the analysis of one function -------------------------------------------------------
 
-_FRESH = "tensor"
-_OTHER = "other"
+_ASSIGNED = ("assign", "annassign", "walrus", "augassign")
+
+
+class _Held:
+    """What a dying binding is held across: the heaviest work, where, and its call."""
+
+    __slots__ = ("call", "node", "work")
+
+    def __init__(self, work: F.Work, node: cst.CSTNode, call: cst.Call | None) -> None:
+        self.work = work
+        self.node = node  # the call, or the loop statement
+        self.call = call  # the call that makes it heavy (for a loop: one inside it)
+
+
+class _Pending:
+    __slots__ = ("estimate", "held", "info", "name", "origin", "status")
+
+    def __init__(self, name, info, status, held, origin, estimate) -> None:  # type: ignore[no-untyped-def]
+        self.name = name
+        self.info = info
+        self.status = status
+        self.held = held
+        self.origin = origin
+        self.estimate = estimate
 
 
 class _Analysis:
-    def __init__(self, rule: TensorKeptAlive, cfg: CFG) -> None:
+    def __init__(self, rule: TensorKeptAlive, facts: F.FunctionFacts) -> None:
         self.rule = rule
         self.context = rule.context
-        self.cfg = cfg
-        self._submodules: frozenset[str] | None = None
-        self._heavy: dict[int, tuple[str, cst.CSTNode] | None] = {}
-        self.kinds: dict[int, str] = {}  # DefSite.index -> _FRESH / _OTHER / view / pending
-        self._pending_reports: list[tuple[str, StatementInfo, int, tuple[str, cst.CSTNode]]] = []
+        self.facts = facts
+        self.cfg = facts.cfg
+        self._node_work: dict[int, tuple[F.Work, cst.Call | None]] = {}
+        self._loop_work: dict[int, tuple[F.Work, cst.Call | None]] = {}
         self.flow: Dataflow | None = None
-
-    @property
-    def submodules(self) -> frozenset[str]:
-        if self._submodules is None:
-            self._submodules = self.rule.submodules()
-        return self._submodules
 
     def run(self) -> None:
         cfg = self.cfg
-        candidates = self._candidate_names()
+        facts = self.facts
+        if not any(site.kind in _ASSIGNED for site in cfg.defs):
+            return
+        excluded = set(cfg.declared) | set(cfg.captured)
+        candidates: set[str] = set()
+        for site in cfg.defs:
+            if site.kind in _ASSIGNED and site.name not in excluded:
+                if self._reportable(site) is not None:
+                    candidates.add(site.name)
         if not candidates:
             return
-        flow = solve(cfg)
+        flow = facts.flow
         self.flow = flow
-        self._resolve_kinds(flow, candidates)
-        groups: dict[int, list[tuple[str, StatementInfo, int]]] = {}
+        pending: list[_Pending] = []
+        groups: dict[int, list[_Pending]] = {}
+        released = self._consumed_lists(flow, excluded)
         for info, name in self._dead_points(flow, candidates):
-            sites = flow.reaching(flow.reach_out[info.exit.index], name)  # type: ignore[union-attr]
+            if (id(info.statement), name) in released or self._iterates_released(info, name):
+                continue  # `release(tiles)` frees each item and leaves the list empty
+            assert info.exit is not None
+            sites = flow.reaching(flow.reach_out[info.exit.index], name)
             real = [s for s in sites if s.kind not in ("unbound", "deleted")]
-            if not real or any(self.kinds.get(s.index) not in (_FRESH, "list") for s in real):
+            if not real:
                 continue
-            heavy = self._heavy_after(info, name)
-            if heavy is None:
+            origins = [self._reportable(s) for s in real]
+            if any(origin is None for origin in origins):
+                continue
+            origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
+            if S.size_class(origin) == S.TINY:
+                continue
+            held = self._held_across(info, name, real)
+            if held is None:
                 continue
             status = 0
             if any(s.kind == "deleted" for s in sites):
@@ -733,254 +342,33 @@ class _Analysis:
                 status = 2
             elif not info.insertable:
                 status = 3
-            groups.setdefault(id(info), []).append((name, info, status))
-            self._pending_reports.append((name, info, status, heavy))
-        self._report(groups)
-        self._consumed_lists(flow)
+            finding = _Pending(name, info, status, held, origin, S.estimate(origin, held.work))
+            groups.setdefault(id(info), []).append(finding)
+            pending.append(finding)
+        self._report(pending, groups)
 
-    # -- which names can be findings ---------------------------------------------------
-    def _candidate_names(self) -> set[str]:
-        cfg = self.cfg
-        excluded: set[str] = set(cfg.declared) | set(cfg.captured)
-        self.excluded = excluded
-        fresh_sites: set[str] = set()
-        for node in cfg.nodes:
-            excluded |= node.escapes
-            excluded |= node.truth
-        tensorish: set[str] = set()
-        for site in cfg.defs:
-            if site.kind in ("param", "annassign") and site.annotation is not None:
-                if _mentions_tensor(site.annotation):
-                    tensorish.add(site.name)
-        views: list[tuple[DefSite, tuple[str, ...]]] = []
-        binops: list[tuple[DefSite, tuple[str, ...]]] = []
-        for site in cfg.defs:
-            if site.kind in ("assign", "annassign", "walrus", "augassign"):
-                kind, names = self._classify(site.value, site.unpacked)
-                if site.kind == "augassign":
-                    kind, names = "inherit", (site.name,)
-                elif (
-                    site.kind == "annassign"
-                    and kind == _OTHER
-                    and site.annotation is not None
-                    and isinstance(site.value, (cst.Call, cst.Await))
-                    and _mentions_tensor(site.annotation)
-                ):
-                    kind = _FRESH  # `x: torch.Tensor = helper(...)`
-                if kind == "view":
-                    if names == (site.name,) and not site.unpacked:
-                        kind = "inherit"
-                    else:
-                        excluded.update(names)
-                        views.append((site, names))
-                elif kind == "binop":
-                    binops.append((site, names))
-                self.kinds[site.index] = kind
-                if kind == _FRESH:
-                    fresh_sites.add(site.name)
-                    tensorish.add(site.name)
-            elif site.kind in ("unbound", "deleted"):
-                continue
-            else:
-                self.kinds[site.index] = _OTHER
-        # Operators on tensor-like operands produce fresh tensors; views of tensor-like
-        # names are tensor-like (for operator evidence) but never fresh.
-        changed = True
-        while changed:
-            changed = False
-            for site, names in views:
-                if site.name not in tensorish and any(n in tensorish for n in names):
-                    tensorish.add(site.name)
-                    changed = True
-            for site, names in binops:
-                if self.kinds[site.index] != _FRESH and any(n in tensorish for n in names):
-                    self.kinds[site.index] = _FRESH
-                    fresh_sites.add(site.name)
-                    tensorish.add(site.name)
-                    changed = True
-        for site, _ in binops:
-            if self.kinds[site.index] != _FRESH:
-                self.kinds[site.index] = _OTHER
-        for site, _ in views:
-            self.kinds[site.index] = _OTHER
-        self.tensorish = tensorish
-        self.lists = self._tensor_lists(excluded, tensorish)
-        return {
-            name
-            for name in fresh_sites
-            if name not in excluded and not _SMALL_NAMES.search(name.lower().rstrip("_0123456789"))
-        } | self.lists
-
-    def _tensor_lists(self, excluded: set[str], tensorish: set[str]) -> set[str]:
-        """Local lists that hold fresh tensors: `[f(x) for ...]`, or `[]` filled by
-        `.append(t)`/`.extend(...)` of tensor-like values, and nothing else."""
-        filled: dict[str, bool] = {}
-        for node in self.cfg.nodes:
-            for call in node.calls:
-                func = call.func
-                if (
-                    isinstance(func, cst.Attribute)
-                    and isinstance(func.value, cst.Name)
-                    and func.attr.value in ("append", "extend", "insert")
-                    and call.args
-                ):
-                    value = call.args[-1].value
-                    fresh = (
-                        isinstance(value, cst.Name) and value.value in tensorish
-                    ) or self._classify(value, False)[0] == _FRESH
-                    name = func.value.value
-                    filled[name] = filled.get(name, True) and fresh
-        lists: set[str] = set()
-        for site in self.cfg.defs:
-            if site.kind not in ("assign", "annassign") or site.unpacked:
-                continue
-            value = site.value
-            if isinstance(value, cst.ListComp):
-                element = value.elt
-                if (isinstance(element, cst.Name) and element.value in tensorish) or self._classify(
-                    element, False
-                )[0] == _FRESH:
-                    self.kinds[site.index] = "list"
-                    lists.add(site.name)
-            elif isinstance(value, cst.List) and not value.elements and filled.get(site.name):
-                self.kinds[site.index] = "list"
-                lists.add(site.name)
-        return {name for name in lists if name not in excluded}
-
-    def _resolve_kinds(self, flow: Dataflow, candidates: set[str]) -> None:
-        """`x = x.to(...)`, `x += y`: the new binding is fresh iff the old one was."""
-        pending = [
-            site
-            for site in self.cfg.defs
-            if self.kinds.get(site.index) == "inherit" and site.name in candidates
-        ]
-        for _ in range(len(pending) + 1):
-            progress = False
-            for site in pending:
-                if self.kinds[site.index] != "inherit":
-                    continue
-                previous = flow.reaching(flow.reach_in[site.node.index], site.name)  # type: ignore[union-attr]
-                previous = [s for s in previous if s.kind not in ("unbound", "deleted")]
-                states = {self.kinds.get(s.index, _OTHER) for s in previous}
-                if not previous or states - {_FRESH, "inherit"}:
-                    self.kinds[site.index] = _OTHER
-                    progress = True
-                elif states == {_FRESH}:
-                    self.kinds[site.index] = _FRESH
-                    progress = True
-            if not progress:
-                break
-        for site in pending:
-            if self.kinds[site.index] == "inherit":
-                # A cycle of in-place updates rooted only in fresh values.
-                self.kinds[site.index] = _FRESH
-
-    def _classify(
-        self, value: cst.BaseExpression | None, unpacked: bool
-    ) -> tuple[str, tuple[str, ...]]:
-        """What a value is: fresh tensor, a view of names, an operator, or something else."""
-        if value is None:
-            return _OTHER, ()
-        if isinstance(value, cst.Name):
-            return "view", (value.value,)
-        if isinstance(value, cst.Await):
-            return self._classify(value.expression, unpacked)
-        if isinstance(value, cst.Subscript):
-            inner, names = self._classify(value.value, False)
-            if isinstance(value.value, cst.Name):
-                return "view", (value.value.value,)
-            if inner == _FRESH and not unpacked:
-                return _FRESH, ()
-            return ("view", names) if inner == "view" else (_OTHER, ())
-        if isinstance(value, cst.Attribute):
-            if value.attr.value in _SCALAR_ATTRIBUTES:
-                return _OTHER, ()
-            base = value.value
-            if isinstance(base, cst.Name):
-                return (_OTHER, ()) if base.value == "self" else ("view", (base.value,))
-            inner, names = self._classify(base, False)
-            if inner == _FRESH and not unpacked:
-                return _FRESH, ()
-            return ("view", names) if inner == "view" else (_OTHER, ())
-        if isinstance(value, cst.Call):
-            return self._classify_call(value, unpacked)
-        if isinstance(value, cst.BinaryOperation):
-            if isinstance(value.operator, (cst.MatrixMultiply,)):
-                return _FRESH, ()
-            return "binop", _operand_names(value)
-        if isinstance(value, cst.UnaryOperation) and isinstance(
-            value.operator, (cst.Minus, cst.BitInvert)
-        ):
-            return "binop", _operand_names(value.expression)
-        if isinstance(value, (cst.IfExp, cst.BooleanOperation)):
-            return "view", tuple(sorted(_value_names(value)))
-        return _OTHER, ()
-
-    def _classify_call(self, call: cst.Call, unpacked: bool) -> tuple[str, tuple[str, ...]]:
-        func = call.func
-        if isinstance(func, cst.Name):
-            if func.value in _SCALAR_BUILTINS:
-                return _OTHER, ()
-            qualified = self.context.qualified_name(func)
-            if qualified is not None and qualified.startswith("torch."):
-                return self._classify_torch(qualified, call, unpacked)
-            if self.rule.heavy_call(call, self.submodules):
-                return _FRESH, ()
-            return _OTHER, ()
-        if not isinstance(func, cst.Attribute):
-            return _OTHER, ()
-        qualified = self.context.qualified_name(func)
-        if qualified is not None and (qualified == "torch" or qualified.startswith("torch.")):
-            return self._classify_torch(qualified, call, unpacked)
-        method = func.attr.value
-        if method == "pop" and len(call.args) == 2 and isinstance(call.args[1].value, cst.Name):
-            # `x = callback_outputs.pop("x", x)`: the callback's replacement or x itself.
-            return "view", (call.args[1].value.value,)
-        if self.rule.heavy_call(call, self.submodules):
-            return _FRESH, ()
-        if method in _SCALAR_METHODS or method in _REDUCTIONS:
-            return _OTHER, ()
-        receiver = func.value
-        if method in _VIEW_METHODS or (method.endswith("_") and not method.startswith("_")):
-            if isinstance(receiver, cst.Name):
-                return "view", (receiver.value,)
-            inner, names = self._classify(receiver, False)
-            if inner == _FRESH:
-                if method in _SPLITTING and unpacked:
-                    return _OTHER, ()
-                return _FRESH, ()
-            return ("view", names) if inner == "view" else (_OTHER, ())
-        if method in _FRESH_METHODS:
-            if isinstance(receiver, cst.Name) and receiver.value == "self":
-                return _OTHER, ()
-            if isinstance(receiver, cst.Call) and self._classify(receiver, False)[0] != _FRESH:
-                return _OTHER, ()  # `torch.tensor(scale).repeat(n)`: as small as its source
-            return _FRESH, ()
-        return _OTHER, ()
-
-    def _classify_torch(
-        self, qualified: str, call: cst.Call, unpacked: bool
-    ) -> tuple[str, tuple[str, ...]]:
-        if any(qualified.startswith(prefix) for prefix in _TORCH_NOT_TENSORS):
-            return _OTHER, ()
-        parts = qualified.split(".")
-        last = parts[-1]
-        if last in _TORCH_NOT_TENSOR_FUNCTIONS or last.startswith(("is_", "get_", "set_")):
-            return _OTHER, ()
-        if last in _TORCH_SMALL or last in _REDUCTIONS:
-            return _OTHER, ()
-        if len(parts) >= 2 and parts[1] == "nn" and (len(parts) < 3 or parts[2] != "functional"):
-            return _OTHER, ()  # module constructors and helpers
-        if last[:1].isupper():
-            return _OTHER, ()  # classes: torch.Size, torch.Generator, ...
-        if last in _TORCH_VIEW_FUNCTIONS:
-            names = tuple(sorted(_value_names(call.args[0].value))) if call.args else ()
-            if names:
-                return "view", names
-            if last in _SPLITTING and unpacked:
-                return _OTHER, ()
-            return _FRESH, ()
-        return _FRESH, ()
+    # -- decide: which bindings alone own a tensor ---------------------------------------
+    def _reportable(self, site: DefSite) -> str | None:
+        """The origin of what the binding alone owns (a tensor or a list of tensors), or
+        None when deleting it could free nothing."""
+        facts = self.facts
+        if site.kind not in _ASSIGNED:
+            return None
+        fact = facts.value(site)
+        if facts.owner_of_storage(site):
+            return fact.origin
+        if fact.kind == F.CONTAINER and not site.unpacked:
+            if facts.escaped(site) or facts.truth_tested(site) or facts.aliases.get(site.index):
+                return None
+            contents = facts.contents_fact(site)
+            if not contents.is_tensor or facts.elements_shared(site):
+                return None
+            return contents.origin
+        if fact.borrowed is not None and fact.tensor and facts.transferred(site):
+            if facts.escaped(site) or facts.truth_tested(site) or facts.aliases.get(site.index):
+                return None
+            return F.CACHE_ENTRY if fact.origin in (F.ACTIVATION, F.SMALL) else fact.origin
+        return None
 
     # -- where names die -------------------------------------------------------------
     def _dead_points(self, flow: Dataflow, candidates: set[str]):
@@ -1013,61 +401,97 @@ class _Analysis:
                 if not outer:
                     yield info, name
 
-    # -- heavy work while the name is bound -------------------------------------------
-    def _node_heavy(self, node: Node, inside: set[int]) -> tuple[str, cst.CSTNode] | None:
-        if node.index in self._heavy:
-            result = self._heavy[node.index]
-        else:
-            result = None
+    # -- what it is held across ---------------------------------------------------------
+    def _work_of_node(self, node: Node, inside: set[int]) -> tuple[F.Work, cst.Call | None]:
+        """The heaviest work of a CFG node; a loop header (other than a loop the name dies
+        in) counts its whole body."""
+        if node.kind in ("for", "while") and node.loop_body and node.index not in inside:
+            return self._work_of_loop(node)
+        cached = self._node_work.get(node.index)
+        if cached is None:
+            best: tuple[F.Work, cst.Call | None] = (F.Work(F.NONE, "none"), None)
             for call in node.calls:
-                if self.rule.heavy_call(call, self.submodules):
-                    result = ("call", call)
-                    break
-            if result is None and node.kind in ("for", "while") and node.loop_body:
-                if any(self._computes(n) for n in node.loop_body):
-                    result = ("loop", node.statement)  # type: ignore[assignment]
-            self._heavy[node.index] = result
-        if result is not None and result[0] == "loop" and node.index in inside:
-            return None  # the loop the name dies in: its own body's calls are what count
-        return result
+                work = self.rule.effective_work(self.facts.work(call))
+                if work.level > best[0].level:
+                    best = (work, call)
+            cached = best
+            self._node_work[node.index] = cached
+        return cached
 
-    def _computes(self, node: Node) -> bool:
-        for call in node.calls:
-            if self.rule.heavy_call(call, self.submodules):
-                return True
-            kind, _ = self._classify_call(call, False)
-            if kind == _FRESH:
-                return True
-        return False
+    def _work_of_loop(self, header: Node) -> tuple[F.Work, cst.Call | None]:
+        cached = self._loop_work.get(header.index)
+        if cached is None:
+            assert header.loop_body is not None
+            best: tuple[F.Work, cst.Call | None] = (F.Work(F.NONE, "none"), None)
+            computes = False
+            for node in header.loop_body:
+                work, call = self._work_of_node(node, {header.index})
+                if work.level > best[0].level:
+                    best = (work, call)
+                if not computes and node.calls:
+                    computes = any(
+                        self.facts.expression(call, node).kind == F.TENSOR for call in node.calls
+                    )
+            work, call = best
+            if work.level >= F.LAYER:
+                cached = (F.Work(work.level, "loop", work.by_pattern, work.parts), call)
+            elif computes:
+                cached = (F.Work(F.LAYER, "loop"), None)
+            else:
+                cached = (F.Work(F.NONE, "none"), None)
+            self._loop_work[header.index] = cached
+        return cached
 
-    def _heavy_after(self, info: StatementInfo, name: str) -> tuple[str, cst.CSTNode] | None:
+    def _held_across(self, info: StatementInfo, name: str, sites: list[DefSite]) -> _Held | None:
+        """The heaviest work that runs while `name` stays bound after `info`. For a value
+        taken out of a container slot, only work after the slot is overwritten counts (until
+        then the container still holds it)."""
         start = info.exit
         assert start is not None
-        loops = {n.index for n in self.cfg.nodes if n.loop_body and start in n.loop_body}
-        seen = {start.index}
-        queue = deque(start.succ)
-        while queue:
-            node = queue.popleft()
-            if node.index in seen:
+        cfg = self.cfg
+        inside = {n.index for n in cfg.nodes if n.loop_body and start in n.loop_body}
+        stores: set[int] = set()
+        owned_from_start = True
+        for site in sites:
+            transfers = self.facts.transferred(site) if self.facts.value(site).borrowed else []
+            if not transfers:
                 continue
-            seen.add(node.index)
-            heavy = self._node_heavy(node, loops)
-            if heavy is not None:
-                return heavy
+            nodes = {s.node.index for s in transfers}
+            stores |= nodes
+            assert site.node is not None
+            if not any(site.node.index < index <= start.index for index in nodes):
+                owned_from_start = False
+        best: _Held | None = None
+        seen: set[tuple[int, bool]] = set()
+        queue = deque((successor, owned_from_start) for successor in start.succ)
+        while queue:
+            node, owned = queue.popleft()
+            key = (node.index, owned)
+            if key in seen:
+                continue
+            seen.add(key)
+            if owned:
+                work, call = self._work_of_node(node, inside)
+                if work.level >= F.LAYER and (best is None or work.level > best.work.level):
+                    where: cst.CSTNode | None = call
+                    if work.kind == "loop":
+                        where = node.statement
+                    if where is not None:
+                        best = _Held(work, where, call)
             if any(site.name == name for site in node.defs) or any(
                 site.name == name for site in node.kills
             ):
                 continue
-            queue.extend(node.succ)
-        return None
+            now_owned = owned or node.index in stores
+            queue.extend((successor, now_owned) for successor in node.succ)
+        return best
 
     # -- lists consumed by a loop -----------------------------------------------------
-    def _consumed_lists(self, flow: Dataflow) -> None:
-        """`for tile in tiles:` over a local list of fresh tensors that nothing reads after
-        the loop starts: every consumed tile stays referenced by the list until the loop
-        ends. Unsafe fix: `for tile in release(tiles):`."""
-        if not self.lists:
-            return
+    def _consumed_lists(self, flow: Dataflow, excluded: set[str]) -> set[tuple[int, str]]:
+        """`for tile in tiles:` over a local list of tensors that nothing reads after the
+        loop starts: every consumed tile stays referenced by the list until the loop ends.
+        Unsafe fix: `for tile in release(tiles):`."""
+        reported: set[tuple[int, str]] = set()
         for info in self.cfg.statements:
             statement = info.statement
             if not isinstance(statement, cst.For):
@@ -1082,11 +506,9 @@ class _Analysis:
                 and not iterable.args[0].star
             ):
                 iterable = iterable.args[0].value
-            if not isinstance(iterable, cst.Name):
+            if not isinstance(iterable, cst.Name) or iterable.value in excluded:
                 continue
             name = iterable.value
-            if name not in self.lists:
-                continue
             iterate = info.entry
             header = iterate.succ[0] if iterate.succ else None
             if header is None or header.kind != "for" or not header.loop_body:
@@ -1096,10 +518,17 @@ class _Analysis:
             if any(node.dynamic for node in header.loop_body):
                 continue
             sites = flow.reaching(flow.reach_in[iterate.index], name)
-            if not sites or any(self.kinds.get(s.index) != "list" for s in sites):
+            if not sites or any(
+                s.kind not in ("assign", "annassign") or self._list_origin(s) is None for s in sites
+            ):
                 continue
-            if not any(self._computes(node) for node in header.loop_body):
+            work, _ = self._work_of_loop(header)
+            if work.level < F.LAYER:
                 continue
+            origin = S.name_origin(name, F._largest(self._list_origin(s) or F.SMALL for s in sites))
+            if S.size_class(origin) == S.TINY:
+                continue
+            estimate = S.estimate(origin, work)
             target = Target.parse(self.rule.settings["release-call"])
             reference, imports = reference_to(self.context, target, self.context.ancestors)
             start, end = self.context.span(iterable)
@@ -1111,80 +540,139 @@ class _Analysis:
             row = self.context.position(statement).start.line
             self.rule.report(
                 iterable,
-                f"`{name}` keeps every item alive until the loop at line {row} ends; iterate "
-                f"with `{reference}({name})` to free each item once it is consumed",
+                f"`{name}` ({S.describe(origin)}) keeps every item alive until the loop at "
+                f"line {row} ends; iterate with `{reference}({name})` to free each item once "
+                f"it is consumed (significance: {estimate.level})",
                 fix,
                 statement=statement,
+                significance=estimate.level,
             )
+            reported.add((id(statement), name))
+        return reported
+
+    def _iterates_released(self, info: StatementInfo, name: str) -> bool:
+        """`for tile in release(tiles):` (this rule's own fix, already applied)."""
+        statement = info.statement
+        if not isinstance(statement, cst.For) or not isinstance(statement.iter, cst.Call):
+            return False
+        call = statement.iter
+        helper = str(self.rule.settings["release-call"]).replace(":", ".").rsplit(".", 1)[-1]
+        callee = dotted_name(call.func) or ""
+        return (
+            callee.rsplit(".", 1)[-1] == helper
+            and len(call.args) == 1
+            and isinstance(call.args[0].value, cst.Name)
+            and call.args[0].value.value == name
+        )
+
+    def _list_origin(self, site: DefSite) -> str | None:
+        """The origin of a local list's tensors when the binding alone owns the list."""
+        facts = self.facts
+        fact = facts.value(site)
+        if fact.kind != F.CONTAINER or site.unpacked:
+            return None
+        if facts.escaped(site) or facts.truth_tested(site) or facts.aliases.get(site.index):
+            return None
+        contents = facts.contents_fact(site)
+        if not contents.is_tensor or facts.elements_shared(site):
+            return None
+        return contents.origin
 
     # -- reporting ---------------------------------------------------------------------
-    def _report(self, groups: dict[int, list[tuple[str, StatementInfo, int]]]) -> None:
+    def _report(self, pending: list[_Pending], groups: dict[int, list[_Pending]]) -> None:
         context = self.context
+        code = self.rule.code
         prepared = []
         suppressed: set[tuple[int, str]] = set()
-        suppressions = parse_suppressions(context.source) if "noqa" in context.source else None
-        for name, info, status, heavy in self._pending_reports:
-            last_use, dynamic = self._last_use(info, name)
+        bar = S.bar_of(context.settings)
+        for finding in pending:
+            last_use, dynamic = self._last_use(finding.info, finding.name)
             if last_use is None:
                 continue
-            prepared.append((name, info, status, heavy, last_use, dynamic))
-            if suppressions is not None and self._suppressed(suppressions, last_use, info):
-                suppressed.add((id(info), name))
-        for name, info, status, heavy, last_use, dynamic in prepared:
+            prepared.append((finding, last_use, dynamic))
+            if context.is_suppressed(code, last_use, finding.info.statement) or not S.at_least(
+                finding.estimate.level, bar
+            ):
+                # Not reported, so not fixed: its name stays out of a shared `del`.
+                suppressed.add((id(finding.info), finding.name))
+        for finding, last_use, dynamic in prepared:
+            name, info = finding.name, finding.info
             last_row = context.position(last_use).start.line
             if dynamic:
                 reader = context.source_of(last_use.func)  # type: ignore[attr-defined]
                 last = f"last read by `{reader}()` at line {last_row}"
             else:
                 last = f"last used at line {last_row}"
-            kind, heavy_node = heavy
-            heavy_row = context.position(heavy_node).start.line
-            if kind == "loop":
-                across = f"the loop at line {heavy_row}"
-            else:
-                callee = context.source_of(heavy_node.func)  # type: ignore[attr-defined]
-                callee = " ".join(callee.split())
-                if len(callee) > 40:
-                    callee = callee[:37] + "..."
-                across = f"`{callee}(...)` at line {heavy_row}"
+            held = finding.held
+            heavy_row = context.position(held.node).start.line
+            across = self._across(held, heavy_row)
             statement_row = context.position(info.statement).start.line
+            what = S.describe(finding.origin)
             if heavy_row <= statement_row:
-                subject = f"`{name}` from the previous iteration ({last})"
+                subject = f"`{name}` from the previous iteration ({what}; {last})"
                 until = " until it is rebound"
             else:
-                subject = f"`{name}` ({last})"
+                subject = f"`{name}` ({what}; {last})"
                 until = ""
-            message = f"{subject} stays alive across {across}{until}; `del` it after its last use"
+            level = finding.estimate.level
+            message = (
+                f"{subject} stays alive across {across}{until}; `del` it after its last use "
+                f"(significance: {level})"
+            )
             fix = None
-            if status == 1:
+            if finding.status == 1:
                 message += " (no fix: it is already deleted on some path)"
-            elif status == 2:
+            elif finding.status == 2:
                 message += " (no fix: it may be unbound there)"
-            elif status == 0:
+            elif finding.status == 0:
                 # One `del` for every name that dies here, except names whose finding is
-                # suppressed by a noqa comment (their fix must not run either).
+                # not reported (suppressed, or below the significance bar).
                 names = [
-                    n for n, _, s in groups[id(info)] if s == 0 and (id(info), n) not in suppressed
+                    other.name
+                    for other in groups[id(info)]
+                    if other.status == 0 and (id(info), other.name) not in suppressed
                 ]
                 if name not in names:
                     names = [name]
                 fix = self._fix(info, names)
-            self.rule.report(last_use, message, fix, statement=info.statement)
+            self.rule.report(last_use, message, fix, statement=info.statement, significance=level)
 
-    def _suppressed(
-        self, suppressions: Suppressions, node: cst.CSTNode, info: StatementInfo
-    ) -> bool:
-        """Whether the engine will drop this finding (the rows it checks for `# noqa`)."""
-        code = self.rule.code
-        if suppressions.file_suppresses(code):
-            return True
-        position = self.context.position(node)
-        rows = {position.start.line, position.end.line}
-        statement = self.context.position(info.statement)
-        rows.add(statement.start.line)
-        if isinstance(info.statement, cst.SimpleStatementLine):
-            rows.add(statement.end.line)
-        return any(suppressions.row_suppresses(row, code) for row in rows)
+    def _across(self, held: _Held, row: int) -> str:
+        """What the value is held across, in words: "the VAE decode `self.vae.decode(...)`
+        at line 12", "the loop at line 30, which runs `self.transformer(...)`"."""
+        work = held.work
+        callee = ""
+        if held.call is not None:
+            callee = " ".join(self.context.source_of(held.call.func).split())
+            if len(callee) > 40:
+                callee = callee[:37] + "..."
+        if work.kind == "loop":
+            runs = f", which runs `{callee}(...)`" if callee else ""
+            return f"the loop at line {row}{runs}"
+        lowered = callee.lower()
+        if work.kind == "decode":
+            label = "the VAE decode" if "vae" in lowered else "the decode"
+        elif work.kind == "encode" and "vae" in lowered:
+            label = "the VAE encode"
+        elif work.kind in ("encoder", "encode"):
+            label = "the encoder call"
+        elif work.kind == "model":
+            label = "the model call"
+        elif work.kind == "collective":
+            label = "the collective"
+        elif work.kind == "concatenation":
+            label = "the concatenation"
+        elif work.kind == "torch-op":
+            label = "the allocating op"
+        elif work.kind == "closure":
+            label = "the nested function that runs sublayers,"
+        elif work.kind == "module-parameter":
+            label = "the call of a module passed in,"
+        elif work.level >= F.PEAK:
+            label = "the sublayer"
+        else:
+            label = "one sublayer,"
+        return f"{label} `{callee}(...)` at line {row}"
 
     def _last_use(self, info: StatementInfo, name: str) -> tuple[cst.CSTNode | None, bool]:
         """The last read of `name` inside the statement: a Name, or a `locals()`-like call
@@ -1269,65 +757,3 @@ class _Analysis:
                 code = f"{indentation}del {', '.join(dead_here)}{self.context.newline}"
                 edits.append(Edit(start, start, code))
         return edits
-
-
-# -- small helpers -----------------------------------------------------------------------
-
-
-def _mentions_tensor(annotation: cst.BaseExpression) -> bool:
-    """`Tensor`, `torch.FloatTensor`, `Optional[Tensor]`, `Tensor | None`: a tensor itself,
-    not a container of tensors (`dict[str, Tensor]` usually holds existing parameters)."""
-    if isinstance(annotation, (cst.Name, cst.Attribute)):
-        name = annotation.value if isinstance(annotation, cst.Name) else annotation.attr.value
-        return name.endswith("Tensor")
-    if isinstance(annotation, (cst.SimpleString, cst.ConcatenatedString)):
-        text = annotation.evaluated_value if isinstance(annotation, cst.SimpleString) else None
-        return isinstance(text, str) and text.replace(" ", "").split(".")[-1] in (
-            "Tensor",
-            "Optional[Tensor]",
-        )
-    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
-        sides = (annotation.left, annotation.right)
-        return any(_mentions_tensor(side) for side in sides) and all(
-            _mentions_tensor(side) or (isinstance(side, cst.Name) and side.value == "None")
-            for side in sides
-        )
-    if isinstance(annotation, cst.Subscript):
-        outer = dotted_name(annotation.value) or ""
-        if outer.split(".")[-1] == "Optional" and len(annotation.slice) == 1:
-            inner = annotation.slice[0].slice
-            return isinstance(inner, cst.Index) and _mentions_tensor(inner.value)
-    return False
-
-
-def _operand_names(expr: cst.BaseExpression) -> tuple[str, ...]:
-    """Names whose values an arithmetic expression combines (its direct operands)."""
-    if isinstance(expr, cst.Name):
-        return (expr.value,)
-    if isinstance(expr, cst.BinaryOperation):
-        return _operand_names(expr.left) + _operand_names(expr.right)
-    if isinstance(expr, cst.UnaryOperation):
-        return _operand_names(expr.expression)
-    if isinstance(expr, (cst.Attribute, cst.Subscript)) and isinstance(expr.value, cst.Name):
-        return (
-            (expr.value.value,)
-            if not (isinstance(expr, cst.Attribute) and expr.attr.value in _SCALAR_ATTRIBUTES)
-            else ()
-        )
-    return ()
-
-
-def _value_names(expr: cst.BaseExpression) -> set[str]:
-    """Names an expression's value may be (the branches of `a if c else b`, `a or b`)."""
-    if isinstance(expr, cst.Name):
-        return {expr.value}
-    if isinstance(expr, cst.IfExp):
-        return _value_names(expr.body) | _value_names(expr.orelse)
-    if isinstance(expr, cst.BooleanOperation):
-        return _value_names(expr.left) | _value_names(expr.right)
-    if isinstance(expr, (cst.Attribute, cst.Subscript)):
-        return _value_names(expr.value)
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        if expr.func.attr.value in _VIEW_METHODS:
-            return _value_names(expr.func.value)
-    return set()

@@ -24,7 +24,8 @@ def test_documented_example_fixes_to_documented_use_instead():
     source = _as_method(example)
     diagnostics, error = linter.lint_text("example.py", source)
     assert error is None
-    assert {d.message.split("`")[1] for d in diagnostics} == {"noise_pred", "prompt_embeds"}
+    assert {d.message.split("`")[1] for d in diagnostics} == {"rows"}
+    assert all(d.significance == "high" for d in diagnostics)
     result = linter.check_source(
         SourceFile.from_bytes("example.py", source.encode()), FixMode(diff_only=True)
     )

@@ -1,0 +1,1415 @@
+"""The tensor-facts layer: what each binding of a function holds, which calls are heavy work,
+and how the function flows, built once per function and shared by every rule.
+
+Three kinds of facts, all from one CFG walk (`cfg.build`) and one dataflow solve
+(`dataflow.solve`), memoised on the file context (`facts_for`):
+
+- flow facts: the CFG, liveness and reaching definitions, uses, parameters, declarations,
+  loop targets (`FunctionFacts.cfg`, `.flow`);
+- value facts, per binding (a `DefSite`, not a name): a fresh tensor, a view or alias of
+  other bindings, metadata, a container of tensors, or unknown (`FunctionFacts.value`),
+  with where the value comes from (`ValueFact.origin`, for significance). Tensor-ness is
+  dataflow: a value is a tensor when it comes from torch, a tensor method on a tensor, a
+  module call, or an operator over tensors; `len(...)`, `a // b` over ints, `.shape[i]`,
+  strings, paths, JSON decodes and unknown functions are not;
+- work facts, per call (`FunctionFacts.work`): whether a call is heavy and how heavy (a
+  model-level module, a layer-level submodule, an allocating torch op, a concatenation
+  building an output, a collective or a helper that wraps one, a nested function that runs
+  sublayers, a call through a module parameter).
+
+Rules ask; they never re-walk the function or keep private tables (`tables.py` is the one
+place that knows torch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+import libcst as cst
+
+from lifetime_lint.analysis import tables as T
+from lifetime_lint.analysis.cfg import CFG, DefSite, Node, TooLarge, build, iter_children
+from lifetime_lint.analysis.dataflow import Dataflow, solve
+from lifetime_lint.imports import dotted_name
+from lifetime_lint.traversal import walk
+
+# -- value facts ---------------------------------------------------------------------------
+
+TENSOR = "tensor"  # a tensor this binding owns (freshly produced)
+VIEW = "view"  # shares storage with (or is) the values of `sources`
+METADATA = "metadata"  # shapes, sizes, dtypes, devices, numbers, strings, paths
+CONTAINER = "container"  # a list/tuple/dict holding tensors
+UNKNOWN = "unknown"
+
+# Where a tensor comes from: the first word of its size class (see significance.py).
+DECODED = "decoded"  # decoded tiles, frames, images (a VAE or decoder output)
+LOGITS = "logits"  # language-model logits
+MODEL_OUTPUT = "model-output"  # the output of a model-level call
+CONDITIONING = "conditioning"  # prompt/text/image embeddings, encoder outputs
+LATENTS = "latents"  # latents, noise, predictions in latent space
+ACTIVATION = "activation"  # a layer activation: submodule output, operator result
+CONCATENATION = "concatenation"  # torch.cat of activations
+ALLOCATION = "allocation"  # torch.empty/zeros(...) of a computed shape
+CACHE_ENTRY = "cache-entry"  # an element taken out of a container (a cache slot)
+SMALL = "small"  # reductions, ids, masks, positions: never worth a finding
+
+
+@dataclass(frozen=True)
+class ValueFact:
+    kind: str
+    origin: str = ACTIVATION
+    # VIEW: the bindings whose storage this value shares (empty: a piece of a temporary
+    # that several bindings share, `a, b = f(x).chunk(2)`).
+    sources: tuple[DefSite, ...] = ()
+    # VIEW: whether the sources are tensors (False: unknown receivers).
+    tensor: bool = False
+    # `x = c[k]`: the container name and the index's source text (ownership transfer).
+    borrowed: tuple[str, str] | None = None
+    # An element of these container bindings (or a view of one): `c[i]`, a loop target
+    # over `c`. It keeps that element alive, not the container.
+    element_of: tuple[DefSite, ...] = ()
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind == TENSOR or (self.kind == VIEW and self.tensor)
+
+
+_UNKNOWN = ValueFact(UNKNOWN)
+_METADATA = ValueFact(METADATA)
+
+
+# -- work facts ----------------------------------------------------------------------------
+
+NONE, LIGHT, LAYER, PEAK, MODEL = range(5)
+LEVEL_NAMES = ("none", "light", "layer", "peak", "model")
+
+
+@dataclass(frozen=True)
+class Work:
+    """How heavy one call (or loop) is: `level` (NONE..MODEL) and what kind of work."""
+
+    level: int
+    kind: str  # model, decode, encoder, collective, concatenation, torch-op, submodule,
+    # closure, module-parameter, loop, none
+    by_pattern: bool = False  # model-level only because its name matches MODEL_CALLS
+    parts: tuple[str, ...] = ()  # the callee's dotted name, split
+
+
+_NO_WORK = Work(NONE, "none")
+
+
+# -- per-file facts ------------------------------------------------------------------------
+
+
+@dataclass
+class ClassFacts:
+    submodules: frozenset[str]  # attributes assigned in __init__ (minus methods)
+    registered: frozenset[str]  # diffusers' register_modules(...) components
+    light: bool  # a tokenizer/processor/scheduler class that is not a network
+
+
+@dataclass
+class FileFacts:
+    """Facts about the module around the functions (classes, module-level aliases)."""
+
+    module: cst.Module
+    classes: dict[int, ClassFacts] = field(default_factory=dict)
+    owners: dict[int, cst.ClassDef | None] = field(default_factory=dict)
+    dynamic_aliases: frozenset[str] = frozenset()
+    functions: dict[int, FunctionFacts | None] = field(default_factory=dict)
+
+
+MEMO_KEY = "analysis.facts"
+
+
+def file_facts(context) -> FileFacts:  # type: ignore[no-untyped-def]
+    facts = context.memo.get(MEMO_KEY)
+    if facts is None:
+        facts = FileFacts(context.module, dynamic_aliases=_dynamic_aliases(context.module.body))
+        _index_owners(context.module, facts.owners)
+        context.memo[MEMO_KEY] = facts
+    return facts
+
+
+def facts_for(context, function: cst.FunctionDef, max_nodes: int = 4000) -> FunctionFacts | None:  # type: ignore[no-untyped-def]
+    """The facts of one function, built on first request (None: too large to analyse)."""
+    shared = file_facts(context)
+    key = id(function)
+    if key in shared.functions:
+        return shared.functions[key]
+    try:
+        cfg = build(function, max_nodes)
+    except (TooLarge, RecursionError):
+        shared.functions[key] = None
+        return None
+    facts = FunctionFacts(context, shared, cfg)
+    shared.functions[key] = facts
+    return facts
+
+
+def _index_owners(module: cst.Module, owners: dict[int, cst.ClassDef | None]) -> None:
+    """The class each function is (directly or through nesting) defined in."""
+    stack: list[tuple[cst.CSTNode, cst.ClassDef | None]] = [(module, None)]
+    while stack:
+        node, owner = stack.pop()
+        if isinstance(node, cst.ClassDef):
+            owner = node
+        elif isinstance(node, cst.FunctionDef):
+            owners[id(node)] = owner
+        if isinstance(
+            node,
+            (
+                cst.Module,
+                cst.BaseSuite,
+                cst.BaseCompoundStatement,
+                cst.Else,
+                cst.ExceptHandler,
+                cst.Finally,
+            ),
+        ):
+            stack.extend((child, owner) for child in iter_children(node))
+
+
+def _dynamic_aliases(body: Iterable[cst.CSTNode]) -> frozenset[str]:
+    """Names bound to `eval`, `locals`, ... (`ev = eval`): calling them reads every local."""
+    names: set[str] = set()
+    for statement in body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Assign) and _is_dynamic_callee(small.value):
+                for target in small.targets:
+                    if isinstance(target.target, cst.Name):
+                        names.add(target.target.value)
+    return frozenset(names)
+
+
+_DYNAMIC_CALLEES = frozenset({"locals", "vars", "eval", "exec"})
+_DYNAMIC_DOTTED = frozenset({"sys._getframe", "inspect.currentframe"})
+
+
+def _is_dynamic_callee(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Name):
+        return value.value in _DYNAMIC_CALLEES
+    return dotted_name(value) in _DYNAMIC_DOTTED
+
+
+def class_facts(context, owner: cst.ClassDef | None) -> ClassFacts | None:  # type: ignore[no-untyped-def]
+    if owner is None:
+        return None
+    shared = file_facts(context)
+    facts = shared.classes.get(id(owner))
+    if facts is None:
+        submodules: set[str] = set()
+        registered: set[str] = set()
+        for statement in owner.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+                _assigned_submodules(statement, submodules, registered)
+        methods = {s.name.value for s in owner.body.body if isinstance(s, cst.FunctionDef)}
+        bases = [(dotted_name(base.value) or "").rsplit(".", 1)[-1] for base in owner.bases]
+        names = [owner.name.value] + bases
+        light = any(_glob_any(n.lower(), T.LIGHT_OWNERS) for n in names) and not any(
+            n.endswith(("Module", "Model", "Mixin")) for n in names
+        )
+        facts = ClassFacts(
+            frozenset((submodules | registered) - methods), frozenset(registered), light
+        )
+        shared.classes[id(owner)] = facts
+    return facts
+
+
+_LITERAL_VALUES = (
+    cst.Integer,
+    cst.Float,
+    cst.SimpleString,
+    cst.ConcatenatedString,
+    cst.FormattedString,
+    cst.Comparison,
+    cst.List,
+    cst.Dict,
+    cst.Tuple,
+)
+
+
+def _assigned_submodules(init: cst.FunctionDef, names: set[str], registered: set[str]) -> None:
+    """`self.x = <not a literal>` and `register_modules(x=...)` in an `__init__`."""
+    stack: list[cst.CSTNode] = [init.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                t = target.target
+                if (
+                    isinstance(t, cst.Attribute)
+                    and isinstance(t.value, cst.Name)
+                    and t.value.value == "self"
+                    and not isinstance(node.value, _LITERAL_VALUES)
+                    and not (
+                        isinstance(node.value, cst.Name)
+                        and node.value.value in ("True", "False", "None")
+                    )
+                ):
+                    names.add(t.attr.value)
+        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+            name = dotted_name(node.value.func)
+            if name is not None and name.endswith("register_modules"):
+                registered.update(a.keyword.value for a in node.value.args if a.keyword is not None)
+        elif isinstance(
+            node,
+            (
+                cst.BaseSuite,
+                cst.SimpleStatementLine,
+                cst.BaseCompoundStatement,
+                cst.Else,
+                cst.ExceptHandler,
+                cst.Finally,
+            ),
+        ):
+            stack.extend(iter_children(node))
+
+
+def _glob_any(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatchcase(name, pattern) for pattern in patterns)
+
+
+# -- the facts of one function ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Store:
+    """`container[index] = value` (or one element of a tuple target)."""
+
+    node: Node
+    container: str
+    index: str
+    value: cst.BaseExpression | None  # None: an element of an unpacking
+
+
+class FunctionFacts:
+    """Everything the rules ask about one function. Cheap to create: the dataflow, the value
+    facts and the work facts are computed on first request."""
+
+    def __init__(self, context, shared: FileFacts, cfg: CFG) -> None:  # type: ignore[no-untyped-def]
+        self.context = context
+        self.shared = shared
+        self.cfg = cfg
+        self.function = cfg.function
+        self.owner = shared.owners.get(id(cfg.function))
+        self.owner_facts = class_facts(context, self.owner)
+        self._flow: Dataflow | None = None
+        self._values: dict[int, ValueFact] = {}
+        self._in_progress: set[int] = set()
+        self._work: dict[int, Work] = {}
+        self._node_work: dict[int, Work] = {}
+        self._stores: list[Store] | None = None
+        self._aliases: dict[int, list[DefSite]] | None = None
+        self._contents: dict[int, list[ValueFact]] | None = None
+        self._shared_elements: set[int] = set()
+        self._call_nodes: dict[int, Node] | None = None
+        self._comprehension: dict[str, ValueFact] = {}  # targets of the comprehension in scan
+        self._escaped: set[int] | None = None
+        self._truth_tested: set[int] | None = None
+        self._nested: dict[str, cst.FunctionDef] = {}
+        self._module_params: set[str] | None = None
+        self._loop_modules: dict[str, Work] | None = None
+        self._mark_dynamic_aliases()
+
+    # -- flow facts ----------------------------------------------------------------------
+    @property
+    def flow(self) -> Dataflow:
+        if self._flow is None:
+            self._flow = solve(self.cfg)
+        return self._flow
+
+    def reaching(self, node: Node, name: str, real: bool = True) -> list[DefSite]:
+        """The bindings of `name` that may be current when `node` runs."""
+        flow = self.flow
+        sites = flow.reaching(flow.reach_in[node.index], name)
+        if real:
+            sites = [s for s in sites if s.kind not in ("unbound", "deleted")]
+        return sites
+
+    def _mark_dynamic_aliases(self) -> None:
+        """`ev = eval; ev(...)` reads every local like `eval(...)` does (issue 10)."""
+        aliases = set(self.shared.dynamic_aliases)
+        for site in self.cfg.defs:
+            if site.kind == "assign" and site.value is not None and not site.unpacked:
+                if _is_dynamic_callee(site.value):
+                    aliases.add(site.name)
+        if not aliases:
+            return
+        for node in self.cfg.nodes:
+            for call in node.calls:
+                if isinstance(call.func, cst.Name) and call.func.value in aliases:
+                    node.dynamic = True
+                    node.dynamic_call = node.dynamic_call or call
+
+    # -- value facts ---------------------------------------------------------------------
+    def value(self, site: DefSite) -> ValueFact:
+        """What a binding holds."""
+        cached = self._values.get(site.index)
+        if cached is not None:
+            return cached
+        if site.index in self._in_progress:
+            return _UNKNOWN  # a cycle (`x = x + 1` in a loop): no evidence from itself
+        self._in_progress.add(site.index)
+        try:
+            fact = self._site_value(site)
+        finally:
+            self._in_progress.discard(site.index)
+        self._values[site.index] = fact
+        return fact
+
+    def _site_value(self, site: DefSite) -> ValueFact:
+        kind = site.kind
+        if kind == "param":
+            if site.annotation is not None and _annotation_is_tensor(site.annotation):
+                return ValueFact(VIEW, ACTIVATION, (), tensor=True)  # the caller owns it
+            return _UNKNOWN
+        if kind in ("unbound", "deleted", "import", "def", "class", "except", "match"):
+            return _UNKNOWN
+        node = site.node
+        assert node is not None
+        if kind == "for":
+            # A loop target borrows an element of the iterable (never owns it).
+            element = self.element_of(site.value, node)
+            return ValueFact(
+                VIEW,
+                element.origin,
+                (),
+                tensor=element.is_tensor,
+                element_of=self._containers_iterated(site.value, node),
+            )
+        if kind == "with":
+            return _UNKNOWN
+        if kind == "augassign":
+            previous = self.reaching(node, site.name)
+            facts = [self.value(s) for s in previous]
+            other = self.expression(site.value, node) if site.value is not None else _UNKNOWN
+            if previous and all(f.kind == TENSOR for f in facts):
+                return ValueFact(TENSOR, facts[0].origin)  # in place: still the same owner
+            if (previous and any(f.is_tensor for f in facts)) or other.is_tensor:
+                return ValueFact(VIEW, ACTIVATION, tuple(previous), tensor=True)
+            if facts and all(f.kind == METADATA for f in facts):
+                return _METADATA
+            return _UNKNOWN
+        fact = self.expression(site.value, node, unpacked=site.unpacked)
+        if (
+            site.annotation is not None
+            and fact.kind == UNKNOWN
+            and isinstance(site.value, (cst.Call, cst.Await))
+            and _annotation_is_tensor(site.annotation)
+        ):
+            return ValueFact(TENSOR, ACTIVATION)  # `x: torch.Tensor = helper(...)`
+        if site.unpacked and fact.kind == CONTAINER:
+            element = self._container_element(fact)
+            return ValueFact(VIEW, element.origin, fact.sources, tensor=element.is_tensor)
+        if site.unpacked and fact.kind == TENSOR and isinstance(site.value, (cst.Tuple, cst.List)):
+            return fact
+        if site.unpacked and fact.kind == TENSOR:
+            # `a, b = model(x)`: elements of one output; each may own its own tensor.
+            return fact
+        return fact
+
+    def expression(
+        self, expr: cst.BaseExpression | None, node: Node, unpacked: bool = False
+    ) -> ValueFact:
+        """What an expression evaluated at `node` produces."""
+        if expr is None:
+            return _UNKNOWN
+        kind = type(expr)
+        if kind is cst.Name:
+            return self._name_value(expr.value, node)  # type: ignore[attr-defined]
+        if kind is cst.Call:
+            return self._call_value(expr, node, unpacked)  # type: ignore[arg-type]
+        if kind is cst.Attribute:
+            return self._attribute_value(expr, node, unpacked)  # type: ignore[arg-type]
+        if kind is cst.Subscript:
+            return self._subscript_value(expr, node, unpacked)  # type: ignore[arg-type]
+        if kind is cst.BinaryOperation:
+            return self._operator_value(expr, node)  # type: ignore[arg-type]
+        if kind is cst.UnaryOperation:
+            if isinstance(expr.operator, cst.Not):  # type: ignore[attr-defined]
+                return _METADATA
+            operand = self.expression(expr.expression, node)  # type: ignore[attr-defined]
+            if operand.is_tensor:
+                return ValueFact(TENSOR, operand.origin)
+            return operand if operand.kind == METADATA else _UNKNOWN
+        if kind is cst.Await:
+            inner = self.expression(expr.expression, node, unpacked)  # type: ignore[attr-defined]
+            # An awaited RPC or queue result is data from elsewhere, not a local tensor.
+            return (
+                inner
+                if inner.kind in (TENSOR, METADATA) and self._is_module_call(expr.expression)
+                # type: ignore[attr-defined]
+                else (_METADATA if inner.kind == METADATA else _UNKNOWN)
+            )
+        if kind in (cst.IfExp, cst.BooleanOperation):
+            return self._choice_value(expr, node)
+        if kind is cst.NamedExpr:
+            return self.expression(expr.value, node, unpacked)  # type: ignore[attr-defined]
+        if isinstance(
+            expr,
+            (
+                cst.Integer,
+                cst.Float,
+                cst.Imaginary,
+                cst.SimpleString,
+                cst.ConcatenatedString,
+                cst.FormattedString,
+                cst.Comparison,
+                cst.Ellipsis,
+            ),
+        ):
+            return _METADATA
+        if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+            elements = [self.expression(e.value, node) for e in expr.elements]
+            return self._container_of(elements, expr)
+        if isinstance(expr, cst.Dict):
+            values = [
+                self.expression(e.value, node)
+                for e in expr.elements
+                if isinstance(e, cst.DictElement)
+            ]
+            return self._container_of(values, expr)
+        if isinstance(expr, cst.GeneratorExp):
+            return _UNKNOWN  # lazy: it holds its closure, not its elements
+        if isinstance(expr, (cst.ListComp, cst.SetComp, cst.DictComp)):
+            saved = dict(self._comprehension)
+            try:
+                for_in: cst.CompFor | None = expr.for_in
+                while for_in is not None:  # `[t[..., :s] for t in row]`: t is an element
+                    element = self.element_of(for_in.iter, node)
+                    fact = ValueFact(VIEW, element.origin, (), tensor=element.is_tensor)
+                    for name in _target_names(for_in.target):
+                        self._comprehension[name] = fact
+                    for_in = for_in.inner_for_in
+                value = expr.value if isinstance(expr, cst.DictComp) else expr.elt
+                element = self.expression(value, node)
+            finally:
+                self._comprehension = saved
+            if element.is_tensor or element.kind == CONTAINER:
+                return ValueFact(CONTAINER, element.origin)
+            return _METADATA if element.kind == METADATA else _UNKNOWN
+        return _UNKNOWN
+
+    @staticmethod
+    def _container_of(elements: list[ValueFact], display: cst.CSTNode) -> ValueFact:
+        tensors = [e for e in elements if e.is_tensor or e.kind == CONTAINER]
+        if tensors:
+            return ValueFact(CONTAINER, _largest(e.origin for e in tensors))
+        if elements and all(e.kind == METADATA for e in elements):
+            return _METADATA
+        if not elements and isinstance(display, (cst.List, cst.Dict)):
+            return ValueFact(CONTAINER, SMALL)  # empty: what is put in decides (contents)
+        return _UNKNOWN
+
+    def _container_element(self, fact: ValueFact) -> ValueFact:
+        if fact.origin == SMALL and fact.sources:
+            return self.contents_fact(fact.sources[0])
+        return ValueFact(TENSOR, fact.origin)
+
+    def _name_value(self, name: str, node: Node) -> ValueFact:
+        if name in ("None", "True", "False"):
+            return _METADATA
+        if name in self._comprehension:
+            return self._comprehension[name]
+        if name not in self.cfg.name_index:
+            return _UNKNOWN  # a global or builtin
+        sites = self.reaching(node, name)
+        if not sites:
+            return _UNKNOWN
+        facts = [self.value(s) for s in sites]
+        if all(f.kind == METADATA for f in facts):
+            return _METADATA
+        if all(f.kind == CONTAINER for f in facts):
+            contents = [self.contents_fact(s) for s in sites]
+            origin = _largest(c.origin for c in contents)
+            return ValueFact(CONTAINER, origin, tuple(sites))
+        tensor = any(f.is_tensor for f in facts)
+        origin = _largest(f.origin for f in facts if f.is_tensor) if tensor else ACTIVATION
+        element_of = tuple(c for f in facts for c in f.element_of)
+        return ValueFact(VIEW, origin, tuple(sites), tensor=tensor, element_of=element_of)
+
+    def _choice_value(self, expr: cst.BaseExpression, node: Node) -> ValueFact:
+        branches = (
+            (expr.body, expr.orelse)  # type: ignore[attr-defined]
+            if isinstance(expr, cst.IfExp)
+            else (expr.left, expr.right)  # type: ignore[attr-defined]
+        )
+        facts = [
+            self.expression(b, node)
+            for b in branches
+            if not (isinstance(b, cst.Name) and b.value == "None")
+        ]
+        if not facts:
+            return _METADATA
+        if all(f.kind == TENSOR for f in facts):
+            return ValueFact(TENSOR, _largest(f.origin for f in facts))
+        if all(f.kind == METADATA for f in facts):
+            return _METADATA
+        sources = tuple(s for f in facts for s in f.sources)
+        tensor = any(f.is_tensor for f in facts)
+        return ValueFact(VIEW, _largest(f.origin for f in facts), sources, tensor=tensor)
+
+    def _operator_value(self, expr: cst.BinaryOperation, node: Node) -> ValueFact:
+        if isinstance(expr.operator, cst.MatrixMultiply):
+            return ValueFact(TENSOR, ACTIVATION)
+        left = self.expression(expr.left, node)
+        right = self.expression(expr.right, node)
+        if isinstance(expr.operator, cst.Multiply) and (
+            isinstance(expr.left, cst.List) or isinstance(expr.right, cst.List)
+        ):
+            return ValueFact(CONTAINER, SMALL)  # `[None] * n`
+        if left.is_tensor or right.is_tensor:
+            origins = [f.origin for f in (left, right) if f.is_tensor]
+            return ValueFact(TENSOR, _largest(origins))
+        if left.kind == METADATA and right.kind == METADATA:
+            return _METADATA  # `a // b`, `h * w`, string formatting
+        if isinstance(expr.operator, cst.Modulo) and isinstance(
+            expr.left, (cst.SimpleString, cst.ConcatenatedString)
+        ):
+            return _METADATA
+        return _UNKNOWN
+
+    def _attribute_value(self, expr: cst.Attribute, node: Node, unpacked: bool) -> ValueFact:
+        if expr.attr.value in T.METADATA_ATTRIBUTES:
+            return _METADATA
+        base = expr.value
+        if isinstance(base, cst.Name):
+            if base.value == "self":
+                return _UNKNOWN  # a parameter, buffer or attribute: owned by the module
+            inner = self._name_value(base.value, node)
+            if inner.kind == METADATA:
+                return _METADATA
+            if expr.attr.value in ("T", "mT", "H", "mH", "real", "imag", "data"):
+                return ValueFact(VIEW, inner.origin, inner.sources, tensor=inner.is_tensor)
+            return ValueFact(VIEW, inner.origin, inner.sources, tensor=inner.is_tensor)
+        inner = self.expression(base, node)
+        if inner.kind == TENSOR and not unpacked:
+            return inner  # `self.vae.decode(z).sample`
+        if inner.kind == METADATA:
+            return _METADATA
+        if inner.kind == VIEW:
+            return inner
+        return _UNKNOWN
+
+    def _subscript_value(self, expr: cst.Subscript, node: Node, unpacked: bool) -> ValueFact:
+        base = expr.value
+        if isinstance(base, cst.Attribute) and base.attr.value in T.METADATA_ATTRIBUTES:
+            return _METADATA  # `x.shape[2]`
+        if isinstance(base, cst.Name):
+            inner = self._name_value(base.value, node)
+            if inner.kind == METADATA:
+                return _METADATA
+            index = _index_text(self.context, expr)
+            if inner.kind == CONTAINER or (not inner.is_tensor and index is not None):
+                element = self.contents_of_name(base.value, node)
+                borrowed = (base.value, index) if index is not None else None
+                return ValueFact(
+                    VIEW,
+                    CACHE_ENTRY if element.origin in (ACTIVATION, SMALL) else element.origin,
+                    () if inner.kind == CONTAINER else inner.sources,
+                    tensor=element.is_tensor,
+                    borrowed=borrowed,
+                    element_of=inner.sources,
+                )
+            return ValueFact(
+                VIEW,
+                inner.origin,
+                inner.sources,
+                tensor=inner.is_tensor,
+                element_of=inner.element_of,
+            )
+        inner = self.expression(base, node)
+        if inner.kind == TENSOR and not unpacked:
+            return inner  # `self.text_encoder(ids)[0]`
+        if inner.kind == METADATA:
+            return _METADATA
+        if inner.kind == CONTAINER:
+            return ValueFact(VIEW, inner.origin, (), tensor=True, element_of=inner.sources)
+        if inner.kind == VIEW:
+            return inner
+        return _UNKNOWN
+
+    def _call_value(self, call: cst.Call, node: Node, unpacked: bool) -> ValueFact:
+        func = call.func
+        context = self.context
+        if isinstance(func, cst.Name):
+            if func.value in T.METADATA_BUILTINS and func.value not in self.cfg.name_index:
+                return _METADATA
+            qualified = context.qualified_name(func)
+            if qualified is not None:
+                if qualified == "torch" or qualified.startswith("torch."):
+                    return self._torch_value(qualified, call, node, unpacked)
+                if qualified.startswith(T.METADATA_MODULES):
+                    return _METADATA
+        elif isinstance(func, cst.Attribute):
+            qualified = context.qualified_name(func)
+            if qualified is not None:
+                if qualified == "torch" or qualified.startswith("torch."):
+                    return self._torch_value(qualified, call, node, unpacked)
+                if qualified.startswith(T.METADATA_MODULES):
+                    return _METADATA
+            method = func.attr.value
+            if method == "pop" and len(call.args) == 2 and isinstance(call.args[1].value, cst.Name):
+                # `x = callback_outputs.pop("x", x)`: the callback's replacement or x itself.
+                return self._name_value(call.args[1].value.value, node)
+        work = self.work(call)
+        if work.level >= LIGHT and work.kind not in ("collective", "none"):
+            return ValueFact(TENSOR, _origin_of_work(work))
+        if not isinstance(func, cst.Attribute):
+            return _UNKNOWN
+        method = func.attr.value
+        if method in T.METADATA_METHODS:
+            return _METADATA
+        receiver = func.value
+        if isinstance(receiver, cst.Name) and receiver.value == "self":
+            return _UNKNOWN
+        inner = self.expression(receiver, node)
+        if inner.kind == METADATA:
+            return _METADATA
+        if method in T.REDUCTIONS:
+            return ValueFact(TENSOR, SMALL) if inner.is_tensor else _UNKNOWN
+        if (
+            method in T.VIEW_METHODS
+            or method in T.MAYBE_COPY_METHODS
+            or (method.endswith("_") and not method.startswith("_"))
+        ):
+            if inner.kind == TENSOR:
+                if method in T.SPLITTING and unpacked:
+                    return ValueFact(VIEW, inner.origin, (), tensor=True)  # shared pieces
+                return inner
+            return ValueFact(
+                VIEW,
+                inner.origin,
+                inner.sources,
+                tensor=inner.is_tensor,
+                element_of=inner.element_of,
+            )
+        if method in T.TENSOR_ONLY_METHODS:
+            if inner.kind == TENSOR and inner.origin == SMALL:
+                return inner  # `torch.tensor(scale).repeat(n)`: as small as its source
+            if isinstance(receiver, cst.Call) and not inner.is_tensor:
+                return _UNKNOWN
+            return ValueFact(TENSOR, inner.origin if inner.is_tensor else ACTIVATION)
+        if method in T.TENSOR_METHODS_ON_TENSORS and inner.is_tensor:
+            return ValueFact(TENSOR, inner.origin)
+        return _UNKNOWN
+
+    def _torch_value(self, qualified: str, call: cst.Call, node: Node, unpacked: bool) -> ValueFact:
+        if qualified.startswith(T.TORCH_NOT_TENSOR_PREFIXES):
+            return _METADATA
+        parts = qualified.split(".")
+        last = parts[-1]
+        if last in T.TORCH_NOT_TENSOR_FUNCTIONS or last.startswith(("is_", "get_", "set_")):
+            return _METADATA
+        if len(parts) >= 2 and parts[1] == "nn" and (len(parts) < 3 or parts[2] != "functional"):
+            return _UNKNOWN  # module constructors and helpers
+        if last[:1].isupper() and last not in T.TORCH_SMALL_FUNCTIONS:
+            return _METADATA  # classes: torch.Size, torch.Generator, ...
+        if last in T.TORCH_SMALL_FUNCTIONS or last in T.REDUCTIONS:
+            return ValueFact(TENSOR, SMALL)
+        if qualified in T.CONCATENATIONS:
+            inputs = self.expression(call.args[0].value, node) if call.args else _UNKNOWN
+            origin = inputs.origin if inputs.kind == CONTAINER else CONCATENATION
+            if origin in (ACTIVATION, CACHE_ENTRY):
+                origin = CONCATENATION
+            return ValueFact(TENSOR, origin)
+        if last in T.TORCH_VIEW_FUNCTIONS or last in T.TORCH_MAYBE_COPY_FUNCTIONS:
+            first = self.expression(call.args[0].value, node) if call.args else _UNKNOWN
+            if first.kind == TENSOR:
+                if last in T.SPLITTING and unpacked:
+                    return ValueFact(VIEW, first.origin, (), tensor=True)
+                return first
+            if first.kind == METADATA:
+                return _METADATA
+            return ValueFact(VIEW, first.origin, first.sources, tensor=True)
+        if last in T.ALLOCATORS:
+            if last in ("randn", "rand", "randint", "normal"):
+                return ValueFact(TENSOR, LATENTS)
+            return ValueFact(TENSOR, ALLOCATION)
+        # Element-wise and allocating ops: as large as their largest tensor input.
+        origins = []
+        for arg in call.args[:2]:
+            fact = self.expression(arg.value, node)
+            if fact.is_tensor:
+                origins.append(fact.origin)
+        return ValueFact(TENSOR, _largest(origins) if origins else ACTIVATION)
+
+    def _is_module_call(self, expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Call) and self.work(expr).kind not in ("none", "collective")
+
+    # -- containers, stores, aliases -----------------------------------------------------
+    @property
+    def stores(self) -> list[Store]:
+        """Every `c[k] = v` of the function (also as one element of a tuple target)."""
+        if self._stores is None:
+            stores: list[Store] = []
+            for node in self.cfg.nodes:
+                small = node.statement
+                if node.kind != "small" or not isinstance(small, (cst.Assign, cst.AnnAssign)):
+                    continue
+                targets = (
+                    [t.target for t in small.targets]
+                    if isinstance(small, cst.Assign)
+                    else [small.target]
+                )
+                for target in targets:
+                    if isinstance(target, cst.Subscript):
+                        stores.extend(self._store(node, target, small.value))
+                    elif isinstance(target, (cst.Tuple, cst.List)):
+                        for element in target.elements:
+                            if isinstance(element.value, cst.Subscript):
+                                stores.extend(self._store(node, element.value, None))
+            self._stores = stores
+        return self._stores
+
+    def _store(
+        self, node: Node, target: cst.Subscript, value: cst.BaseExpression | None
+    ) -> Iterator[Store]:
+        if isinstance(target.value, cst.Name):
+            index = _index_text(self.context, target)
+            if index is not None:
+                yield Store(node, target.value.value, index, value)
+
+    def _fill_contents(self) -> None:
+        """What each container binding is given: `append`/`extend`/`insert` arguments and
+        `c[k] = v` stores, by the bindings of `c` that reach the call."""
+        contents: dict[int, list[ValueFact]] = {}
+        self._contents = contents
+        for node in self.cfg.nodes:
+            for call in node.calls:
+                func = call.func
+                if (
+                    isinstance(func, cst.Attribute)
+                    and isinstance(func.value, cst.Name)
+                    and func.attr.value in ("append", "extend", "insert", "appendleft")
+                    and call.args
+                ):
+                    fact = self.expression(call.args[-1].value, node)
+                    if func.attr.value == "extend" and fact.kind == CONTAINER:
+                        fact = ValueFact(TENSOR, fact.origin)
+                    receivers = self.reaching(node, func.value.value)
+                    for site in receivers:
+                        contents.setdefault(site.index, []).append(fact)
+                    self._note_shared(fact, receivers)
+        for store in self.stores:
+            fact = self.expression(store.value, store.node) if store.value is not None else None
+            if fact is None:
+                continue
+            receivers = self.reaching(store.node, store.container, real=False)
+            for site in receivers:
+                contents.setdefault(site.index, []).append(fact)
+            self._note_shared(fact, receivers)
+
+    def _note_shared(self, fact: ValueFact, receivers: list[DefSite]) -> None:
+        """A container given an element (or a view of one) of another container shares
+        that container's elements, unless it is rebuilt in the loop that walks it (a
+        per-row list holds one row at a time)."""
+        roots = self._element_roots(fact)
+        for root in roots:
+            for receiver in receivers:
+                if receiver.index == root.index:
+                    continue
+                if self._rebuilt_while_walking(receiver, root):
+                    continue
+                self._shared_elements.add(root.index)
+
+    def _element_roots(self, fact: ValueFact) -> set[DefSite]:
+        roots: set[DefSite] = set()
+        stack = list(fact.element_of)
+        for source in fact.sources:
+            stack.extend(self.value(source).element_of)
+        seen: set[int] = set()
+        while stack:
+            site = stack.pop()
+            if site.index in seen:
+                continue
+            seen.add(site.index)
+            roots.add(site)
+            stack.extend(self.value(site).element_of)
+        return roots
+
+    def _rebuilt_while_walking(self, receiver: DefSite, container: DefSite) -> bool:
+        if receiver.node is None:
+            return False
+        for node in self.cfg.nodes:
+            if node.kind != "for" or not node.loop_body or receiver.node not in node.loop_body:
+                continue
+            statement = node.statement
+            if isinstance(statement, cst.For):
+                iterable = _unwrap_iteration(statement.iter)
+                if isinstance(iterable, cst.Name) and iterable.value == container.name:
+                    return True
+        return False
+
+    def elements_shared(self, site: DefSite) -> bool:
+        """Whether another container holds this container's elements (or views of them)."""
+        if self._contents is None:
+            self._fill_contents()
+        return site.index in self._shared_elements
+
+    def contents_fact(self, site: DefSite) -> ValueFact:
+        """What a container binding's elements are (a tensor fact when every element put
+        into it is a tensor or a container of tensors)."""
+        if self._contents is None:
+            self._fill_contents()
+        assert self._contents is not None
+        given = self._contents.get(site.index, [])
+        initial = self.value(site)
+        if initial.kind == CONTAINER and initial.origin != SMALL:
+            given = given + [ValueFact(TENSOR, initial.origin)]  # a display or comprehension
+        if site.kind in ("annassign", "param") and site.annotation is not None:
+            if _annotation_holds_tensors(site.annotation):
+                given = given + [ValueFact(TENSOR, ACTIVATION)]
+        if not given:
+            return _UNKNOWN
+        if all(f.is_tensor or f.kind == CONTAINER for f in given):
+            return ValueFact(TENSOR, _largest(f.origin for f in given))
+        return _UNKNOWN
+
+    def contents_of_name(self, name: str, node: Node) -> ValueFact:
+        sites = self.reaching(node, name, real=False)
+        facts = [self.contents_fact(s) for s in sites if s.kind not in ("unbound", "deleted")]
+        if facts and all(f.is_tensor for f in facts):
+            return ValueFact(TENSOR, _largest(f.origin for f in facts))
+        return _UNKNOWN
+
+    def _containers_iterated(
+        self, iterable: cst.BaseExpression | None, node: Node
+    ) -> tuple[DefSite, ...]:
+        iterable = _unwrap_iteration(iterable)
+        if iterable is None:
+            return ()
+        fact = self.expression(iterable, node)
+        if fact.kind == CONTAINER:
+            return fact.sources
+        return fact.element_of
+
+    def element_of(self, iterable: cst.BaseExpression | None, node: Node) -> ValueFact:
+        """What a `for` target over `iterable` borrows."""
+        iterable = _unwrap_iteration(iterable)
+        if iterable is None:
+            return _UNKNOWN
+        fact = self.expression(iterable, node)
+        if fact.kind == CONTAINER:
+            if fact.sources:
+                return self.contents_of_name(fact.sources[0].name, node)
+            return ValueFact(TENSOR, fact.origin)
+        if fact.kind == VIEW and fact.element_of and fact.tensor:
+            return ValueFact(TENSOR, fact.origin)  # a row of a list of rows
+        return _METADATA if fact.kind == METADATA else _UNKNOWN
+
+    def is_container_of_tensors(self, site: DefSite) -> bool:
+        fact = self.value(site)
+        return fact.kind == CONTAINER and self.contents_fact(site).is_tensor
+
+    @property
+    def aliases(self) -> dict[int, list[DefSite]]:
+        """For each binding, the other bindings that share its storage (views, aliases,
+        elements taken out of it), excluding its own rebinding (`x = x.float()`)."""
+        if self._aliases is None:
+            aliases: dict[int, list[DefSite]] = {}
+            for site in self.cfg.defs:
+                if site.kind in ("unbound", "deleted", "param"):
+                    continue
+                fact = self.value(site)
+                if fact.kind not in (VIEW, CONTAINER):
+                    continue
+                for source in fact.sources:
+                    if source.name == site.name and not site.unpacked and fact.kind == VIEW:
+                        continue
+                    aliases.setdefault(source.index, []).append(site)
+            self._aliases = aliases
+        return self._aliases
+
+    def escaped(self, site: DefSite) -> bool:
+        """Whether the binding's value is stored into a container or attribute."""
+        if self._escaped is None:
+            escaped: set[int] = set()
+            truth: set[int] = set()
+            for node in self.cfg.nodes:
+                for name in node.escapes:
+                    escaped.update(s.index for s in self.reaching(node, name))
+                for name in node.truth:
+                    truth.update(s.index for s in self.reaching(node, name))
+            self._escaped = escaped
+            self._truth_tested = truth
+        return site.index in self._escaped
+
+    def truth_tested(self, site: DefSite) -> bool:
+        """`if x:` on this binding: a tensor there would raise, so it is not one."""
+        self.escaped(site)
+        assert self._truth_tested is not None
+        return site.index in self._truth_tested
+
+    def owner_of_storage(self, site: DefSite) -> bool:
+        """Whether deleting the binding can free a tensor: it holds a fresh tensor (or a
+        rebinding chain rooted in one, `x = x.float()`), and no other binding, container or
+        attribute shares it."""
+        return self._owns(site, set())
+
+    def _owns(self, site: DefSite, seen: set[int]) -> bool:
+        if site.index in seen:
+            return True
+        seen.add(site.index)
+        fact = self.value(site)
+        if self.escaped(site) or self.truth_tested(site) or self.aliases.get(site.index):
+            return False
+        if fact.kind == TENSOR:
+            return True
+        if fact.kind == VIEW and fact.tensor and fact.sources and not fact.borrowed:
+            # `x = x.float()` / `x = x[:, :n]`: owns what the previous binding owned.
+            return all(
+                s.name == site.name and s.kind not in ("param", "for") and self._owns(s, seen)
+                for s in fact.sources
+            )
+        return False
+
+    def transferred(self, site: DefSite) -> list[Store]:
+        """`x = c[k]` ... `c[k] = new`: the stores after which `x` is the only owner."""
+        fact = self.value(site)
+        if fact.borrowed is None:
+            return []
+        container, index = fact.borrowed
+        return [s for s in self.stores if s.container == container and s.index == index]
+
+    # -- work facts --------------------------------------------------------------------------
+    def work(self, call: cst.Call) -> Work:
+        """How heavy a call is (memoised)."""
+        cached = self._work.get(id(call))
+        if cached is None:
+            cached = self._classify_work(call)
+            self._work[id(call)] = cached
+        return cached
+
+    def _classify_work(self, call: cst.Call) -> Work:
+        func = call.func
+        owner = self.owner_facts
+        if isinstance(func, cst.Subscript):
+            # `self.blocks[i](x)`: one element of a submodule list.
+            base = dotted_name(func.value)
+            if base is not None and base.startswith("self.") and owner is not None:
+                name = base.split(".")[1]
+                if name in owner.submodules:
+                    return self._submodule_work(name, ("self", name), PEAK)
+            return _NO_WORK
+        dotted = dotted_name(func)
+        if dotted is None:
+            return _NO_WORK
+        parts = tuple(dotted.split("."))
+        last = parts[-1]
+        if last[:1].isupper():
+            return _NO_WORK  # a class: `DecoderOutput(...)`
+        lowered = [part.lower() for part in parts]
+        if any(_glob_any(part, T.LIGHT_OWNERS) for part in lowered):
+            return _NO_WORK
+        qualified = self.context.qualified_name(func)
+        if qualified is not None:
+            if qualified.startswith("torch.distributed.") and last in T.COLLECTIVES:
+                return Work(MODEL, "collective", parts=parts)
+            if qualified == "torch" or qualified.startswith("torch."):
+                if qualified in T.CONCATENATIONS:
+                    # Output-sized when it joins decoded tiles or frames: its result sits
+                    # beside all of its inputs.
+                    level = PEAK if self._joins_large(call) else LAYER
+                    return Work(level, "concatenation", parts=parts)
+                if last in T.HEAVY_TORCH_OPS:
+                    heavy = last.startswith("conv") or last in (
+                        "scaled_dot_product_attention",
+                        "interpolate",
+                        "grid_sample",
+                    )
+                    return Work(PEAK if heavy else LAYER, "torch-op", parts=parts)
+                return _NO_WORK
+        if last in T.COLLECTIVES and len(parts) >= 2 and parts[-2] in ("dist", "distributed"):
+            return Work(MODEL, "collective", parts=parts)
+        if any(word in last.lower() for word in T.COLLECTIVE_WORDS):
+            return Work(MODEL, "collective", parts=parts)  # a helper that wraps one
+        if parts[0] == "self" and owner is not None and owner.light:
+            return _NO_WORK  # `self._encode_plus(...)` in a tokenizer works on lists
+        name = last.lower()
+        if len(parts) == 1:
+            if last in self.nested_functions:
+                return self._closure_work(last)
+            loop_module = self.loop_modules.get(last)
+            if loop_module is not None:
+                return loop_module
+            if last in self.module_parameters:
+                return Work(LAYER, "module-parameter", parts=parts)
+        if parts[0] == "self" and len(parts) >= 2 and owner is not None:
+            component = parts[1]
+            if component in owner.submodules:
+                if len(parts) == 2:
+                    default = MODEL if component in owner.registered else LAYER
+                    return self._submodule_work(component, parts, default)
+                if _glob_any(name, T.MODEL_CALLS) or component in owner.registered:
+                    return Work(MODEL, _model_kind(parts), parts=parts)
+                if _glob_any(component.lower(), T.MODEL_CALLS) and name in ("forward", "__call__"):
+                    return Work(MODEL, _model_kind(parts), parts=parts)
+                # `self.attn.to_out[0](x)`, `self.mlp.fc1(x)`: a piece of a sublayer.
+                if name in T.METADATA_METHODS or name in _MODULE_BOOKKEEPING:
+                    return _NO_WORK
+                return Work(
+                    LIGHT if _glob_any(name, T.LIGHT_SUBMODULES) else LAYER,
+                    "submodule",
+                    parts=parts,
+                )
+        if len(parts) >= 2 and parts[0] in self.module_parameters:
+            # `attn.linear2(x)`: a call through a module passed in.
+            if name in T.METADATA_METHODS or name in _MODULE_BOOKKEEPING:
+                return _NO_WORK
+            if _glob_any(name, T.MODEL_CALLS):
+                return Work(MODEL, _model_kind(parts), by_pattern=True, parts=parts)
+            level = LIGHT if _glob_any(name, T.LIGHT_SUBMODULES) else LAYER
+            if _glob_any(name, T.PEAK_SUBMODULES):
+                level = PEAK
+            return Work(level, "module-parameter", parts=parts)
+        if _glob_any(name, T.MODEL_CALLS):
+            return Work(MODEL, _model_kind(parts), by_pattern=True, parts=parts)
+        return Work(NONE, "none", parts=parts)
+
+    def _joins_large(self, call: cst.Call) -> bool:
+        if not call.args:
+            return False
+        if self._call_nodes is None:
+            self._call_nodes = {id(c): n for n in self.cfg.nodes for c in n.calls}
+        node = self._call_nodes.get(id(call))
+        if node is None:
+            return False
+        inputs = self.expression(call.args[0].value, node)
+        return inputs.kind == CONTAINER and inputs.origin in (DECODED, LOGITS)
+
+    def _submodule_work(self, name: str, parts: tuple[str, ...], default: int) -> Work:
+        lowered = name.lower()
+        if _glob_any(lowered, T.MODEL_CALLS) or default == MODEL:
+            return Work(MODEL, _model_kind(parts), parts=parts)
+        if _glob_any(lowered, T.CROSS_ATTENTION):
+            return Work(LAYER, "submodule", parts=parts)
+        if _glob_any(lowered, T.PEAK_SUBMODULES) or "conv" in lowered:
+            return Work(PEAK, "submodule", parts=parts)
+        if _glob_any(lowered, T.LIGHT_SUBMODULES):
+            return Work(LIGHT, "submodule", parts=parts)
+        return Work(min(default, LAYER), "submodule", parts=parts)
+
+    @property
+    def nested_functions(self) -> dict[str, cst.FunctionDef]:
+        if not self._nested:
+            for site in self.cfg.defs:
+                if site.kind == "def" and site.node is not None:
+                    statement = site.node.statement
+                    if isinstance(statement, cst.FunctionDef):
+                        self._nested[site.name] = statement
+            if not self._nested:
+                self._nested[""] = self.function  # sentinel: computed, none found
+        return self._nested
+
+    def _closure_work(self, name: str) -> Work:
+        """A nested function's heaviest call (a closure that runs sublayers is heavy)."""
+        inner = self.nested_functions[name]
+        calls: list[cst.Call] = []
+        walk(inner.body, lambda n: calls.append(n) if type(n) is cst.Call else None, _ignore)  # type: ignore[func-returns-value,arg-type]
+        best = _NO_WORK
+        for call in calls:
+            func = call.func
+            if isinstance(func, cst.Name) and func.value == name:
+                continue  # recursion
+            work = (
+                self.work(call)
+                if not (isinstance(func, cst.Name) and func.value in self.nested_functions)
+                else _NO_WORK
+            )
+            if work.level > best.level:
+                best = work
+        if best.level <= LIGHT:
+            return Work(NONE, "none", parts=(name,))
+        return Work(best.level, "closure", best.by_pattern, (name,))
+
+    @property
+    def module_parameters(self) -> set[str]:
+        """Parameters the function calls (`conv(x)`) or that are annotated as modules."""
+        if self._module_params is None:
+            names: set[str] = set()
+            annotated: dict[str, cst.BaseExpression | None] = {}
+            for site in self.cfg.defs:
+                if site.kind == "param":
+                    annotated[site.name] = site.annotation
+            for name, annotation in annotated.items():
+                if annotation is not None and _annotation_is_module(annotation):
+                    names.add(name)
+            for node in self.cfg.nodes:
+                for call in node.calls:
+                    func = call.func
+                    if isinstance(func, cst.Name) and func.value in annotated:
+                        # `conv(x)`, `block(h)`: a module passed in (not a callback).
+                        annotation = annotated[func.value]
+                        if annotation is None and _is_module_name(func.value):
+                            names.add(func.value)
+                    elif (  # `attn.linear2(x)`, `block.ffn(x)`: a sublayer of a module
+                        isinstance(func, cst.Attribute)
+                        and isinstance(func.value, cst.Name)
+                        and func.value.value in annotated
+                        and annotated[func.value.value] is None
+                        and _is_sublayer_name(func.attr.value)
+                    ):
+                        names.add(func.value.value)
+            names.discard("self")
+            self._module_params = names
+        return self._module_params
+
+    @property
+    def loop_modules(self) -> dict[str, Work]:
+        """`for block in self.blocks:`: the loop target is a submodule (its work)."""
+        if self._loop_modules is None:
+            found: dict[str, Work] = {}
+            owner = self.owner_facts
+            if owner is not None:
+                for site in self.cfg.defs:
+                    if site.kind != "for" or site.value is None:
+                        continue
+                    iterable = site.value
+                    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
+                        if (
+                            iterable.func.value in ("enumerate", "zip", "reversed")
+                            and iterable.args
+                        ):
+                            iterable = iterable.args[-1 if site.unpacked else 0].value
+                    base = dotted_name(iterable)
+                    if base is not None and base.startswith("self.") and base.count(".") == 1:
+                        component = base.split(".")[1]
+                        if component in owner.submodules:
+                            found[site.name] = self._submodule_work(
+                                component, ("self", component), PEAK
+                            )
+            self._loop_modules = found
+        return self._loop_modules
+
+    def node_work(self, node: Node) -> Work:
+        """The heaviest work a CFG node does; a loop header counts its body's work."""
+        cached = self._node_work.get(node.index)
+        if cached is not None:
+            return cached
+        best = _NO_WORK
+        for call in node.calls:
+            work = self.work(call)
+            if work.level > best.level:
+                best = work
+        self._node_work[node.index] = best
+        return best
+
+    def loop_work(self, header: Node) -> Work:
+        """What one loop's body does at its heaviest (tensor ops count as layer work)."""
+        assert header.loop_body is not None
+        best = _NO_WORK
+        computes = False
+        for node in header.loop_body:
+            work = self.node_work(node)
+            if work.level > best.level:
+                best = work
+            if not computes and work.level <= LIGHT:
+                computes = any(self._call_value(c, node, False).kind == TENSOR for c in node.calls)
+        if best.level < LAYER and computes:
+            return Work(LAYER, "loop")
+        if best.level <= LIGHT:
+            return _NO_WORK
+        return Work(best.level, "loop", best.by_pattern, best.parts)
+
+
+def _is_sublayer_name(name: str) -> bool:
+    """Attribute names that only modules have (`linear2`, `ffn`, `to_out`, `conv1`)."""
+    lowered = name.lower()
+    if lowered in T.METADATA_METHODS or lowered in T.VIEW_METHODS or lowered in _MODULE_BOOKKEEPING:
+        return False
+    if lowered in T.TENSOR_ONLY_METHODS or lowered in T.TENSOR_METHODS_ON_TENSORS:
+        return False
+    return (
+        _glob_any(lowered, T.LIGHT_SUBMODULES + T.PEAK_SUBMODULES + T.CROSS_ATTENTION)
+        or lowered.startswith(("conv", "fc", "to_", "linear", "mlp", "attn"))
+    ) and not lowered.startswith(("pad", "scale", "shift"))
+
+
+_MODULE_WORDS = frozenset(
+    {"module", "layer", "block", "net", "submodule", "model", "conv", "mlp", "attn", "ffn"}
+)
+
+
+def _is_module_name(name: str) -> bool:
+    """A parameter name that says module (`conv`, `block`, `layer_module`), not callback."""
+    lowered = name.lower()
+    if lowered.startswith(("callback", "fn", "func", "hook", "get_", "make_")):
+        return False
+    words = set(lowered.split("_"))
+    return bool(words & _MODULE_WORDS) or _is_sublayer_name(lowered)
+
+
+def _ignore(node: cst.CSTNode) -> None:
+    return None
+
+
+# Module methods that do no tensor work.
+_MODULE_BOOKKEEPING = frozenset(
+    {
+        "parameters", "named_parameters", "buffers", "named_buffers", "modules",
+        "named_modules", "children", "named_children", "state_dict", "load_state_dict",
+        "train", "eval", "requires_grad_", "zero_grad", "register_forward_hook",
+        "register_forward_pre_hook", "apply", "extra_repr", "get", "set", "update",
+        "reset", "clear", "keys", "values", "items", "copy", "append", "extend",
+    }
+)  # fmt: skip
+
+
+def _model_kind(parts: tuple[str, ...]) -> str:
+    """decode / encoder / model, from the callee's name (for messages and origins)."""
+    text = ".".join(parts).lower()
+    if any(word in text for word in _CONDITIONING_ENCODERS):
+        return "encoder"  # text/image conditioning
+    if "encode" in text:
+        return "encode"  # a VAE or feature encoder
+    if "decode" in text or "vae" in text:
+        return "decode"
+    return "model"
+
+
+_CONDITIONING_ENCODERS = (
+    "text_encoder", "encode_prompt", "image_encoder", "encode_image", "clip", "t5",
+    "text_model", "prompt", "caption",
+)  # fmt: skip
+
+
+def _origin_of_work(work: Work) -> str:
+    if work.level == MODEL:
+        if work.kind == "decode":
+            return DECODED
+        if work.kind == "encoder":
+            return CONDITIONING
+        if work.kind == "encode" and "vae" in ".".join(work.parts).lower():
+            return LATENTS
+        last = work.parts[-1].lower() if work.parts else ""
+        if "lm_head" in last or "logits" in last:
+            return LOGITS
+        return MODEL_OUTPUT
+    if work.parts and "lm_head" in work.parts[-1].lower():
+        return LOGITS
+    return ACTIVATION
+
+
+# Larger first: combining origins keeps the largest.
+_ORIGIN_RANK = {
+    DECODED: 0,
+    LOGITS: 1,
+    CONCATENATION: 2,
+    MODEL_OUTPUT: 3,
+    ACTIVATION: 4,
+    CACHE_ENTRY: 5,
+    ALLOCATION: 6,
+    CONDITIONING: 7,
+    LATENTS: 8,
+    SMALL: 9,
+}
+
+
+def _largest(origins: Iterable[str]) -> str:
+    best = SMALL
+    for origin in origins:
+        if _ORIGIN_RANK.get(origin, 4) < _ORIGIN_RANK[best]:
+            best = origin
+    return best
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _target_names(e.value)]
+    return []
+
+
+def _unwrap_iteration(iterable: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """`enumerate(rows)`, `reversed(rows)`: the iterable whose elements the target gets."""
+    if (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Name)
+        and iterable.func.value in ("enumerate", "reversed")
+        and iterable.args
+    ):
+        return iterable.args[0].value
+    if (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Name)
+        and iterable.func.value == "zip"
+    ):
+        return None
+    return iterable
+
+
+def _index_text(context, subscript: cst.Subscript) -> str | None:  # type: ignore[no-untyped-def]
+    """The source text of a single plain index (`c[i]`, `c[idx]`, `c["k"]`), else None."""
+    if len(subscript.slice) != 1:
+        return None
+    element = subscript.slice[0].slice
+    if not isinstance(element, cst.Index):
+        return None
+    value = element.value
+    if isinstance(value, cst.Name):
+        return value.value
+    if isinstance(value, (cst.Integer, cst.SimpleString)):
+        return value.value
+    text = dotted_name(value)
+    return text
+
+
+def _annotation_is_tensor(annotation: cst.BaseExpression) -> bool:
+    """`Tensor`, `torch.FloatTensor`, `Optional[Tensor]`, `Tensor | None`: a tensor itself,
+    not a container of tensors."""
+    if isinstance(annotation, (cst.Name, cst.Attribute)):
+        name = annotation.value if isinstance(annotation, cst.Name) else annotation.attr.value
+        return name.endswith("Tensor")
+    if isinstance(annotation, cst.SimpleString):
+        text = annotation.evaluated_value
+        return isinstance(text, str) and text.replace(" ", "").split(".")[-1] in (
+            "Tensor",
+            "Optional[Tensor]",
+        )
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        sides = (annotation.left, annotation.right)
+        return any(_annotation_is_tensor(side) for side in sides) and all(
+            _annotation_is_tensor(side) or (isinstance(side, cst.Name) and side.value == "None")
+            for side in sides
+        )
+    if isinstance(annotation, cst.Subscript):
+        outer = dotted_name(annotation.value) or ""
+        if outer.split(".")[-1] == "Optional" and len(annotation.slice) == 1:
+            inner = annotation.slice[0].slice
+            return isinstance(inner, cst.Index) and _annotation_is_tensor(inner.value)
+    return False
+
+
+def _annotation_holds_tensors(annotation: cst.BaseExpression) -> bool:
+    """`list[torch.Tensor]`, `List[Tensor]`, `tuple[Tensor, ...]`."""
+    if isinstance(annotation, cst.Subscript):
+        outer = (dotted_name(annotation.value) or "").split(".")[-1].lower()
+        if outer in ("list", "tuple", "sequence", "deque"):
+            return any(
+                isinstance(e.slice, cst.Index) and _annotation_is_tensor(e.slice.value)
+                for e in annotation.slice
+            )
+    return False
+
+
+_MODULE_SUFFIXES = (
+    "Module", "Layer", "Attention", "Conv1d", "Conv2d", "Conv3d", "Linear", "Block",
+    "MLP", "Embedding", "Conv", "Encoder", "Decoder", "Transformer", "Model",
+)  # fmt: skip
+
+
+def _annotation_is_module(annotation: cst.BaseExpression) -> bool:
+    name = dotted_name(annotation)
+    if name is None and isinstance(annotation, cst.BinaryOperation):
+        return _annotation_is_module(annotation.left)
+    if name is None:
+        return False
+    last = name.split(".")[-1]
+    return last.endswith(_MODULE_SUFFIXES) and not last.endswith("Tensor")

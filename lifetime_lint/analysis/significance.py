@@ -1,0 +1,228 @@
+"""How much a lifetime finding is worth: its likely bytes at the peak of what it is held across.
+
+Shared by LL001 (a dead tensor kept bound) and LL002 (chunks kept in a list). Two inputs,
+both from the facts layer:
+
+- the size class of the held value, from where it comes from (`ValueFact.origin`):
+  `large` (decoded tiles/frames/images, logits, a concatenation of those), `activation`
+  (a layer's output, an operator over activations, a model's hidden states, a cache
+  slot, a buffer of computed shape), `small` (conditioning such as prompt embeddings,
+  latents and latent-space predictions: a few MiB in the pipelines measured), `tiny`
+  (reductions, ids, masks, positions: never reported);
+- what it is held across (`Work.level` of the heaviest work while the value stays bound):
+  `model` (a model-level call, a denoise loop, a VAE decode, a collective), `peak` (the
+  sublayer that sets a block's peak: feed-forward, self-attention, a conv stack, a heavy
+  torch op such as `F.conv3d`, an output-sized concatenation), `layer` (one other
+  sublayer, e.g. cross-attention).
+
+The bar (`DEFAULT_BAR`, "medium"): the default run reports `high` and `medium`.
+
+| held value \\ across | model | peak | layer |
+| --- | --- | --- | --- |
+| large | high | high | medium |
+| activation | medium | medium | low |
+| small | low | low | low |
+
+Calibration (docs/architecture.md has the figures): diffusers' WanPipeline, 480p, 81
+frames on an H200: the attention output of a transformer block held across the block's
+feed-forward is about 96 MiB at 32,760 tokens, and releasing it lowered the denoise peak by
+6.2% (activation x peak: medium, reported). The first attention output, held across
+cross-attention only and rebound before the feed-forward, saved nothing (activation x
+layer: low, hidden). Prompt embeddings and latents held across the VAE decode changed the
+peak by +2 MiB (small x model: low, hidden). Releasing 2 GiB of dead decoded output before
+a decode saved exactly 2,048 MiB (large x model: high).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lifetime_lint.analysis import facts as F
+
+LOW, MEDIUM, HIGH = "low", "medium", "high"
+LEVELS = (LOW, MEDIUM, HIGH)
+DEFAULT_BAR = MEDIUM
+
+LARGE, ACTIVATION_SIZED, SMALL_SIZED, TINY = "large", "activation", "small", "tiny"
+
+_SIZE_OF_ORIGIN = {
+    F.DECODED: LARGE,
+    F.LOGITS: LARGE,
+    F.CONCATENATION: ACTIVATION_SIZED,
+    F.MODEL_OUTPUT: ACTIVATION_SIZED,
+    F.ACTIVATION: ACTIVATION_SIZED,
+    F.CACHE_ENTRY: ACTIVATION_SIZED,
+    F.ALLOCATION: ACTIVATION_SIZED,
+    F.CONDITIONING: SMALL_SIZED,
+    F.LATENTS: SMALL_SIZED,
+    F.SMALL: TINY,
+}
+
+# What each origin is called in a message, with its size class.
+_DESCRIPTION = {
+    F.DECODED: "decoded tiles, frames or images: large",
+    F.LOGITS: "logits: large",
+    F.CONCATENATION: "a concatenation: activation-sized or larger",
+    F.MODEL_OUTPUT: "a model output: activation-sized",
+    F.ACTIVATION: "an activation: scales with tokens or pixels",
+    F.CACHE_ENTRY: "an old cache entry: activation-sized",
+    F.ALLOCATION: "a buffer of computed shape",
+    F.CONDITIONING: "an embedding: size unknown, usually a few MiB",
+    F.LATENTS: "latent-sized: usually a few MiB",
+    F.SMALL: "small",
+}
+
+
+def rank(level: str) -> int:
+    return LEVELS.index(level)
+
+
+def size_class(origin: str) -> str:
+    return _SIZE_OF_ORIGIN.get(origin, ACTIVATION_SIZED)
+
+
+def describe(origin: str) -> str:
+    return _DESCRIPTION.get(origin, "a tensor")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    level: str  # low / medium / high
+    size: str  # large / activation / small / tiny
+    across: int  # Work level of what it is held across
+
+
+def estimate(origin: str, across: F.Work) -> Estimate:
+    """The significance of holding a value of this origin across this work."""
+    size = size_class(origin)
+    level = LOW
+    if size == LARGE:
+        level = HIGH if across.level >= F.PEAK else MEDIUM
+    elif size == ACTIVATION_SIZED:
+        level = MEDIUM if across.level >= F.PEAK else LOW
+    return Estimate(level, size, across.level)
+
+
+def at_least(level: str, bar: str) -> bool:
+    return rank(level) >= rank(bar)
+
+
+SETTING = "min-significance"
+
+
+def bar_of(settings) -> str:  # type: ignore[no-untyped-def]
+    """The configured bar (`min-significance` under `[tool.lifetime-lint]`)."""
+    extra = getattr(settings, "extra", None) or {}
+    value = extra.get(SETTING, DEFAULT_BAR)
+    return value if value in LEVELS else DEFAULT_BAR
+
+
+def name_origin(name: str, origin: str) -> str:
+    """Refine an origin by what the code calls the value (size hints only, never
+    tensor-ness): `prompt_embeds` is conditioning, `latents` latent-sized, `frames` decoded,
+    `attention_mask` small, even when they come from a generic call."""
+    lowered = name.lower().strip("_")
+    words = set(lowered.replace("-", "_").split("_"))
+    if words & _TINY_WORDS or lowered.rstrip("0123456789") in _TINY_WORDS:
+        return F.SMALL
+    if origin in (F.DECODED, F.LOGITS, F.CONDITIONING):
+        return origin
+    if words & {"logits"}:
+        return F.LOGITS
+    if words & _CONDITIONING_WORDS:
+        return F.CONDITIONING  # `image_embeds` before `image`
+    if words & _DECODED_WORDS:
+        return F.DECODED
+    if words & _LATENT_WORDS:
+        return F.LATENTS
+    return origin
+
+
+_TINY_WORDS = frozenset(
+    [
+        "t",
+        "ts",
+        "timestep",
+        "timesteps",
+        "sigma",
+        "sigmas",
+        "ids",
+        "id",
+        "idx",
+        "indices",
+        "index",
+        "lens",
+        "len",
+        "lengths",
+        "length",
+        "mask",
+        "masks",
+        "scale",
+        "scales",
+        "mean",
+        "std",
+        "step",
+        "steps",
+        "shift",
+        "temb",
+        "seed",
+        "generator",
+        "pos",
+        "position",
+        "positions",
+        "freqs",
+        "freq",
+        "cos",
+        "sin",
+        "rope",
+        "coords",
+        "grid",
+        "offsets",
+        "offset",
+        "seqlens",
+        "cu",
+        "loss",
+        "losses",
+    ]
+)
+_DECODED_WORDS = frozenset(
+    [
+        "decoded",
+        "dec",
+        "image",
+        "images",
+        "video",
+        "videos",
+        "frame",
+        "frames",
+        "pixel",
+        "pixels",
+        "tile",
+        "tiles",
+        "row",
+        "rows",
+        "recon",
+        "reconstruction",
+        "reconstructed",
+        "output_frames",
+    ]
+)
+_CONDITIONING_WORDS = frozenset(
+    [
+        "embeds",
+        "embed",
+        "embedding",
+        "embeddings",
+        "emb",
+        "prompt",
+        "prompts",
+        "text",
+        "cond",
+        "conditioning",
+        "context",
+        "caption",
+        "negative",
+        "pooled",
+    ]
+)
+_LATENT_WORDS = frozenset(["latent", "latents", "noise", "pred", "noise_pred"])
