@@ -1206,7 +1206,7 @@ def _iterable_is_small_or_model_axis(
                 return True
     for dotted in _dotted_names_in(iterable):
         parts = dotted.split(".")
-        if parts[-1] in T.METADATA_ATTRIBUTES and not parts[-1] == "config":
+        if parts[-1] in T.METADATA_ATTRIBUTES and parts[-1] != "config":
             continue  # `range(0, hidden_states.shape[1], n)`: a length, not model structure
         if "config" in parts[:-1] or parts[0] == "config" or parts[-1] == "config":
             return True
