@@ -25,12 +25,25 @@ def _validate_count(value: int) -> str | None:
 class AccumulateThenConcat(Rule):
     """
     ## What it does
-    Flags a list that starts empty (`xs = []`, `list()`), grows by `.append` / `.extend` /
-    `+=` inside a `for` or `while` loop (nested loops included) and is concatenated once
-    after the loop (`torch.cat`, `torch.concat`, `torch.concatenate`, `torch.stack`,
-    `torch.hstack` / `vstack` / `dstack`, under any import alias); the loop-carried running
-    form `out = torch.cat([out, chunk], dim)`; and `torch.cat` / `stack` of a list
-    comprehension whose element runs a model (`[self._decode(z).sample for z in ...]`).
+    Flags a list that starts empty (`xs = []`, `xs: list[torch.Tensor] = []`, `list()`),
+    grows by `.append` / `.extend` / `+=` inside a `for` or `while` loop (nested loops
+    included) and is concatenated after the loop (`torch.cat`, `torch.concat`,
+    `torch.concatenate`, `torch.stack`, `torch.hstack` / `vstack` / `dstack`, under any
+    import alias), once or in branches that exclude each other, also when the name is
+    rebound to the result (`dec = torch.cat(dec, dim=2)`); the loop-carried running form
+    `out = torch.cat([out, chunk], dim)`; and `torch.cat` / `stack` of a list comprehension
+    whose element runs a model (`[self._decode(z).sample for z in ...]`). Reads that neither
+    keep nor hand out chunks do not hide it: `len(chunks)`, `if not chunks: raise`,
+    `chunks[0].shape`.
+
+    Each finding names what is held (its likely size class, from where the chunks come
+    from), what it is held across (the loop's heaviest work), and a significance: `high`
+    for decoded tiles or frames held across model-level work, `medium` for activation-sized
+    model outputs held across model-level work or decoded data across lighter work, `low`
+    otherwise and whenever the loop gives few chunks (a short literal range, model
+    structure such as layers, heads or scales, a `config` count, one chunk per sample of a
+    batch). The default run reports `medium` and `high`; `min-significance = "low"` under
+    `[tool.lifetime-lint]` shows the rest.
 
     ## Why is this bad?
     At the `torch.cat`, every chunk and the full result are alive together: the peak is
@@ -57,21 +70,16 @@ class AccumulateThenConcat(Rule):
     - literal lists of a fixed few tensors (`torch.cat([a, b])`, classifier-free-guidance
       pairs), and a running concatenation onto a value bound earlier in the same iteration
       (`x = torch.cat([x, image_latents], 1)` after `x = ...`): nothing accumulates;
-    - loops over a literal range or sequence shorter than `min-constant-count`, or over a
-      name bound to such a literal;
-    - loops over model structure: an iterable, count or length whose name ends in layers,
-      blocks, heads, experts, stages, scales, axes, dims, quantizers, encoders, ...
-      (`self.heads`, `range(len(self.layers))`, `range(num_hidden_layers)`), or read from a
-      `config`;
-    - metadata and conditioning: a list or chunk whose name contains a word such as `ids`,
-      `index`, `positions`, `shapes`, `sizes`, `timesteps`, `sigmas`, `coeffs`, `masks`,
-      `tokens`, `freqs`, `coords`, `embeds`, `prompt`; chunks built by `torch.tensor`,
-      `arange`, `full`, `.item()`, `.shape`, `len()`;
-    - views of data that stays alive anyway: slices, `view`/`expand`/... of a loop variable,
-      a parameter or `self` state (concatenating them allocates only the output);
-    - lists that escape: used in any other way than grown and concatenated once (returned,
-      stored, read, measured, passed elsewhere, captured by a nested function, rebound,
-      concatenated inside a loop), and functions that call `locals()` / `vars()` / `eval`.
+    - chunks the facts layer (`lifetime_lint.analysis`) knows are small or not tensors:
+      metadata, reductions, ids, masks, positions, timesteps, per-item scores and
+      log-probabilities (also by the list's or chunk's name), conditioning below the bar;
+    - views of data that stays alive anyway: elements of a container, slices or views of a
+      loop variable, a parameter or `self` state (concatenating them allocates only the
+      output);
+    - lists that escape: used in any other way than grown, measured and concatenated
+      (returned, stored, iterated, passed elsewhere, captured by a nested function,
+      concatenated inside a loop or twice on one path), and lists a `locals()` / `vars()` /
+      `eval` can see while they are bound (one elsewhere in the function does not count).
 
     ## Example
     ```python
@@ -124,22 +132,40 @@ class AccumulateThenConcat(Rule):
     writer is created before the loop, the chunk is released after its append on the same
     terms, and `out = out.result()` follows the loop.
 
+    With concatenations in exclusive branches the one writer's `result()` replaces each
+    (same dim and kind only); reads of the list must come before the concatenation
+    (`len()` and truth work on the writer until `result()` empties it); `chunks[0].shape`
+    keeps the finding report-only (a writer has no elements).
+
     Safe when the chunk is a fresh result (a call, or a local bound to one and not read
-    after the append): the list and the writer then see the same values, and the peak can
-    rise by at most one chunk, and only where the chunk cannot be released (see above). Unsafe when the chunk could be changed in place
-    between its append and the concatenation (the list held a reference, the writer took
-    a copy), and when the count is `len(seq)` of something not known to support `len` (an
-    iterator would raise `TypeError`). Behaviour on already-failing code differs slightly:
-    torch's errors (mismatched shapes, devices) are raised at the offending append instead
-    of at the concatenation, and a running-form loop that runs zero times raises torch's
-    empty-list error instead of `UnboundLocalError`.
+    after the append) and the count is known to support `len`; the peak can rise by at
+    most one chunk, and only where the chunk cannot be released (see above). Where a list
+    and a writer could differ, `ChunkWriter` keeps `torch.cat`'s behaviour (each executed
+    in tests/test_runtime_preallocate_behaviour.py): a producer that returns its one output
+    buffer, or a view of a tensor written again, is read again at `result()` (it is still
+    reachable, so the list would have seen its last value); chunks made under
+    `torch.inference_mode()` give a normal tensor when `result()` runs outside it (so the
+    result can be changed in place), and an inference tensor inside it; under
+    `torch.no_grad()` `result()` records no graph, and chunks that require grad appended
+    under `no_grad` are tracked when `result()` runs with grad; tensor subclasses are
+    concatenated by torch itself; dtype promotion is exact (an exact carrier dtype where a
+    promotion would round); torch's errors (shapes, devices, non-tensors) are raised by
+    `result()`, so a `try` around the concatenation still catches them; under
+    `torch.compile(fullgraph=True)` the writer traces (it defers to `torch.cat` while
+    compiling) and returns equal results. Unsafe when the chunk could be changed in place
+    by the function itself between its append and the concatenation (a local read after
+    the append), and when the count is `len(seq)` of something not known to support `len`
+    (an iterator would raise `TypeError`). One difference remains on failing code: a
+    running-form loop that runs zero times raises torch's empty-list error instead of
+    `UnboundLocalError`.
 
     ## Options
     `chunk-writer` names the writer class: `"package.module:Name"` or a dotted path
     (default `"lifetime_lint.runtime.ChunkWriter"`); a project's own class must take
     `(dim=..., count=..., stack=True)` and offer `append`, `extend`, `+=` and `result()`.
     `min-constant-count` (default 8): loops over a literal range or sequence with fewer
-    elements are not flagged.
+    elements give few chunks (significance `low`). The global `min-significance` (`"low"`,
+    `"medium"` by default, `"high"`) sets which findings are reported.
     """
 
     code = "LL002"
@@ -161,7 +187,7 @@ class AccumulateThenConcat(Rule):
             "min-constant-count",
             int,
             8,
-            "loops over a literal range or tuple shorter than this are not flagged",
+            "loops over a literal range or tuple shorter than this give few chunks (low)",
             validate=_validate_count,
         ),
     )

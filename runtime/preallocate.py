@@ -31,12 +31,29 @@ Contract (what `result()` equals, and when):
 - Without `count` or `size` nothing can be preallocated: the writer keeps the chunks and
   concatenates in `result()`, exactly like the original code (no saving, no cost).
 - A chunk with another dtype promotes the buffer as `torch.cat` would (one reallocation).
-  The only case it cannot reproduce bit for bit, an earlier promotion that rounded (an
-  int32 chunk then a float16 chunk, then a float32 one), raises `RuntimeError` instead of
-  returning a different result.
+  Where the promoted dtype would round chunks already written (int32, then float16, then
+  float32: torch.cat converts the int32 values straight to float32), the buffer is kept
+  in a dtype that holds them exactly (float32, float64 or complex128) and cast once in
+  `result()`; chunks the buffer's dtype rounds are kept and copied again. The only refusal
+  left: int64 values beyond 2**53 among floating chunks, promoted twice (RuntimeError).
+- The list held every chunk, so `torch.cat` read each one at the end. A chunk whose memory
+  something else still reaches (a producer that returns its one output buffer, a view of
+  a tensor written again later, a `detach()` of a live tensor) is read again in
+  `result()`: through a weak reference, or kept when its storage is shared (keeping it
+  costs nothing the list did not). A chunk nothing else reaches is final once copied.
+- Modes are those of the concatenation: `result()` returns an inference tensor exactly
+  when it runs under `torch.inference_mode()` (one copy when the appends ran in the other
+  mode), and records no graph under `torch.no_grad()`; chunks that require grad appended
+  under `no_grad` are kept and copied again, so a `result()` with grad enabled tracks them.
+- Tensor subclasses, and appends while `torch.compile` traces, go to torch itself: the
+  writer keeps them and `result()` concatenates with `torch.cat` (after a plain prefix,
+  the subclass's `__torch_function__` sees the written prefix and the remaining chunks).
+  `torch.compile(fullgraph=True)` traces a function that uses a writer.
 - Errors are torch's own (same type and message, from the same op on stand-ins that
-  allocate nothing), raised by the `append` of the offending chunk rather than after the
-  loop; an empty writer's `result()` raises what `torch.cat([])` / `torch.stack([])` do.
+  allocate nothing), raised by `result()`, where `torch.cat` raised: a chunk torch would
+  reject is kept with every later one (as the list held them), so code that catches the
+  concatenation's error still catches it. An empty writer's `result()` raises what
+  `torch.cat([])` / `torch.stack([])` do.
 - Device-neutral: only `torch.empty` and `Tensor.copy_`, no device-specific call.
 """
 
