@@ -32,7 +32,9 @@ class AccumulateThenConcat(Rule):
     import alias), once or in branches that exclude each other, also when the name is
     rebound to the result (`dec = torch.cat(dec, dim=2)`); the loop-carried running form
     `out = torch.cat([out, chunk], dim)`; and `torch.cat` / `stack` of a list comprehension
-    whose element runs a model (`[self._decode(z).sample for z in ...]`). Reads that neither
+    whose element runs a model (`[self._decode(z).sample for z in ...]`). Views of tensors
+    made in the iteration count as chunks (`result_row.append(tile[..., :n])` after `tile =
+    self.blend_h(...)`: each view keeps its blended tile alive). Reads that neither
     keep nor hand out chunks do not hide it: `len(chunks)`, `if not chunks: raise`,
     `chunks[0].shape`.
 
@@ -42,7 +44,8 @@ class AccumulateThenConcat(Rule):
     model outputs held across model-level work or decoded data across lighter work, `low`
     otherwise and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
-    batch). The default run reports `medium` and `high`; `min-significance = "low"` under
+    batch) or the result is one row of an outer accumulation (`rows.append(torch.cat(row))`:
+    the outer concatenation sets the peak). The default run reports `medium` and `high`; `min-significance = "low"` under
     `[tool.lifetime-lint]` shows the rest.
 
     ## Why is this bad?
@@ -78,8 +81,7 @@ class AccumulateThenConcat(Rule):
       output);
     - lists that escape: used in any other way than grown, measured and concatenated
       (returned, stored, iterated, passed elsewhere, captured by a nested function,
-      concatenated inside a loop or twice on one path), and lists a `locals()` / `vars()` /
-      `eval` can see while they are bound (one elsewhere in the function does not count).
+      concatenated inside a loop or twice on one path).
 
     ## Example
     ```python
@@ -152,7 +154,9 @@ class AccumulateThenConcat(Rule):
     promotion would round); torch's errors (shapes, devices, non-tensors) are raised by
     `result()`, so a `try` around the concatenation still catches them; under
     `torch.compile(fullgraph=True)` the writer traces (it defers to `torch.cat` while
-    compiling) and returns equal results. Unsafe when the chunk could be changed in place
+    compiling) and returns equal results. Unsafe when a `locals()` / `vars()` / `eval`
+    runs while the list is bound (it could read the writer instead of the list; one
+    elsewhere in the function does not count), when the chunk could be changed in place
     by the function itself between its append and the concatenation (a local read after
     the append), and when the count is `len(seq)` of something not known to support `len`
     (an iterator would raise `TypeError`). One difference remains on failing code: a
@@ -236,8 +240,9 @@ class AccumulateThenConcat(Rule):
         if found is None:
             return
         site, family = found
-        if any(_observed_dynamically(facts, member) for member in family.values()):
-            return  # `locals()` / `eval` while the list is bound may read it
+        # A `locals()` / `eval` while the list is bound may read it: still reported (the
+        # memory is the same), but the fix is unsafe (the reader would get the writer).
+        dynamic = any(_observed_dynamically(facts, member) for member in family.values())
         grown_in_place = {  # by the `AugAssign` statement
             id(member.node.statement): member
             for member in family.values()
@@ -331,6 +336,10 @@ class AccumulateThenConcat(Rule):
                 structure = structure or _small_loop(
                     loop, self.settings["min-constant-count"], index
                 )
+        if structure is None and _appended_elsewhere(ancestors):
+            # `result_rows.append(torch.cat(result_row, dim=-1))`: one row of a tiled
+            # decode; the outer concatenation (its own finding) sets the peak.
+            structure = "one row of an outer accumulation, whose concatenation sets the peak"
         if structure is not None:
             level = S.LOW
         written = self.context.source_of(call.func)
@@ -356,6 +365,10 @@ class AccumulateThenConcat(Rule):
                 [c for _, c in cats], kind, name, init, grows, loops, kinds, index, block,
                 init_at, min(cat_positions), ancestors,
             )  # fmt: skip
+            if fix is not None and dynamic:
+                fix = Fix(
+                    fix.message, fix.edits, Applicability.UNSAFE, fix.orphan_import_candidates
+                )
         self.report(call, message, fix, significance=level)
 
     def _load_nodes(self, facts: F.FunctionFacts) -> dict[int, Node]:
@@ -960,6 +973,19 @@ def _mutually_exclusive(facts: F.FunctionFacts, nodes: list[Node]) -> bool:
     return True
 
 
+def _appended_elsewhere(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The concatenation's result goes straight into another list (`rows.append(cat(row))`)."""
+    if len(ancestors) < 3:  # the chain ends with the concatenation itself
+        return False
+    arg, call = ancestors[-2], ancestors[-3]
+    return (
+        isinstance(arg, cst.Arg)
+        and isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value in ("append", "extend")
+    )
+
+
 def _loop_work(facts: F.FunctionFacts, header: Node | None, loop: cst.CSTNode) -> F.Work:
     """The heaviest work of one loop's body (the layer's answer for `for` loops; for a
     `while`, the heaviest call in its body)."""
@@ -1006,6 +1032,9 @@ def _chunk(
             fact = facts.value(sites[0])  # what the binding holds, not an alias of it
             called = sites[0].kind == "assign" and isinstance(sites[0].value, cst.Call)
     if fact is None:
+        derived = _view_of_fresh(facts, expr, node, header)
+        if derived is not None:
+            return derived
         fact = facts.expression(expr, node)
     if fact.kind == F.METADATA or fact.origin == F.SMALL:
         return None
@@ -1017,17 +1046,64 @@ def _chunk(
         if not fact.sources:
             return _Chunk("fresh", fact.origin) if fact.tensor else None
         body = (header.loop_body or []) if header is not None else []
-        per_iteration = all(
-            source.node is not None
-            and any(source.node is member for member in body)
-            and facts.value(source).kind == F.TENSOR
-            for source in fact.sources
-        )
+        per_iteration = all(_made_this_iteration(facts, source, body, 3) for source in fact.sources)
         return _Chunk("derived", fact.origin) if per_iteration else None
     if fact.kind == F.UNKNOWN:
         # A call the layer cannot classify (`renderer(camera)`): a new value per call.
         return _Chunk("fresh" if called else "unknown", F.ACTIVATION)
     return None
+
+
+def _made_this_iteration(facts: F.FunctionFacts, site: DefSite, body, depth: int) -> bool:  # type: ignore[no-untyped-def]
+    """A binding made in the loop body that holds a new tensor, or a view of one through a
+    short rebinding chain (`out = vae.decode(z)`, then `out = out[:, :, k:]`)."""
+    if site.node is None or not any(site.node is member for member in body):
+        return False
+    fact = facts.value(site)
+    if fact.kind == F.TENSOR:
+        return True
+    if fact.kind == F.VIEW and fact.sources and not fact.element_of and depth > 0:
+        return all(_made_this_iteration(facts, s, body, depth - 1) for s in fact.sources)
+    return False
+
+
+def _view_of_fresh(
+    facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node, header: Node | None
+) -> _Chunk | None:
+    """`result_row.append(tile[:, :, :n])` where `tile` is, on some path, a tensor made in
+    this iteration (`tile = self.blend_t(row[i - 1], tile, n)`): the view keeps that new
+    tensor alive until the concatenation, so the list holds memory of its own (tiled
+    decoders' blended tiles). None when no such binding reaches."""
+    base = expr
+    while True:
+        if isinstance(base, cst.Subscript):
+            base = base.value
+        elif (
+            isinstance(base, cst.Call)
+            and isinstance(base.func, cst.Attribute)
+            and base.func.attr.value in T.VIEW_METHODS
+        ):
+            base = base.func.value
+        else:
+            break
+    if base is expr or not isinstance(base, cst.Name) or header is None:
+        return None
+    body = header.loop_body or []
+    fresh = [
+        site
+        for site in facts.reaching(node, base.value)
+        if site.kind == "assign"
+        and site.node is not None
+        and any(site.node is member for member in body)
+        and (
+            facts.value(site).kind == F.TENSOR
+            or (facts.value(site).kind == F.UNKNOWN and isinstance(site.value, cst.Call))
+        )
+        and facts.value(site).origin != F.SMALL
+    ]
+    if not fresh:
+        return None
+    return _Chunk("derived", F._largest(facts.value(site).origin for site in fresh))
 
 
 # Per-item values that lists of are small whatever their origin (scores, token ids,
