@@ -39,14 +39,17 @@ class AccumulateThenConcat(Rule):
     `chunks[0].shape`.
 
     Each finding names what is held (its likely size class, from where the chunks come
-    from), what it is held across (the loop's heaviest work), and a significance: `high`
-    for decoded tiles or frames held across model-level work, `medium` for activation-sized
-    model outputs held across model-level work or decoded data across lighter work, `low`
-    otherwise and whenever the loop gives few chunks (a short literal range, model
+    from), what the loop does, and a significance from what sets the peak: `high` for
+    decoded tiles or frames merged by light work (blending, cropping: the tiles' decoder
+    activations are gone, so every chunk plus the output is the peak), `medium` for
+    activation-sized chunks so merged, `low` when each chunk comes from model-level work in
+    the same loop (that call's own activations usually exceed the concatenation: measured
+    unchanged on Wan's untiled decode), for latent-sized results (encode paths,
+    conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
     batch) or the result is one row of an outer accumulation (`rows.append(torch.cat(row))`:
-    the outer concatenation sets the peak). The default run reports `medium` and `high`; `min-significance = "low"` under
-    `[tool.lifetime-lint]` shows the rest.
+    the outer concatenation sets the peak). The default run reports `medium` and `high`;
+    `min-significance = "low"` under `[tool.lifetime-lint]` shows the rest.
 
     ## Why is this bad?
     At the `torch.cat`, every chunk and the full result are alive together: the peak is
