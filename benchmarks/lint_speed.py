@@ -4,6 +4,7 @@
     python benchmarks/lint_speed.py run                    # torch-nn, all tools
     python benchmarks/lint_speed.py run --corpus diffusers --corpus transformers --fast-only
     python benchmarks/lint_speed.py run --repeats 5 --slow-repeats 2 --json out.json
+    python benchmarks/lint_speed.py run --fast-only --before b7dcd50   # before/after, one run
 
 Every tool runs as a fresh process over the same working copy of a corpus
 (`.bench/work/<corpus>`, copied from `.corpus/` by `benchmarks/corpus.py`), and the wall
@@ -29,6 +30,11 @@ What is measured:
   are slow (about a minute on torch/nn), so they get `--slow-repeats` runs (default 2) and
   are skipped with `--fast-only`.
 
+With `--before REV`, the lifetime-lint of that git revision (its `lifetime_lint/`, `rules/`
+and `runtime/`, extracted under `.bench/before_code/`) is timed too, cold and warm, in the
+same rounds as the working tree's: `before: lifetime-lint cold` / `before: lifetime-lint
+warm`, so a change's speed is compared under the same load.
+
 Tools that are not installed are reported as missing, not timed. Results are printed as a
 Markdown table with ratios, and written as JSON (`--json`, default
 `.bench/results/lint_speed.json`).
@@ -40,6 +46,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -188,6 +195,7 @@ class Measure:
     slow: bool = False
     before: callable | None = None  # type: ignore[valid-type]
     after: callable | None = None  # type: ignore[valid-type]
+    env: dict | None = None  # overrides TOOL_ENV (the `--before` revision's PYTHONPATH)
     times: list[float] = field(default_factory=list)
     exit_codes: list[int] = field(default_factory=list)
 
@@ -196,7 +204,11 @@ class Measure:
             self.before()
         started = time.perf_counter()
         completed = subprocess.run(
-            self.command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=TOOL_ENV
+            self.command,
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=self.env or TOOL_ENV,
         )
         self.times.append(time.perf_counter() - started)
         self.exit_codes.append(completed.returncode)
@@ -212,7 +224,12 @@ class Measure:
 
 
 def measure_corpus(
-    name: str, repeats: int, slow_repeats: int, fast_only: bool, warmup: bool = True
+    name: str,
+    repeats: int,
+    slow_repeats: int,
+    fast_only: bool,
+    warmup: bool = True,
+    before_code: str | None = None,
 ) -> dict:
     root = working_copy(name)
     files = corpus.python_files(root)
@@ -268,6 +285,12 @@ def measure_corpus(
         measures.append(
             Measure("lifetime-lint cold --jobs 1", base + ["--jobs", "1", "."], before=empty_cache)
         )
+    if before_code is not None:
+        env = dict(TOOL_ENV, PYTHONPATH=before_code)
+        old = [sys.executable, "-m", "lifetime_lint", "check", "--select", "ALL", "--exit-zero"]
+        old += ["-q", "."]
+        measures.append(Measure("before: lifetime-lint cold", old, before=empty_cache, env=env))
+        measures.append(Measure("before: lifetime-lint warm", old, env=env))
     named = (
         base + (["--no-cache"] if has_cache else []) + [os.path.relpath(p, root) for p in changed]
     )
@@ -370,6 +393,10 @@ def print_table(report: dict, results: dict[str, Measure]) -> None:
     warm = results.get("lifetime-lint warm")
     if warm is not None and warm.times:
         print(f"- warm / cold: {_ratio(warm.median, cold_median)} (target <= 0.02x)")
+    for kind, now in (("cold", cold), ("warm", warm)):
+        then = results.get(f"before: lifetime-lint {kind}")
+        if now is not None and then is not None and now.times and then.times:
+            print(f"- {kind}, after / before: {_ratio(now.median, then.median)}")
     for label in (
         f"lifetime-lint {CHANGED} changed (cache)",
         f"lifetime-lint {CHANGED} named files",
@@ -386,6 +413,28 @@ def freeze_code() -> str:
 
     target = freeze(os.path.join(BENCH, "speed_code"))
     TOOL_ENV["PYTHONPATH"] = target + os.pathsep + TOOL_ENV.get("PYTHONPATH", "")
+    return target
+
+
+def extract_revision(revision: str) -> str:
+    """The lifetime-lint of a git revision, laid out as installed (`lifetime_lint/rules`,
+    `lifetime_lint/runtime`), for `--before`; returns the folder to put on PYTHONPATH."""
+    import io
+    import tarfile
+
+    target = os.path.join(BENCH, "before_code", re.sub(r"[^A-Za-z0-9_.-]", "_", revision))
+    shutil.rmtree(target, ignore_errors=True)
+    os.makedirs(target)
+    archive = subprocess.run(
+        ["git", "-C", REPO, "archive", revision, "lifetime_lint", "rules", "runtime"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    package = os.path.join(target, "lifetime_lint")
+    for sub in ("rules", "runtime"):
+        os.replace(os.path.join(target, sub), os.path.join(package, sub))
     return target
 
 
@@ -407,6 +456,8 @@ def main(argv: Sequence[str]) -> None:
     run.add_argument("--no-freeze", action="store_true",
                      help="run the working tree's code, not a frozen copy of it")  # fmt: skip
     run.add_argument("--json", default=os.path.join(BENCH, "results", "lint_speed.json"))
+    run.add_argument("--before", metavar="REV",
+                     help="also time the lifetime-lint of this git revision (cold and warm)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.command == "setup":
         setup_venvs()
@@ -422,8 +473,13 @@ def main(argv: Sequence[str]) -> None:
         f"{os.cpu_count()} CPUs, load average {load:.2f} at start, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
+    before_code = extract_revision(args.before) if args.before else None
+    if before_code:
+        print(f"# before: git {args.before}, extracted to {before_code}")
     reports = [
-        measure_corpus(name, args.repeats, args.slow_repeats, args.fast_only, not args.no_warmup)
+        measure_corpus(
+            name, args.repeats, args.slow_repeats, args.fast_only, not args.no_warmup, before_code
+        )
         for name in (args.corpus or ["torch-nn"])
     ]
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)

@@ -87,7 +87,7 @@ def _parse_suppressions(source: str) -> Suppressions:
     return result
 
 
-def finding_rows(context, node, statement) -> set[int]:  # type: ignore[no-untyped-def]
+def finding_rows(context, node, statement) -> set[int]:
     """The rows whose `# noqa` covers a finding on `node` inside `statement`: the node's
     first and last rows, the statement's first row, and a simple statement's last row."""
     import libcst as cst
@@ -102,7 +102,7 @@ def finding_rows(context, node, statement) -> set[int]:  # type: ignore[no-untyp
     return rows
 
 
-def is_suppressed(context, code: str, node, statement=None) -> bool:  # type: ignore[no-untyped-def]
+def is_suppressed(context, code: str, node, statement=None) -> bool:
     """Whether the engine will drop a finding of `code` on `node` (one answer for every
     rule: a rule that must not fix what is suppressed asks here)."""
     if "noqa" not in context.source:

@@ -210,7 +210,7 @@ class TensorKeptAlive(Rule):
     # Functions with more CFG nodes than this are skipped (bounded cost).
     max_nodes = 4000
 
-    def __init__(self, context, options) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, context, options) -> None:
         super().__init__(context, options)
         patterns = list(options["heavy-calls"]) + list(options["extend-heavy-calls"])
         self._heavy_patterns = tuple(p.lower() for p in patterns)
@@ -281,7 +281,7 @@ class _Held:
 class _Pending:
     __slots__ = ("estimate", "held", "info", "name", "origin", "status")
 
-    def __init__(self, name, info, status, held, origin, estimate) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, name, info, status, held, origin, estimate) -> None:
         self.name = name
         self.info = info
         self.status = status
@@ -327,7 +327,10 @@ class _Analysis:
             if not real:
                 continue
             origins = [self._reportable(s) for s in real]
-            if any(origin is None for origin in origins):
+            if any(
+                origin is None and not self._caller_owned(site)
+                for origin, site in zip(origins, real)
+            ) or all(origin is None for origin in origins):
                 continue
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
             if S.size_class(origin) == S.TINY:
@@ -367,8 +370,17 @@ class _Analysis:
         if fact.borrowed is not None and fact.tensor and facts.transferred(site):
             if facts.escaped(site) or facts.truth_tested(site) or facts.aliases.get(site.index):
                 return None
-            return F.CACHE_ENTRY if fact.origin in (F.ACTIVATION, F.SMALL) else fact.origin
+            return F.CACHE_ENTRY if S.size_class(fact.origin) != S.LARGE else fact.origin
         return None
+
+    def _caller_owned(self, site: DefSite) -> bool:
+        """A parameter nothing in the function shares: on paths where the parameter is still
+        the binding (`if latents is None: video = preprocess(video)`), `del` frees nothing
+        and costs nothing; the finding is about the other paths."""
+        facts = self.facts
+        return (
+            site.kind == "param" and not facts.escaped(site) and not facts.aliases.get(site.index)
+        )
 
     # -- where names die -------------------------------------------------------------
     def _dead_points(self, flow: Dataflow, candidates: set[str]):
@@ -402,10 +414,17 @@ class _Analysis:
                     yield info, name
 
     # -- what it is held across ---------------------------------------------------------
-    def _work_of_node(self, node: Node, inside: set[int]) -> tuple[F.Work, cst.Call | None]:
+    def _work_of_node(
+        self, node: Node, inside: set[int], name: str | None = None
+    ) -> tuple[F.Work, cst.Call | None]:
         """The heaviest work of a CFG node; a loop header (other than a loop the name dies
-        in) counts its whole body."""
-        if node.kind in ("for", "while") and node.loop_body and node.index not in inside:
+        in, or one that rebinds the name) counts its whole body."""
+        if (
+            node.kind in ("for", "while")
+            and node.loop_body
+            and node.index not in inside
+            and not (name is not None and self._rebinds(node, name))
+        ):
             return self._work_of_loop(node)
         cached = self._node_work.get(node.index)
         if cached is None:
@@ -417,6 +436,10 @@ class _Analysis:
             cached = best
             self._node_work[node.index] = cached
         return cached
+
+    def _rebinds(self, header: Node, name: str) -> bool:
+        assert header.loop_body is not None
+        return any(site.name == name for node in header.loop_body for site in node.defs)
 
     def _work_of_loop(self, header: Node) -> tuple[F.Work, cst.Call | None]:
         cached = self._loop_work.get(header.index)
@@ -471,7 +494,7 @@ class _Analysis:
                 continue
             seen.add(key)
             if owned:
-                work, call = self._work_of_node(node, inside)
+                work, call = self._work_of_node(node, inside, name)
                 if work.level >= F.LAYER and (best is None or work.level > best.work.level):
                     where: cst.CSTNode | None = call
                     if work.kind == "loop":
@@ -483,7 +506,18 @@ class _Analysis:
             ):
                 continue
             now_owned = owned or node.index in stores
-            queue.extend((successor, now_owned) for successor in node.succ)
+            successors = node.succ
+            if (
+                node.kind == "for"
+                and node.loop_body
+                and node.index not in inside
+                and self._rebinds(node, name)
+            ):
+                # A loop that rebinds the name: judge the usual path, where it runs at
+                # least once (not the empty-iterable exit that skips the rebinding).
+                body = {n.index for n in node.loop_body}
+                successors = [s for s in node.succ if s.index in body] or node.succ
+            queue.extend((successor, now_owned) for successor in successors)
         return best
 
     # -- lists consumed by a loop -----------------------------------------------------
@@ -666,6 +700,8 @@ class _Analysis:
             label = "the allocating op"
         elif work.kind == "closure":
             label = "the nested function that runs sublayers,"
+        elif work.kind == "helper":
+            label = "the helper that runs sublayers,"
         elif work.kind == "module-parameter":
             label = "the call of a module passed in,"
         elif work.level >= F.PEAK:

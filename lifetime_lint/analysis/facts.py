@@ -108,6 +108,7 @@ class ClassFacts:
     submodules: frozenset[str]  # attributes assigned in __init__ (minus methods)
     registered: frozenset[str]  # diffusers' register_modules(...) components
     light: bool  # a tokenizer/processor/scheduler class that is not a network
+    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
 
 
 @dataclass
@@ -119,12 +120,18 @@ class FileFacts:
     owners: dict[int, cst.ClassDef | None] = field(default_factory=dict)
     dynamic_aliases: frozenset[str] = frozenset()
     functions: dict[int, FunctionFacts | None] = field(default_factory=dict)
+    # Helpers defined in this file: what they return and the heaviest work they do
+    # (one level deep: a helper's own helpers are not followed).
+    module_functions: dict[str, cst.FunctionDef] | None = None
+    returns: dict[int, ValueFact] = field(default_factory=dict)
+    helper_work: dict[int, Work] = field(default_factory=dict)
+    resolving: set[int] = field(default_factory=set)
 
 
 MEMO_KEY = "analysis.facts"
 
 
-def file_facts(context) -> FileFacts:  # type: ignore[no-untyped-def]
+def file_facts(context) -> FileFacts:
     facts = context.memo.get(MEMO_KEY)
     if facts is None:
         facts = FileFacts(context.module, dynamic_aliases=_dynamic_aliases(context.module.body))
@@ -133,7 +140,7 @@ def file_facts(context) -> FileFacts:  # type: ignore[no-untyped-def]
     return facts
 
 
-def facts_for(context, function: cst.FunctionDef, max_nodes: int = 4000) -> FunctionFacts | None:  # type: ignore[no-untyped-def]
+def facts_for(context, function: cst.FunctionDef, max_nodes: int = 4000) -> FunctionFacts | None:
     """The facts of one function, built on first request (None: too large to analyse)."""
     shared = file_facts(context)
     key = id(function)
@@ -196,7 +203,7 @@ def _is_dynamic_callee(value: cst.BaseExpression) -> bool:
     return dotted_name(value) in _DYNAMIC_DOTTED
 
 
-def class_facts(context, owner: cst.ClassDef | None) -> ClassFacts | None:  # type: ignore[no-untyped-def]
+def class_facts(context, owner: cst.ClassDef | None) -> ClassFacts | None:
     if owner is None:
         return None
     shared = file_facts(context)
@@ -207,14 +214,18 @@ def class_facts(context, owner: cst.ClassDef | None) -> ClassFacts | None:  # ty
         for statement in owner.body.body:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
                 _assigned_submodules(statement, submodules, registered)
-        methods = {s.name.value for s in owner.body.body if isinstance(s, cst.FunctionDef)}
+        method_defs = {s.name.value: s for s in owner.body.body if isinstance(s, cst.FunctionDef)}
+        methods = set(method_defs)
         bases = [(dotted_name(base.value) or "").rsplit(".", 1)[-1] for base in owner.bases]
         names = [owner.name.value] + bases
         light = any(_glob_any(n.lower(), T.LIGHT_OWNERS) for n in names) and not any(
             n.endswith(("Module", "Model", "Mixin")) for n in names
         )
         facts = ClassFacts(
-            frozenset((submodules | registered) - methods), frozenset(registered), light
+            frozenset((submodules | registered) - methods),
+            frozenset(registered),
+            light,
+            method_defs,
         )
         shared.classes[id(owner)] = facts
     return facts
@@ -250,6 +261,7 @@ def _assigned_submodules(init: cst.FunctionDef, names: set[str], registered: set
                         isinstance(node.value, cst.Name)
                         and node.value.value in ("True", "False", "None")
                     )
+                    and not _is_tensor_constructor(node.value)
                 ):
                     names.add(t.attr.value)
         elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
@@ -268,6 +280,17 @@ def _assigned_submodules(init: cst.FunctionDef, names: set[str], registered: set
             ),
         ):
             stack.extend(iter_children(node))
+
+
+def _is_tensor_constructor(value: cst.BaseExpression) -> bool:
+    """`nn.Parameter(...)`, `torch.zeros(...)`: a parameter or buffer, not a submodule."""
+    if not isinstance(value, cst.Call):
+        return False
+    name = dotted_name(value.func) or ""
+    parts = name.split(".")
+    if parts[-1] in ("Parameter", "Buffer", "tensor", "as_tensor"):
+        return True
+    return parts[0] == "torch" and len(parts) > 1 and parts[1] != "nn"
 
 
 def _glob_any(name: str, patterns: Iterable[str]) -> bool:
@@ -291,7 +314,7 @@ class FunctionFacts:
     """Everything the rules ask about one function. Cheap to create: the dataflow, the value
     facts and the work facts are computed on first request."""
 
-    def __init__(self, context, shared: FileFacts, cfg: CFG) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, context, shared: FileFacts, cfg: CFG) -> None:
         self.context = context
         self.shared = shared
         self.cfg = cfg
@@ -437,15 +460,12 @@ class FunctionFacts:
             if operand.is_tensor:
                 return ValueFact(TENSOR, operand.origin)
             return operand if operand.kind == METADATA else _UNKNOWN
-        if kind is cst.Await:
-            inner = self.expression(expr.expression, node, unpacked)  # type: ignore[attr-defined]
+        if isinstance(expr, cst.Await):
+            inner = self.expression(expr.expression, node, unpacked)
             # An awaited RPC or queue result is data from elsewhere, not a local tensor.
-            return (
-                inner
-                if inner.kind in (TENSOR, METADATA) and self._is_module_call(expr.expression)
-                # type: ignore[attr-defined]
-                else (_METADATA if inner.kind == METADATA else _UNKNOWN)
-            )
+            if inner.kind == TENSOR and self._is_module_call(expr.expression):
+                return inner
+            return _METADATA if inner.kind == METADATA else _UNKNOWN
         if kind in (cst.IfExp, cst.BooleanOperation):
             return self._choice_value(expr, node)
         if kind is cst.NamedExpr:
@@ -535,9 +555,7 @@ class FunctionFacts:
 
     def _choice_value(self, expr: cst.BaseExpression, node: Node) -> ValueFact:
         branches = (
-            (expr.body, expr.orelse)  # type: ignore[attr-defined]
-            if isinstance(expr, cst.IfExp)
-            else (expr.left, expr.right)  # type: ignore[attr-defined]
+            (expr.body, expr.orelse) if isinstance(expr, cst.IfExp) else (expr.left, expr.right)  # type: ignore[attr-defined]
         )
         facts = [
             self.expression(b, node)
@@ -658,8 +676,15 @@ class FunctionFacts:
                 # `x = callback_outputs.pop("x", x)`: the callback's replacement or x itself.
                 return self._name_value(call.args[1].value.value, node)
         work = self.work(call)
-        if work.level >= LIGHT and work.kind not in ("collective", "none"):
+        if work.level >= LIGHT and work.kind not in ("collective", "none", "helper"):
             return ValueFact(TENSOR, _origin_of_work(work))
+        callee = self.local_callee(call)
+        if callee is not None:
+            returned = self.helper_return(callee)
+            if returned.kind != UNKNOWN:
+                return returned
+        if _is_pixel_preprocess(func):
+            return ValueFact(TENSOR, DECODED)  # an image/video processor's pixel tensor
         if not isinstance(func, cst.Attribute):
             return _UNKNOWN
         method = func.attr.value
@@ -739,8 +764,109 @@ class FunctionFacts:
                 origins.append(fact.origin)
         return ValueFact(TENSOR, _largest(origins) if origins else ACTIVATION)
 
+    # -- helpers defined in this file ---------------------------------------------------
+    def local_callee(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The function a call runs when it is defined in this file: `self.method(...)` of
+        the enclosing class, or a module-level `helper(...)`."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            if func.value in self.cfg.name_index:
+                return None  # a local (nested functions are closures, handled apart)
+            functions = self.shared.module_functions
+            if functions is None:
+                functions = {
+                    s.name.value: s
+                    for s in self.shared.module.body
+                    if isinstance(s, cst.FunctionDef)
+                }
+                self.shared.module_functions = functions
+            return functions.get(func.value)
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+            and self.owner_facts is not None
+        ):
+            return self.owner_facts.methods.get(func.attr.value)
+        return None
+
+    def _helper_facts(self, function: cst.FunctionDef) -> FunctionFacts | None:
+        if function is self.function or self.shared.resolving:
+            return None  # one level deep, no recursion
+        return facts_for(self.context, function)
+
+    def helper_return(self, function: cst.FunctionDef) -> ValueFact:
+        """What a helper of this file returns (all its `return` values together)."""
+        key = id(function)
+        cached = self.shared.returns.get(key)
+        if cached is not None:
+            return cached
+        helper = self._helper_facts(function)
+        if helper is None:
+            return _UNKNOWN
+        self.shared.resolving.add(key)
+        try:
+            facts = [
+                helper.expression(node.statement.value, node)
+                for node in helper.cfg.nodes
+                if isinstance(node.statement, cst.Return) and node.statement.value is not None
+            ]
+        finally:
+            self.shared.resolving.discard(key)
+        facts = [f for f in facts if f != _METADATA] or facts
+        if not facts:
+            result = _METADATA
+        elif all(f.kind == TENSOR for f in facts):
+            result = ValueFact(TENSOR, _largest(f.origin for f in facts))
+        elif all(f.kind == CONTAINER for f in facts):
+            result = ValueFact(CONTAINER, _largest(f.origin for f in facts))
+        elif all(f.kind in (TENSOR, CONTAINER) or f.is_tensor for f in facts) and any(
+            f.kind in (TENSOR, CONTAINER) for f in facts
+        ):
+            result = ValueFact(TENSOR, _largest(f.origin for f in facts))  # may be its input
+        elif all(f.kind == METADATA for f in facts):
+            result = _METADATA
+        else:
+            result = _UNKNOWN
+        self.shared.returns[key] = result
+        return result
+
+    def helper_work(self, function: cst.FunctionDef) -> Work:
+        """The heaviest work a helper of this file does (its own calls, one level deep)."""
+        key = id(function)
+        cached = self.shared.helper_work.get(key)
+        if cached is not None:
+            return cached
+        helper = self._helper_facts(function)
+        if helper is None:
+            return _NO_WORK
+        self.shared.resolving.add(key)
+        try:
+            best = _NO_WORK
+            for node in helper.cfg.nodes:
+                for call in node.calls:
+                    work = helper.work(call)
+                    if work.level > best.level:
+                        best = work
+        finally:
+            self.shared.resolving.discard(key)
+        result = (
+            Work(best.level, "helper", best.by_pattern, best.parts)
+            if best.level >= LAYER
+            else _NO_WORK
+        )
+        self.shared.helper_work[key] = result
+        return result
+
     def _is_module_call(self, expr: cst.BaseExpression) -> bool:
-        return isinstance(expr, cst.Call) and self.work(expr).kind not in ("none", "collective")
+        """An awaited module itself (`await self.encoder(x)`), not a method of a client or
+        engine (`await self.client.call(...)`: an RPC reply, data from elsewhere)."""
+        if not isinstance(expr, cst.Call):
+            return False
+        work = self.work(expr)
+        if work.kind in ("model", "decode", "encode", "encoder"):
+            return work.parts[-1:] != ("call",)
+        return work.kind == "submodule" and len(work.parts) == 2
 
     # -- containers, stores, aliases -----------------------------------------------------
     @property
@@ -797,9 +923,9 @@ class FunctionFacts:
                         contents.setdefault(site.index, []).append(fact)
                     self._note_shared(fact, receivers)
         for store in self.stores:
-            fact = self.expression(store.value, store.node) if store.value is not None else None
-            if fact is None:
+            if store.value is None:
                 continue
+            fact = self.expression(store.value, store.node)
             receivers = self.reaching(store.node, store.container, real=False)
             for site in receivers:
                 contents.setdefault(site.index, []).append(fact)
@@ -932,7 +1058,16 @@ class FunctionFacts:
             escaped: set[int] = set()
             truth: set[int] = set()
             for node in self.cfg.nodes:
-                for name in node.escapes:
+                names = set(node.escapes)
+                for call in node.calls:
+                    for arg in call.args:  # `load_state_dict({"weight": w}, assign=True)`
+                        if isinstance(arg.value, cst.Dict):
+                            names.update(
+                                e.value.value
+                                for e in arg.value.elements
+                                if isinstance(e.value, cst.Name)
+                            )
+                for name in names:
                     escaped.update(s.index for s in self.reaching(node, name))
                 for name in node.truth:
                     truth.update(s.index for s in self.reaching(node, name))
@@ -1031,6 +1166,10 @@ class FunctionFacts:
             return Work(MODEL, "collective", parts=parts)  # a helper that wraps one
         if parts[0] == "self" and owner is not None and owner.light:
             return _NO_WORK  # `self._encode_plus(...)` in a tokenizer works on lists
+        if len(parts) <= 2 and not _glob_any(last.lower(), T.MODEL_CALLS):
+            callee = self.local_callee(call)
+            if callee is not None:
+                return self.helper_work(callee)  # `self._cross_and_ffn(...)`
         name = last.lower()
         if len(parts) == 1:
             if last in self.nested_functions:
@@ -1042,7 +1181,15 @@ class FunctionFacts:
                 return Work(LAYER, "module-parameter", parts=parts)
         if parts[0] == "self" and len(parts) >= 2 and owner is not None:
             component = parts[1]
-            if component in owner.submodules:
+            if (
+                component not in owner.submodules
+                and component not in owner.methods
+                and _is_sublayer_name(component)
+            ):
+                # `self.to_q(x)` in a block whose `__init__` is inherited: a sublayer's name.
+                if len(parts) == 2:
+                    return self._submodule_work(component, parts, LAYER)
+            elif component in owner.submodules:
                 if len(parts) == 2:
                     default = MODEL if component in owner.registered else LAYER
                     return self._submodule_work(component, parts, default)
@@ -1053,6 +1200,8 @@ class FunctionFacts:
                 # `self.attn.to_out[0](x)`, `self.mlp.fc1(x)`: a piece of a sublayer.
                 if name in T.METADATA_METHODS or name in _MODULE_BOOKKEEPING:
                     return _NO_WORK
+                if len(parts) == 3 and _is_tensor_method(name):
+                    return _NO_WORK  # `self.table.unsqueeze(0)`: a parameter's method
                 return Work(
                     LIGHT if _glob_any(name, T.LIGHT_SUBMODULES) else LAYER,
                     "submodule",
@@ -1087,12 +1236,12 @@ class FunctionFacts:
         lowered = name.lower()
         if _glob_any(lowered, T.MODEL_CALLS) or default == MODEL:
             return Work(MODEL, _model_kind(parts), parts=parts)
+        if _glob_any(lowered, T.LIGHT_SUBMODULES):
+            return Work(LIGHT, "submodule", parts=parts)  # `self_attn_norm`: a norm
         if _glob_any(lowered, T.CROSS_ATTENTION):
             return Work(LAYER, "submodule", parts=parts)
         if _glob_any(lowered, T.PEAK_SUBMODULES) or "conv" in lowered:
             return Work(PEAK, "submodule", parts=parts)
-        if _glob_any(lowered, T.LIGHT_SUBMODULES):
-            return Work(LIGHT, "submodule", parts=parts)
         return Work(min(default, LAYER), "submodule", parts=parts)
 
     @property
@@ -1111,7 +1260,7 @@ class FunctionFacts:
         """A nested function's heaviest call (a closure that runs sublayers is heavy)."""
         inner = self.nested_functions[name]
         calls: list[cst.Call] = []
-        walk(inner.body, lambda n: calls.append(n) if type(n) is cst.Call else None, _ignore)  # type: ignore[func-returns-value,arg-type]
+        walk(inner.body, lambda n: calls.append(n) if type(n) is cst.Call else None, _ignore)
         best = _NO_WORK
         for call in calls:
             func = call.func
@@ -1216,6 +1365,26 @@ class FunctionFacts:
         if best.level <= LIGHT:
             return _NO_WORK
         return Work(best.level, "loop", best.by_pattern, best.parts)
+
+
+def _is_pixel_preprocess(func: cst.BaseExpression) -> bool:
+    """`self.video_processor.preprocess_video(...)`: diffusers' image and video processors
+    return pixel-space tensors (the model's input frames, large at video sizes)."""
+    if not isinstance(func, cst.Attribute) or not func.attr.value.startswith("preprocess"):
+        return False
+    owner = dotted_name(func.value) or ""
+    return owner.rsplit(".", 1)[-1].endswith("processor")
+
+
+def _is_tensor_method(name: str) -> bool:
+    return (
+        name in T.VIEW_METHODS
+        or name in T.MAYBE_COPY_METHODS
+        or name in T.TENSOR_ONLY_METHODS
+        or name in T.TENSOR_METHODS_ON_TENSORS
+        or name in T.REDUCTIONS
+        or name in T.METADATA_METHODS
+    )
 
 
 def _is_sublayer_name(name: str) -> bool:
@@ -1345,7 +1514,7 @@ def _unwrap_iteration(iterable: cst.BaseExpression | None) -> cst.BaseExpression
     return iterable
 
 
-def _index_text(context, subscript: cst.Subscript) -> str | None:  # type: ignore[no-untyped-def]
+def _index_text(context, subscript: cst.Subscript) -> str | None:
     """The source text of a single plain index (`c[i]`, `c[idx]`, `c["k"]`), else None."""
     if len(subscript.slice) != 1:
         return None

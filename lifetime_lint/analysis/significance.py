@@ -110,7 +110,7 @@ def at_least(level: str, bar: str) -> bool:
 SETTING = "min-significance"
 
 
-def bar_of(settings) -> str:  # type: ignore[no-untyped-def]
+def bar_of(settings) -> str:
     """The configured bar (`min-significance` under `[tool.lifetime-lint]`)."""
     extra = getattr(settings, "extra", None) or {}
     value = extra.get(SETTING, DEFAULT_BAR)
@@ -129,10 +129,10 @@ def name_origin(name: str, origin: str) -> str:
         return origin
     if words & {"logits"}:
         return F.LOGITS
-    if words & _CONDITIONING_WORDS:
-        return F.CONDITIONING  # `image_embeds` before `image`
-    if words & _DECODED_WORDS:
-        return F.DECODED
+    if words & _CONDITIONING_WORDS or {"encoder", "hidden"} <= words:
+        return F.CONDITIONING  # `image_embeds` before `image`; `encoder_hidden_states`
+    if words & _DECODED_WORDS and origin not in (F.ACTIVATION, F.CACHE_ENTRY):
+        return F.DECODED  # `frames = torch.cat(...)`; not a layer's `image_features`
     if words & _LATENT_WORDS:
         return F.LATENTS
     return origin
@@ -217,6 +217,7 @@ _CONDITIONING_WORDS = frozenset(
         "prompt",
         "prompts",
         "text",
+        "txt",
         "cond",
         "conditioning",
         "context",
