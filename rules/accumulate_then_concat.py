@@ -1134,9 +1134,10 @@ def _view_of_fresh(
     if base is expr or not isinstance(base, cst.Name) or header is None:
         return None
     body = header.loop_body or []
+    reaching = facts.reaching(node, base.value)
     fresh = [
         site
-        for site in facts.reaching(node, base.value)
+        for site in reaching
         if site.kind == "assign"
         and site.node is not None
         and any(site.node is member for member in body)
@@ -1148,7 +1149,8 @@ def _view_of_fresh(
     ]
     if not fresh:
         return None
-    return _Chunk("derived", F._largest(facts.value(site).origin for site in fresh))
+    # The size is that of the tiles on any path (a blend of two decoded tiles is one).
+    return _Chunk("derived", F._largest(facts.value(site).origin for site in reaching))
 
 
 # Per-item values that lists of are small whatever their origin (scores, token ids,
