@@ -47,8 +47,7 @@ class AccumulateThenConcat(Rule):
     unchanged on Wan's untiled decode), for latent-sized results (encode paths,
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
-    batch) or the result is one row of an outer accumulation (`rows.append(torch.cat(row))`:
-    the outer concatenation sets the peak). The default run reports `medium` and `high`;
+    batch: `z.split(1)`, `unbind()`, iterating a tensor). The default run reports `medium` and `high`;
     `min-significance = "low"` under `[tool.lifetime-lint]` shows the rest.
 
     ## Why is this bad?
@@ -319,8 +318,13 @@ class AccumulateThenConcat(Rule):
             _chunk(facts, expr, nodes.get(id(grow.node)), _header_node(facts, loop))  # type: ignore[arg-type]
             for expr, grow, loop in zip(chunk_exprs, grows, loops)
         ]
-        if any(chunk is None for chunk in chunks):
+        if all(chunk is None for chunk in chunks):
             return  # metadata, or a view of data that stays alive anyway
+        if any(chunk is None for chunk in chunks) and len(grows) == 1:
+            return
+        # Several appends: the ones that add memory of their own decide (`result_row` gets
+        # a view of a blended tile on one branch, of a kept tile on the other).
+        chunks = [chunk for chunk in chunks if chunk is not None]
 
         # decide: how much holding these chunks is worth.
         header = _header_node(facts, loop_statement)
@@ -337,12 +341,12 @@ class AccumulateThenConcat(Rule):
         for grow in grows:
             for loop in _loops_between(grow.ancestors, loop_statement):
                 structure = structure or _small_loop(
-                    loop, self.settings["min-constant-count"], index
+                    loop,
+                    self.settings["min-constant-count"],
+                    index,
+                    facts,
+                    _header_node(facts, loop),
                 )
-        if structure is None and _appended_elsewhere(ancestors):
-            # `result_rows.append(torch.cat(result_row, dim=-1))`: one row of a tiled
-            # decode; the outer concatenation (its own finding) sets the peak.
-            structure = "one row of an outer accumulation, whose concatenation sets the peak"
         if structure is not None:
             level = S.LOW
         written = self.context.source_of(call.func)
@@ -691,7 +695,7 @@ class AccumulateThenConcat(Rule):
         origin = S.name_origin(list_name or "", F._origin_of_work(work))
         if S.size_class(origin) == S.TINY:
             return
-        level = S.estimate(origin, work).level
+        level, reason = _accumulation_level(origin, work)
         if any(_iterable_is_small_or_model_axis(c.iter, min_count, index) for c in clauses):
             level = S.LOW
         written = self.context.source_of(call.func)
@@ -699,8 +703,9 @@ class AccumulateThenConcat(Rule):
             call,
             f"`{written}` of a comprehension holds every chunk ({S.describe(origin)}) and the "
             f"result together (about twice the output), across `{'.'.join(work.parts)}` "
-            f"for every element; append into a preallocated output in a loop "
-            f"(significance: {level})",
+            f"for every element; append into a preallocated output in a loop"
+            + (f"; {reason}" if reason else "")
+            + f" (significance: {level})",
             significance=level,
         )
 
@@ -1011,19 +1016,6 @@ def _accumulation_level(origin: str, work: F.Work) -> tuple[str, str | None]:
     return (S.HIGH if size == S.LARGE else S.MEDIUM), None
 
 
-def _appended_elsewhere(ancestors: Sequence[cst.CSTNode]) -> bool:
-    """The concatenation's result goes straight into another list (`rows.append(cat(row))`)."""
-    if len(ancestors) < 3:  # the chain ends with the concatenation itself
-        return False
-    arg, call = ancestors[-2], ancestors[-3]
-    return (
-        isinstance(arg, cst.Arg)
-        and isinstance(call, cst.Call)
-        and isinstance(call.func, cst.Attribute)
-        and call.func.attr.value in ("append", "extend")
-    )
-
-
 def _loop_work(facts: F.FunctionFacts, header: Node | None, loop: cst.CSTNode) -> F.Work:
     """The heaviest work of one loop's body (the layer's answer for `for` loops; for a
     `while`, the heaviest call in its body)."""
@@ -1312,7 +1304,9 @@ def _loop_targets(chain: Sequence[cst.CSTNode]) -> set[str]:
     return names
 
 
-def _small_loop(loop: cst.CSTNode, min_count: int, index: _FunctionIndex) -> str | None:
+def _small_loop(
+    loop: cst.CSTNode, min_count: int, index: _FunctionIndex, facts=None, header=None
+) -> str | None:  # type: ignore[no-untyped-def]
     """Why a loop gives few chunks (issue 12's loop structure), or None: a literal range or
     sequence shorter than `min-constant-count`, model structure (layers, heads, scales,
     `config` counts), or the samples of a batch."""
@@ -1323,7 +1317,25 @@ def _small_loop(loop: cst.CSTNode, min_count: int, index: _FunctionIndex) -> str
             words = set(dotted.lower().replace(".", "_").split("_"))
             if words & {"batch", "bs", "bsz", "prompts", "samples"}:
                 return "few chunks: one per sample of a batch"
+        if _walks_the_batch(loop.iter, facts, header):
+            return "few chunks: one per sample of a batch"
     return None
+
+
+def _walks_the_batch(iterable: cst.BaseExpression, facts, header) -> bool:  # type: ignore[no-untyped-def]
+    """`for x in z.split(1)` / `z.unbind(0)` / `for data, pos in zip(x, ids)` over a tensor:
+    one step per sample along the batch dimension."""
+    if _is_call_to(iterable, "zip") or _is_call_to(iterable, "enumerate"):
+        return any(_walks_the_batch(a.value, facts, header) for a in iterable.args)  # type: ignore[attr-defined]
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
+        method, args = iterable.func.attr.value, iterable.args
+        if method == "split" and len(args) == 1 and _literal_int(args[0].value) == 1:
+            return True
+        if method == "unbind" and (not args or _literal_int(args[0].value) == 0):
+            return True
+    if isinstance(iterable, cst.Name) and facts is not None and header is not None:
+        return facts.expression(iterable, header).is_tensor
+    return False
 
 
 def _small_or_model_axis(loop: cst.CSTNode, min_count: int, index: _FunctionIndex) -> bool:
