@@ -486,6 +486,8 @@ class ChunkWriter:
             written = old.narrow(dim, 0, self._filled)
             if written.numel() == 0 or int(written.abs().max()) <= 2**53:
                 carrier = _carrier(torch, {torch.float64}, dtype)
+                # Those values are float64 values now: later promotions may rely on it.
+                self._sources = {torch.float64}
         if carrier is None:
             if self._rounded:
                 raise RuntimeError(

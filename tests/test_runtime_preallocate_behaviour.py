@@ -242,3 +242,13 @@ def test_torch_compile_fullgraph_traces_and_matches(backend) -> None:
     expected = _decode(z, False)
     assert torch.equal(compiled(z, True), expected)
     assert torch.equal(_decode(z, True), expected)
+
+
+def test_int64_then_two_float_promotions_are_exact() -> None:
+    # The case hypothesis found: int64, float16, float16, float32 (values that float64 holds).
+    chunks = [torch.tensor([[2049, 7]]), torch.ones(1, 2, dtype=torch.float16)]
+    chunks += [torch.full((1, 2), 3.0, dtype=torch.float16), torch.full((1, 2), 0.1)]
+    writer = ChunkWriter(0, count=4)
+    for chunk in chunks:
+        writer.append(chunk)
+    _same(writer.result(), torch.cat(chunks))
