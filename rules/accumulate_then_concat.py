@@ -47,7 +47,8 @@ class AccumulateThenConcat(Rule):
     unchanged on Wan's untiled decode), for latent-sized results (encode paths,
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
-    batch: `z.split(1)`, `unbind()`, iterating a tensor). The default run reports `medium` and `high`;
+    batch: `z.split(1)`, `unbind()`, iterating a tensor), in processor or scheduler classes,
+    and for one row of an outer accumulation (`rows.append(torch.cat(row))`). The default run reports `medium` and `high`;
     `min-significance = "low"` under `[tool.lifetime-lint]` shows the rest.
 
     ## Why is this bad?
@@ -338,6 +339,12 @@ class AccumulateThenConcat(Rule):
             return
         work = _loop_work(facts, header, loop_statement)
         level, structure = _accumulation_level(origin, work)
+        if facts.owner_facts is not None and facts.owner_facts.light:
+            structure = "a processor or scheduler class: preprocessing or scheduler math"
+        if structure is None and _appended_elsewhere(ancestors):
+            # `result_rows.append(torch.cat(result_row, dim=-1))`: one row of a tiled
+            # decode; the outer concatenation (its own finding) sets the peak.
+            structure = "one row of an outer accumulation, whose concatenation sets the peak"
         for grow in grows:
             for loop in _loops_between(grow.ancestors, loop_statement):
                 structure = structure or _small_loop(
@@ -1016,6 +1023,19 @@ def _accumulation_level(origin: str, work: F.Work) -> tuple[str, str | None]:
     return (S.HIGH if size == S.LARGE else S.MEDIUM), None
 
 
+def _appended_elsewhere(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The concatenation's result goes straight into another list (`rows.append(cat(row))`)."""
+    if len(ancestors) < 3:  # the chain ends with the concatenation itself
+        return False
+    arg, call = ancestors[-2], ancestors[-3]
+    return (
+        isinstance(arg, cst.Arg)
+        and isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value in ("append", "extend")
+    )
+
+
 def _loop_work(facts: F.FunctionFacts, header: Node | None, loop: cst.CSTNode) -> F.Work:
     """The heaviest work of one loop's body (the layer's answer for `for` loops; for a
     `while`, the heaviest call in its body)."""
@@ -1151,7 +1171,8 @@ _PER_ITEM_WORDS = frozenset(
     ["token", "tokens", "label", "labels", "score", "scores", "logprob", "logprobs", "prob",
      "probs", "count", "counts", "shape", "shapes", "size", "sizes", "num", "nums", "loss",
      "losses", "metric", "metrics", "norm", "norms", "weight_sum", "stat", "stats", "coef",
-     "coefs", "coeff", "coeffs", "coefficient", "coefficients", "ngram", "ngrams"]
+     "coefs", "coeff", "coeffs", "coefficient", "coefficients", "ngram", "ngrams", "code",
+     "codes", "box", "boxes", "bbox", "bboxes"]
 )  # fmt: skip
 
 
