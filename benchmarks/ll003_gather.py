@@ -14,7 +14,17 @@ gloo smoke run on CPU. Each rank decodes the same latents with both versions (wa
 - the receive buffers alone: the peak of `gather_strips()` called on a decoded strip,
   over the strip itself (the bytes the fix is meant to remove on non-root ranks);
 - the median wall time of a whole decode and of `gather_strips()` alone;
-- whether rank 0's video is bitwise equal before and after, and non-root ranks get None.
+- whether rank 0's video is bitwise equal before and after, and non-root ranks get None;
+- the subgroup case: two `dist.new_group`s, one without global rank 0 and one with it
+  ([1] and [0, 1] on 2 ranks; [1, 3] and [0, 2] on 4): on each member, the fixture
+  `tests/fixtures/LL003/fix_subgroup_destination.py` before and after `--fix` (safe fixes
+  only: `group_dst=0`, provably a member; the global-rank function must stay unfixed),
+  whether the group root's result is bitwise equal, whether `gather_to_root(...,
+  group_dst=0)` equals `all_gather` read on the group's root, and the peak over start of
+  each variant per member.
+
+CPU/gloo now: `python benchmarks/ll003_gather.py prepare && python benchmarks/ll003_gather.py
+--cpu --world-size 4` (`--world-size 2` is what the 2-GPU run uses).
 
 Prints a table with after/before ratios; writes `ll003_gather.json` to `$OUT` if set.
 NCCL's own settings (NCCL_NVLS_ENABLE=0 on the lab machine) are left as the environment has
@@ -40,6 +50,9 @@ from _bench import load_module, write_results
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = ROOT / "benchmarks" / "ll003_vae_tiling.py"
 AFTER = ROOT / ".bench" / "ll003" / "vae_tiling_fixed.py"
+SUBGROUP_BEFORE = ROOT / "tests" / "fixtures" / "LL003" / "fix_subgroup_destination.py"
+SUBGROUP_AFTER = ROOT / ".bench" / "ll003" / "subgroup_fixed.py"
+SUBGROUP_SAFE = ("group_root", "group_root_through_helper")  # group_dst=0: a member
 
 # (frames, latent height, latent width): CUDA is a 720p, 81-frame video (Wan 2.1 size);
 # the CPU smoke run is tiny.
@@ -68,6 +81,17 @@ def prepare() -> None:
     AFTER.write_text(result.fixed_text, encoding="utf-8")
     print(result.diff, end="")
     print(f"wrote {AFTER.relative_to(ROOT)}")
+
+    # The subgroup fixture: safe fixes only where the destination is group rank 0.
+    source = SourceFile.from_bytes(str(SUBGROUP_BEFORE), SUBGROUP_BEFORE.read_bytes())
+    result = Linter(settings).check_source(source, FixMode(diff_only=True))
+    fixed = result.fixed_text or ""
+    if fixed.count("group_dst=0") != len(SUBGROUP_SAFE) or "dst=0)" in fixed.replace(
+        "group_dst=0)", ""
+    ):
+        raise SystemExit(f"LL003's safe fixes of {SUBGROUP_BEFORE.name} are not the expected ones")
+    SUBGROUP_AFTER.write_text(fixed, encoding="utf-8")
+    print(f"wrote {SUBGROUP_AFTER.relative_to(ROOT)} (global_root left unfixed: unsafe)")
 
 
 # -- the measurement (torch, the standard library and lifetime_lint.runtime only) -----------
@@ -162,10 +186,68 @@ def _measure(rank: int, world_size: int, folder: str, use_cuda: bool, iters: int
             for key in ("peak_bytes", "peak_increase_bytes"):
                 values = [r[key] for r in records if r[key] is not None]
                 summary[f"{name}.{kind}.{key}"] = max(values) if values else None
+    summary["subgroups"] = _subgroups(rank, world_size, strip, use_cuda)
     with open(os.path.join(folder, f"rank{rank}.json"), "w") as handle:
         json.dump(summary, handle)
     sync()
     dist.destroy_process_group()
+
+
+def _subgroup_members(world_size: int) -> dict[str, list[int]]:
+    if world_size > 2:
+        return {
+            "without global rank 0": list(range(1, world_size, 2)),
+            "with global rank 0": list(range(0, world_size, 2)),
+        }
+    return {"without global rank 0": [1], "with global rank 0": [0, 1]}
+
+
+def _subgroups(rank: int, world_size: int, tensor, use_cuda: bool) -> dict[str, Any]:
+    """The subgroup case on this rank: equality and peaks, per group it is a member of
+    (only members call, so nothing here waits on the whole world)."""
+    import torch
+    import torch.distributed as dist
+
+    def peak_increase(call) -> int | None:
+        if not use_cuda:
+            call()
+            return None
+        torch.cuda.synchronize()
+        start = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        value = call()
+        torch.cuda.synchronize()
+        del value
+        return torch.cuda.max_memory_allocated() - start
+
+    from lifetime_lint.runtime import gather_to_root
+
+    before = load_module(SUBGROUP_BEFORE, "ll003_subgroup_before")
+    after = load_module(SUBGROUP_AFTER, "ll003_subgroup_after")
+    groups = {label: (m, dist.new_group(m)) for label, m in _subgroup_members(world_size).items()}
+    found: dict[str, Any] = {}
+    for label, (members, group) in groups.items():
+        if rank not in members:
+            continue
+        root = dist.get_rank(group) == 0
+        record: dict[str, Any] = {"members": members, "group_root": root}
+        buffers = [tensor.new_empty(tensor.shape) for _ in members]
+        dist.all_gather(buffers, tensor, group=group)
+        helper = gather_to_root(tensor, group=group, group_dst=0)
+        record["helper_equals_all_gather_on_root"] = (
+            all(_same(a, b) for a, b in zip(helper, buffers)) if root else helper is None
+        )
+        for function in SUBGROUP_SAFE:
+            want = getattr(before, function)(tensor, group)
+            got = getattr(after, function)(tensor, group)
+            record[f"{function}.equal"] = _same(want, got)
+            for name, module in (("before", before), ("after", after)):
+                call = getattr(module, function)
+                record[f"{function}.{name}.peak_increase_bytes"] = peak_increase(
+                    lambda c=call, g=group: c(tensor, g)
+                )
+        found[label] = record
+    return found
 
 
 def _same(a, b) -> bool:
@@ -176,8 +258,8 @@ def _same(a, b) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
 
 
-def run(iters: int, force_cpu: bool) -> int:
-    if not AFTER.exists():
+def run(iters: int, force_cpu: bool, world_size: int = 2) -> int:
+    if not AFTER.exists() or not SUBGROUP_AFTER.exists():
         print(
             f"{AFTER.relative_to(ROOT)} is missing: run `python {Path(__file__).name} prepare` "
             "where lifetime-lint is installed, and carry .bench/ along",
@@ -187,8 +269,9 @@ def run(iters: int, force_cpu: bool) -> int:
     import torch
     import torch.multiprocessing as mp
 
-    use_cuda = (not force_cpu) and torch.cuda.is_available() and torch.cuda.device_count() >= 2
-    world_size = 2
+    use_cuda = (
+        (not force_cpu) and torch.cuda.is_available() and torch.cuda.device_count() >= world_size
+    )
     with tempfile.TemporaryDirectory() as folder:
         context = mp.get_context("spawn")
         processes = [
@@ -229,10 +312,19 @@ def run(iters: int, force_cpu: bool) -> int:
     }
     _print_table(results)
     write_results("ll003_gather.json", results)
+    subgroup_checks = [
+        value
+        for r in ranks
+        for record in r["subgroups"].values()
+        for key, value in record.items()
+        if key.endswith("equal") or key == "helper_equals_all_gather_on_root"
+    ]
     ok = (
         all(r["root_output_equal"] for r in ranks)
         and ranks[0]["gets_video"]
         and not any(r["gets_video"] for r in ranks[1:])
+        and bool(subgroup_checks)
+        and all(subgroup_checks)
     )
     return 0 if ok else 1
 
@@ -272,6 +364,23 @@ def _print_table(results: dict[str, Any]) -> None:
                 f"{_ratio(after, before)} |"
             )
         print(f"| {rank['rank']} | strip (send tensor) | {_mib(rank['strip_bytes'])} | | |")
+    print(
+        "| rank | subgroup | group root | fixture function | equal | peak over start before | after |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for rank in results["ranks"]:
+        for label, record in rank["subgroups"].items():
+            for function in SUBGROUP_SAFE:
+                print(
+                    f"| {rank['rank']} | {label} {record['members']} | {record['group_root']} | "
+                    f"{function} | {record[f'{function}.equal']} | "
+                    f"{_mib(record[f'{function}.before.peak_increase_bytes'])} | "
+                    f"{_mib(record[f'{function}.after.peak_increase_bytes'])} |"
+                )
+            print(
+                f"| {rank['rank']} | {label} | | gather_to_root == all_gather on the root | "
+                f"{record['helper_equals_all_gather_on_root']} | | |"
+            )
     equal = all(r["root_output_equal"] for r in results["ranks"])
     print(
         f"rank 0 output bitwise equal before/after: {equal}; "
@@ -284,11 +393,12 @@ def main(argv=None) -> int:
     parser.add_argument("command", nargs="?", default="run", choices=("run", "prepare"))
     parser.add_argument("--iters", type=int, default=5, help="timed iterations per variant")
     parser.add_argument("--cpu", action="store_true", help="the gloo smoke run even with GPUs")
+    parser.add_argument("--world-size", type=int, default=2, help="ranks (one GPU each)")
     args = parser.parse_args(argv)
     if args.command == "prepare":
         prepare()
         return 0
-    return run(args.iters, args.cpu)
+    return run(args.iters, args.cpu, args.world_size)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,14 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from lifetime_lint.analysis import facts as F
+from lifetime_lint.analysis import significance as S
+from lifetime_lint.analysis import tables as T
+from lifetime_lint.analysis.cfg import DefSite, Node
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.rule import Option, Rule
+from lifetime_lint.traversal import walk
 
 
 def _validate_count(value: int) -> str | None:
@@ -20,12 +25,31 @@ def _validate_count(value: int) -> str | None:
 class AccumulateThenConcat(Rule):
     """
     ## What it does
-    Flags a list that starts empty (`xs = []`, `list()`), grows by `.append` / `.extend` /
-    `+=` inside a `for` or `while` loop (nested loops included) and is concatenated once
-    after the loop (`torch.cat`, `torch.concat`, `torch.concatenate`, `torch.stack`,
-    `torch.hstack` / `vstack` / `dstack`, under any import alias); the loop-carried running
-    form `out = torch.cat([out, chunk], dim)`; and `torch.cat` / `stack` of a list
-    comprehension whose element runs a model (`[self._decode(z).sample for z in ...]`).
+    Flags a list that starts empty (`xs = []`, `xs: list[torch.Tensor] = []`, `list()`),
+    grows by `.append` / `.extend` / `+=` inside a `for` or `while` loop (nested loops
+    included) and is concatenated after the loop (`torch.cat`, `torch.concat`,
+    `torch.concatenate`, `torch.stack`, `torch.hstack` / `vstack` / `dstack`, under any
+    import alias), once or in branches that exclude each other, also when the name is
+    rebound to the result (`dec = torch.cat(dec, dim=2)`); the loop-carried running form
+    `out = torch.cat([out, chunk], dim)`; and `torch.cat` / `stack` of a list comprehension
+    whose element runs a model (`[self._decode(z).sample for z in ...]`). Views of tensors
+    made in the iteration count as chunks (`result_row.append(tile[..., :n])` after `tile =
+    self.blend_h(...)`: each view keeps its blended tile alive). Reads that neither
+    keep nor hand out chunks do not hide it: `len(chunks)`, `if not chunks: raise`,
+    `chunks[0].shape`.
+
+    Each finding names what is held (its likely size class, from where the chunks come
+    from), what the loop does, and a significance from what sets the peak: `high` for
+    decoded tiles or frames merged by light work (blending, cropping: the tiles' decoder
+    activations are gone, so every chunk plus the output is the peak), `medium` for
+    activation-sized chunks so merged, `low` when each chunk comes from model-level work in
+    the same loop (that call's own activations usually exceed the concatenation: measured
+    unchanged on Wan's untiled decode), for latent-sized results (encode paths,
+    conditioning), and whenever the loop gives few chunks (a short literal range, model
+    structure such as layers, heads or scales, a `config` count, one chunk per sample of a
+    batch: `z.split(1)`, `unbind()`, iterating a tensor), in processor or scheduler classes,
+    and for one row of an outer accumulation (`rows.append(torch.cat(row))`). The default run reports `medium` and `high`;
+    `min-significance = "low"` under `[tool.lifetime-lint]` shows the rest.
 
     ## Why is this bad?
     At the `torch.cat`, every chunk and the full result are alive together: the peak is
@@ -52,21 +76,15 @@ class AccumulateThenConcat(Rule):
     - literal lists of a fixed few tensors (`torch.cat([a, b])`, classifier-free-guidance
       pairs), and a running concatenation onto a value bound earlier in the same iteration
       (`x = torch.cat([x, image_latents], 1)` after `x = ...`): nothing accumulates;
-    - loops over a literal range or sequence shorter than `min-constant-count`, or over a
-      name bound to such a literal;
-    - loops over model structure: an iterable, count or length whose name ends in layers,
-      blocks, heads, experts, stages, scales, axes, dims, quantizers, encoders, ...
-      (`self.heads`, `range(len(self.layers))`, `range(num_hidden_layers)`), or read from a
-      `config`;
-    - metadata and conditioning: a list or chunk whose name contains a word such as `ids`,
-      `index`, `positions`, `shapes`, `sizes`, `timesteps`, `sigmas`, `coeffs`, `masks`,
-      `tokens`, `freqs`, `coords`, `embeds`, `prompt`; chunks built by `torch.tensor`,
-      `arange`, `full`, `.item()`, `.shape`, `len()`;
-    - views of data that stays alive anyway: slices, `view`/`expand`/... of a loop variable,
-      a parameter or `self` state (concatenating them allocates only the output);
-    - lists that escape: used in any other way than grown and concatenated once (returned,
-      stored, read, measured, passed elsewhere, captured by a nested function, rebound,
-      concatenated inside a loop), and functions that call `locals()` / `vars()` / `eval`.
+    - chunks the facts layer (`lifetime_lint.analysis`) knows are small or not tensors:
+      metadata, reductions, ids, masks, positions, timesteps, per-item scores and
+      log-probabilities (also by the list's or chunk's name), conditioning below the bar;
+    - views of data that stays alive anyway: elements of a container, slices or views of a
+      loop variable, a parameter or `self` state (concatenating them allocates only the
+      output);
+    - lists that escape: used in any other way than grown, measured and concatenated
+      (returned, stored, iterated, passed elsewhere, captured by a nested function,
+      concatenated inside a loop or twice on one path).
 
     ## Example
     ```python
@@ -119,22 +137,42 @@ class AccumulateThenConcat(Rule):
     writer is created before the loop, the chunk is released after its append on the same
     terms, and `out = out.result()` follows the loop.
 
+    With concatenations in exclusive branches the one writer's `result()` replaces each
+    (same dim and kind only); reads of the list must come before the concatenation
+    (`len()` and truth work on the writer until `result()` empties it); `chunks[0].shape`
+    keeps the finding report-only (a writer has no elements).
+
     Safe when the chunk is a fresh result (a call, or a local bound to one and not read
-    after the append): the list and the writer then see the same values, and the peak can
-    rise by at most one chunk, and only where the chunk cannot be released (see above). Unsafe when the chunk could be changed in place
-    between its append and the concatenation (the list held a reference, the writer took
-    a copy), and when the count is `len(seq)` of something not known to support `len` (an
-    iterator would raise `TypeError`). Behaviour on already-failing code differs slightly:
-    torch's errors (mismatched shapes, devices) are raised at the offending append instead
-    of at the concatenation, and a running-form loop that runs zero times raises torch's
-    empty-list error instead of `UnboundLocalError`.
+    after the append) and the count is known to support `len`; the peak can rise by at
+    most one chunk, and only where the chunk cannot be released (see above). Where a list
+    and a writer could differ, `ChunkWriter` keeps `torch.cat`'s behaviour (each executed
+    in tests/test_runtime_preallocate_behaviour.py): a producer that returns its one output
+    buffer, or a view of a tensor written again, is read again at `result()` (it is still
+    reachable, so the list would have seen its last value); chunks made under
+    `torch.inference_mode()` give a normal tensor when `result()` runs outside it (so the
+    result can be changed in place), and an inference tensor inside it; under
+    `torch.no_grad()` `result()` records no graph, and chunks that require grad appended
+    under `no_grad` are tracked when `result()` runs with grad; tensor subclasses are
+    concatenated by torch itself; dtype promotion is exact (an exact carrier dtype where a
+    promotion would round); torch's errors (shapes, devices, non-tensors) are raised by
+    `result()`, so a `try` around the concatenation still catches them; under
+    `torch.compile(fullgraph=True)` the writer traces (it defers to `torch.cat` while
+    compiling) and returns equal results. Unsafe when a `locals()` / `vars()` / `eval`
+    runs while the list is bound (it could read the writer instead of the list; one
+    elsewhere in the function does not count), when the chunk could be changed in place
+    by the function itself between its append and the concatenation (a local read after
+    the append), and when the count is `len(seq)` of something not known to support `len`
+    (an iterator would raise `TypeError`). One difference remains on failing code: a
+    running-form loop that runs zero times raises torch's empty-list error instead of
+    `UnboundLocalError`.
 
     ## Options
     `chunk-writer` names the writer class: `"package.module:Name"` or a dotted path
     (default `"lifetime_lint.runtime.ChunkWriter"`); a project's own class must take
     `(dim=..., count=..., stack=True)` and offer `append`, `extend`, `+=` and `result()`.
     `min-constant-count` (default 8): loops over a literal range or sequence with fewer
-    elements are not flagged.
+    elements give few chunks (significance `low`). The global `min-significance` (`"low"`,
+    `"medium"` by default, `"high"`) sets which findings are reported.
     """
 
     code = "LL002"
@@ -156,7 +194,7 @@ class AccumulateThenConcat(Rule):
             "min-constant-count",
             int,
             8,
-            "loops over a literal range or tuple shorter than this are not flagged",
+            "loops over a literal range or tuple shorter than this give few chunks (low)",
             validate=_validate_count,
         ),
     )
@@ -164,9 +202,10 @@ class AccumulateThenConcat(Rule):
     def __init__(self, context, options) -> None:  # type: ignore[no-untyped-def]
         super().__init__(context, options)
         self._indexes: dict[int, _FunctionIndex] = {}
+        self._loads: dict[int, dict[int, Node]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
-        kind = _CONCATS.get(self.context.qualified_name(node.func) or "")
+        kind = _kind_of(self.context, node)
         if kind is None:
             return
         tensors = _argument(node, 0, ("tensors",))
@@ -192,74 +231,172 @@ class AccumulateThenConcat(Rule):
         function: cst.FunctionDef,
         ancestors: list[cst.CSTNode],
     ) -> None:
-        index = self._index(function)
-        uses = index.names.get(name.value, [])
-        if index.dynamic or not uses:
+        # query: the binding the concatenation reads, and every use of that binding.
+        facts = F.facts_for(self.context, function)
+        if facts is None or name.value in facts.cfg.captured or name.value in facts.cfg.declared:
             return
+        nodes = self._load_nodes(facts)
+        cat_node = nodes.get(id(name))
+        if cat_node is None:
+            return
+        found = _list_family(facts, facts.reaching(cat_node, name.value))
+        if found is None:
+            return
+        site, family = found
+        # A `locals()` / `eval` while the list is bound may read it: still reported (the
+        # memory is the same), but the fix is unsafe (the reader would get the writer).
+        dynamic = any(_observed_dynamically(facts, member) for member in family.values())
+        grown_in_place = {  # by the `AugAssign` statement
+            id(member.node.statement): member
+            for member in family.values()
+            if member.kind == "augassign" and member.node is not None
+        }
+        index = self._index(function)
         init: _Use | None = None
         grows: list[_Use] = []
-        cat_use: _Use | None = None
-        for use in uses:
-            role = _role(use, call)
-            if role == "init" and init is None:
+        cats: list[tuple[_Use, cst.Call]] = []
+        reads: list[tuple[_Use, str]] = []
+        for use in index.names.get(name.value, []):
+            if use.node is site.target:
                 init = use
-            elif role in ("append", "extend"):
-                grows.append(use)
-            elif role == "cat" and cat_use is None:
-                cat_use = use
-            elif role == "del":
                 continue
+            parent = use.ancestors[-1] if use.ancestors else None
+            augmented = (
+                grown_in_place.get(id(parent))
+                if isinstance(parent, cst.AugAssign) and parent.target is use.node
+                else None
+            )
+            node = augmented.node if augmented is not None else nodes.get(id(use.node))
+            if node is None:
+                continue  # a binding target or `del`: another binding, or this one's end
+            reaching = facts.reaching(node, name.value)
+            if not any(r.index in family for r in reaching):
+                continue  # another binding of the name
+            if not all(r.index in family for r in reaching):
+                return  # this list or another one: a rewrite could change the other
+            role = _role(use, self.context)
+            if role in ("append", "extend"):
+                grows.append(use)
+            elif role == "cat":
+                concat = use.ancestors[-2]
+                assert isinstance(concat, cst.Call)
+                cats.append((use, concat))
+            elif role in _READS:
+                reads.append((use, role))
             else:
-                return  # the list escapes, or is rebound: a rewrite could change behaviour
-        if init is None or not grows or cat_use is None:
+                return  # the list escapes: a rewrite could change behaviour
+        if init is None or not grows or not cats:
             return
+        cats.sort(key=lambda pair: self.context.span(pair[1])[0])
+        if cats[0][1] is not call:
+            return  # reported once, at the first concatenation
         block, init_at = _statement_position(init.ancestors)
         if block is None:
             return
         loop_at = _child_index(grows[0].ancestors, block)
-        cat_at = _child_index(cat_use.ancestors, block)
-        if loop_at is None or cat_at is None or not init_at < loop_at < cat_at:
+        if loop_at is None or not init_at < loop_at:
             return
         loop_statement = _body(block)[loop_at]
         if any(_child_index(grow.ancestors, block) != loop_at for grow in grows):
             return
         if any(_loop_between(grow.ancestors, loop_statement) is None for grow in grows):
             return  # grown outside any loop
-        if _loop_between(cat_use.ancestors, _body(block)[cat_at]) is not None:
-            return  # concatenated repeatedly
+        cat_positions = []
+        for use, _ in cats:
+            cat_at = _child_index(use.ancestors, block)
+            if cat_at is None or cat_at <= loop_at:
+                return
+            if _loop_between(use.ancestors, _body(block)[cat_at]) is not None:
+                return  # concatenated repeatedly
+            cat_positions.append(cat_at)
+        if len(cats) > 1 and not _mutually_exclusive(facts, [nodes[id(u.node)] for u, _ in cats]):
+            return  # concatenated twice: not the pattern
         loops = [_loop_between(grow.ancestors, loop_statement) for grow in grows]
-        min_count = self.settings["min-constant-count"]
-        for grow in grows:
-            for loop in _loops_between(grow.ancestors, loop_statement):
-                if _small_or_model_axis(loop, min_count, index):
-                    return
         chunk_exprs = [_grown_value(grow) for grow in grows]
         if any(expr is None for expr in chunk_exprs):
             return
-        if _is_metadata_name(name.value):
-            return
-        targets = _loop_targets(grows[0].ancestors) | index.parameters
-        kinds = [
-            _chunk_kind(self.context, e, targets, index, grow)
-            for e, grow in zip(chunk_exprs, grows)
+        chunks = [
+            _chunk(facts, expr, nodes.get(id(grow.node)), _header_node(facts, loop))  # type: ignore[arg-type]
+            for expr, grow, loop in zip(chunk_exprs, grows, loops)
         ]
-        if any(k in ("metadata", "view") for k in kinds):
+        if all(chunk is None for chunk in chunks):
+            return  # metadata, or a view of data that stays alive anyway
+        if any(chunk is None for chunk in chunks) and len(grows) == 1:
             return
+        # Several appends: the ones that add memory of their own decide (`result_row` gets
+        # a view of a blended tile on one branch, of a kept tile on the other).
+        chunks = [chunk for chunk in chunks if chunk is not None]
 
+        # decide: how much holding these chunks is worth.
+        header = _header_node(facts, loop_statement)
+        origin = S.name_origin(name.value, F._largest(c.origin for c in chunks))  # type: ignore[union-attr]
+        for expr in chunk_exprs:
+            if isinstance(expr, cst.Name):
+                origin = S.name_origin(expr.value, origin)
+        origin = _encoder_output(function, origin)
+        named = [name.value] + [e.value for e in chunk_exprs if isinstance(e, cst.Name)]  # type: ignore[union-attr]
+        if S.size_class(origin) == S.TINY or any(_per_item(n) for n in named):
+            return
+        work = _loop_work(facts, header, loop_statement)
+        level, structure = _accumulation_level(origin, work)
+        if facts.owner_facts is not None and facts.owner_facts.light:
+            structure = "a processor or scheduler class: preprocessing or scheduler math"
+        if structure is None and _appended_elsewhere(ancestors):
+            # `result_rows.append(torch.cat(result_row, dim=-1))`: one row of a tiled
+            # decode; the outer concatenation (its own finding) sets the peak.
+            structure = "one row of an outer accumulation, whose concatenation sets the peak"
+        for grow in grows:
+            for loop in _loops_between(grow.ancestors, loop_statement):
+                structure = structure or _small_loop(
+                    loop,
+                    self.settings["min-constant-count"],
+                    index,
+                    facts,
+                    _header_node(facts, loop),
+                )
+        if structure is not None:
+            level = S.LOW
         written = self.context.source_of(call.func)
+        across = _describe_work(work)
+        also = f" (and {len(cats) - 1} more)" if len(cats) > 1 else ""
         message = (
-            f"`{name.value}` holds every chunk until `{written}({name.value}, ...)`: all chunks "
-            f"and the result are alive together (about twice the output); write each chunk "
-            f"into a preallocated output"
+            f"`{name.value}` holds every chunk ({S.describe(origin)}) across the loop's "
+            f"{across} until `{written}({name.value}, ...)`{also}: all chunks and the result "
+            f"are alive together (about twice the output); write each chunk into a "
+            f"preallocated output"
+            + (f"; {structure}" if structure else "")
+            + f" (significance: {level})"
         )
-        fix = self._accumulate_fix(
-            call, kind, name, init, grows, loops, kinds, index, block, init_at, cat_at, ancestors
-        )
-        self.report(call, message, fix)
+        kinds = [c.kind for c in chunks]  # type: ignore[union-attr]
+        fix = None
+        if not any(role == "element" for _, role in reads) and all(
+            _child_index(use.ancestors, block) is not None
+            and _child_index(use.ancestors, block) < min(cat_positions)  # type: ignore[operator]
+            for use, _ in reads
+        ):
+            # `len(chunks)` / `if not chunks:` work on the writer until `result()` empties it.
+            fix = self._accumulate_fix(
+                [c for _, c in cats], kind, name, init, grows, loops, kinds, index, block,
+                init_at, min(cat_positions), ancestors,
+            )  # fmt: skip
+            if fix is not None and dynamic:
+                fix = Fix(
+                    fix.message, fix.edits, Applicability.UNSAFE, fix.orphan_import_candidates
+                )
+        self.report(call, message, fix, significance=level)
+
+    def _load_nodes(self, facts: F.FunctionFacts) -> dict[int, Node]:
+        """The CFG node of every name the function reads (by node identity)."""
+        key = id(facts)
+        found = self._loads.get(key)
+        if found is None:
+            found = {id(load): node for node in facts.cfg.nodes for load in node.loads}
+            self._loads[key] = found
+        return found
 
     def _accumulate_fix(
         self,
-        call: cst.Call,
+        calls: list[cst.Call],
         kind: str,
         name: cst.Name,
         init: _Use,
@@ -272,8 +409,14 @@ class AccumulateThenConcat(Rule):
         cat_at: int,
         ancestors: list[cst.CSTNode],
     ) -> Fix | None:
-        if kind not in ("cat", "stack") or len(grows) != 1 or _role(grows[0], call) != "append":
+        if kind not in ("cat", "stack") or len(grows) != 1 or _role(grows[0], None) != "append":
             return None
+        call = calls[0]
+        if any(
+            _kind_of(self.context, other) != kind or not _same_dim(self.context, other, call)
+            for other in calls[1:]
+        ):
+            return None  # one writer, one dim
         grow = grows[0]
         loop = loops[0]
         statements = _body(block)
@@ -303,8 +446,9 @@ class AccumulateThenConcat(Rule):
         edits: list[Edit] = [
             Edit(start, end, f"{reference}(dim={dim_code}, count={count_code}{stack})"),
         ]
-        call_start, call_end = self.context.span(call)
-        edits.append(Edit(call_start, call_end, f"{name.value}.result()"))
+        for concat in calls:
+            call_start, call_end = self.context.span(concat)
+            edits.append(Edit(call_start, call_end, f"{name.value}.result()"))
         chunk = _grown_value(grow)
         released = _releasable_chunk(
             chunk, _enclosing_statement(grow.ancestors), _body(loop.body), index
@@ -359,29 +503,43 @@ class AccumulateThenConcat(Rule):
         if _names_in(elements[1]) & {out}:
             return
         loop = _innermost_loop(ancestors, function)
-        if loop is None or _small_or_model_axis(
-            loop, self.settings["min-constant-count"], self._index(function)
-        ):
+        if loop is None:
             return
-        if (
-            _is_metadata_name(out)
-            or _expression_kind(self.context, elements[1], set()) == "metadata"
-        ):
+        facts = F.facts_for(self.context, function)
+        if facts is None:
+            return
+        node = self._load_nodes(facts).get(id(elements[0]))
+        header = _header_node(facts, loop)
+        chunk = _chunk(facts, elements[1], node, header)
+        if chunk is None:
+            return
+        origin = _encoder_output(function, S.name_origin(out, chunk.origin))
+        if S.size_class(origin) == S.TINY or _per_item(out):
             return
         if not _loop_carried(out, assign, loop, self._index(function)):
             return  # `x = torch.cat([x, extra], 1)` after `x = ...` in the same iteration
+        work = _loop_work(facts, header, loop)
+        level, structure = _accumulation_level(origin, work)
+        structure = (
+            _small_loop(loop, self.settings["min-constant-count"], self._index(function))
+            or structure
+        )
+        if structure is not None:
+            level = S.LOW
         written = self.context.source_of(call.func)
         message = (
-            f"`{out} = {written}([{out}, ...])` in a loop copies the whole result at every "
-            f"step and holds the old and new result together; write each chunk into a "
-            f"preallocated output"
+            f"`{out} = {written}([{out}, ...])` in a loop ({S.describe(origin)}; across the "
+            f"loop's {_describe_work(work)}) copies the whole result at every step and holds "
+            f"the old and new result together; write each chunk into a preallocated output"
+            + (f"; {structure}" if structure else "")
+            + f" (significance: {level})"
         )
         fix = (
             None
             if conditional
             else self._running_fix(call, assign, out, elements[1], loop, function, ancestors)
         )
-        self.report(call, message, fix)
+        self.report(call, message, fix, significance=level)
 
     def _running_fix(
         self,
@@ -446,7 +604,8 @@ class AccumulateThenConcat(Rule):
         ):
             return None
         index = self._index(function)
-        if index.dynamic:
+        facts = F.facts_for(self.context, function)
+        if facts is None or any(node.dynamic for node in facts.cfg.nodes):
             return None
         # `out` must be unbound before the loop and used in it only by these two statements.
         loop_start, loop_end = self.context.span(loop)
@@ -526,23 +685,35 @@ class AccumulateThenConcat(Rule):
             clause = clause.inner_for_in
         min_count = self.settings["min-constant-count"]
         index = self._index(function)
+        if list_name is not None and _per_item(list_name):
+            return
+        facts = F.facts_for(self.context, function)
+        if facts is None:
+            return
+        # The element must run a model (reported without a fix: worth a hand rewrite).
+        element: cst.BaseExpression = comprehension.elt
+        while isinstance(element, (cst.Attribute, cst.Subscript)):
+            element = element.value
+        if not isinstance(element, cst.Call):
+            return
+        work = facts.work(element)
+        if work.level < F.MODEL:
+            return
+        origin = S.name_origin(list_name or "", F._origin_of_work(work))
+        if S.size_class(origin) == S.TINY:
+            return
+        level, reason = _accumulation_level(origin, work)
         if any(_iterable_is_small_or_model_axis(c.iter, min_count, index) for c in clauses):
-            return
-        if list_name is not None and _is_metadata_name(list_name):
-            return
-        targets: set[str] = set(self._index(function).parameters)
-        for c in clauses:
-            targets |= _names_in(c.target)
-        element = comprehension.elt
-        if _expression_kind(self.context, element, targets) != "fresh" or not _runs_a_model(
-            element
-        ):
-            return
+            level = S.LOW
         written = self.context.source_of(call.func)
         self.report(
             call,
-            f"`{written}` of a comprehension holds every chunk and the result together (about "
-            f"twice the output); append into a preallocated output in a loop",
+            f"`{written}` of a comprehension holds every chunk ({S.describe(origin)}) and the "
+            f"result together (about twice the output), across `{'.'.join(work.parts)}` "
+            f"for every element; append into a preallocated output in a loop"
+            + (f"; {reason}" if reason else "")
+            + f" (significance: {level})",
+            significance=level,
         )
 
     # -- per-function index ---------------------------------------------------------------
@@ -578,7 +749,7 @@ class AccumulateThenConcat(Rule):
                 and isinstance(call, cst.Call)
                 and call.args
                 and call.args[0] is parent
-                and _CONCATS.get(self.context.qualified_name(call.func) or "") is not None
+                and _kind_of(self.context, call) is not None
             ):
                 cats.append(call)
             elif isinstance(parent, cst.Del):
@@ -590,138 +761,7 @@ class AccumulateThenConcat(Rule):
         self._comprehension(cats[0], node.value, function, name)
 
 
-# -- what the rule knows about torch --------------------------------------------------------
-
-_CONCATS = {
-    "torch.cat": "cat",
-    "torch.concat": "cat",
-    "torch.concatenate": "cat",
-    "torch.stack": "stack",
-    "torch.hstack": "hstack",
-    "torch.vstack": "vstack",
-    "torch.dstack": "dstack",
-}
-
-# Calls that build small metadata tensors or plain values, not decoded chunks.
-_METADATA_CALLS = {
-    "torch.tensor", "torch.as_tensor", "torch.arange", "torch.full", "torch.scalar_tensor",
-    "torch.linspace", "torch.logspace", "torch.LongTensor", "torch.IntTensor",
-    "torch.FloatTensor", "torch.BoolTensor",
-}  # fmt: skip
-_METADATA_BUILTINS = {
-    "len",
-    "int",
-    "float",
-    "bool",
-    "str",
-    "tuple",
-    "list",
-    "range",
-    "max",
-    "min",
-    "sum",
-    "round",
-    "abs",
-}
-_METADATA_METHODS = {"item", "tolist", "size", "dim", "numel", "nelement", "stride", "data_ptr"}
-_METADATA_ATTRIBUTES = {"shape", "ndim", "dtype", "device"}
-# A list or chunk named with one of these words holds metadata or conditioning (ids,
-# positions, rotary tables, prompt embeddings, masks): small next to decoded outputs.
-_METADATA_WORDS = frozenset(
-    [
-        "id",
-        "ids",
-        "idx",
-        "idxs",
-        "index",
-        "indices",
-        "indexes",
-        "token",
-        "tokens",
-        "position",
-        "positions",
-        "pos",
-        "shape",
-        "shapes",
-        "size",
-        "sizes",
-        "len",
-        "lens",
-        "length",
-        "lengths",
-        "offset",
-        "offsets",
-        "coef",
-        "coeff",
-        "coeffs",
-        "coefficient",
-        "coefficients",
-        "sigma",
-        "sigmas",
-        "timestep",
-        "timesteps",
-        "ts",
-        "step",
-        "steps",
-        "mask",
-        "masks",
-        "label",
-        "labels",
-        "score",
-        "scores",
-        "logprob",
-        "logprobs",
-        "prob",
-        "probs",
-        "count",
-        "counts",
-        "num",
-        "nums",
-        "seed",
-        "seeds",
-        "seqlen",
-        "seqlens",
-        "cu",
-        "start",
-        "starts",
-        "end",
-        "ends",
-        "cos",
-        "sin",
-        "freq",
-        "freqs",
-        "rope",
-        "coord",
-        "coords",
-        "grid",
-        "grids",
-        "embed",
-        "embeds",
-        "embedding",
-        "embeddings",
-        "emb",
-        "embs",
-        "prompt",
-        "prompts",
-        "text",
-        "caption",
-        "captions",
-        "timestamp",
-        "timestamps",
-        "norm",
-        "norms",
-        "loss",
-        "losses",
-        "ngram",
-        "ngrams",
-    ]
-)
-# Views of their input: a list of them holds no memory of its own.
-_VIEW_METHODS = {
-    "view", "view_as", "narrow", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze",
-    "transpose", "permute", "expand", "expand_as", "t", "select", "split", "chunk", "unbind",
-    "detach", "movedim", "swapaxes", "diagonal", "as_strided", "unfold",
-}  # fmt: skip
+# Loop structure that gives few chunks: model axes and counts (issue 12: low significance).
 _MODEL_AXIS = re.compile(
     r"(layers?|blocks?|heads?|modules?|experts?|convs?|branch(es)?|stages?|levels?|scales?|"
     r"resolutions?|towers?|resnets?|attentions?|attns?|projs?|projections?|embeddings?|"
@@ -733,12 +773,6 @@ _MODEL_COUNT = re.compile(
     r"^(num|n)_?(layers|heads|blocks|experts|stages|levels|scales|groups|kv_heads|"
     r"attention_heads|hidden_layers|axes|dims|encoders|branches|quantizers|codebooks|"
     r"mask_tokens|queries|classes|feature_levels)"
-)
-# A comprehension is reported only when its element runs a model (reported without a fix,
-# so it must be worth a hand rewrite): decode/encode/forward-like calls.
-_HEAVY_CALL = re.compile(
-    r"(decode|encode|decoder|encoder|forward|vae|unet|transformer|model|render|upsample|"
-    r"upscale|generate|denoise|synthesi[sz]e|vocoder)$"
 )
 
 
@@ -810,8 +844,13 @@ class _Collector(cst.CSTVisitor):
 # -- classifying uses -----------------------------------------------------------------------
 
 
-def _role(use: _Use, call: cst.Call) -> str:
-    """What one occurrence of the list's name does."""
+_READS = ("len", "truth", "element")
+
+
+def _role(use: _Use, context) -> str:  # type: ignore[no-untyped-def]
+    """What one occurrence of the list's name does: init, append, extend, cat, the reads
+    that neither keep nor hand out chunks (`len(xs)`, `if not xs:`, `xs[0].shape`), del,
+    rebind, or escape."""
     if use.nested:
         return "escape"
     chain = use.ancestors
@@ -825,6 +864,9 @@ def _role(use: _Use, call: cst.Call) -> str:
         ):
             return "init"
         return "rebind"
+    if isinstance(parent, cst.AnnAssign) and parent.target is use.node:
+        value = parent.value
+        return "init" if value is not None and _is_empty_list(value) else "rebind"
     if isinstance(parent, cst.Attribute) and parent.value is use.node and len(chain) >= 3:
         method_call, line = chain[-2], chain[-3]
         if (
@@ -847,18 +889,305 @@ def _role(use: _Use, call: cst.Call) -> str:
             )
             return "append" if single else "extend"
         return "escape"
-    if (
-        isinstance(parent, cst.Arg)
-        and len(chain) >= 2
-        and chain[-2] is call
-        and call.args[0] is parent
-    ):
-        return "cat"
+    if isinstance(parent, cst.Arg) and len(chain) >= 2 and context is not None:
+        call = chain[-2]
+        if isinstance(call, cst.Call) and call.args and call.args[0] is parent:
+            if _kind_of(context, call) is not None and _argument(call, None, ("out",)) is None:
+                return "cat"
+            if _is_call_to(call, "len") and len(call.args) == 1:
+                return "len"
+        return "escape"
+    if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+        return "truth"
+    if isinstance(parent, (cst.If, cst.While, cst.IfExp)) and parent.test is use.node:
+        return "truth"
+    if isinstance(parent, cst.Subscript) and parent.value is use.node and len(chain) >= 3:
+        # `xs[0].shape`, `xs[-1].size(2)`: an element's metadata, not the element.
+        attribute = chain[-2]
+        if isinstance(attribute, cst.Attribute) and attribute.value is parent:
+            if attribute.attr.value in T.METADATA_ATTRIBUTES:
+                return "element"
+            outer = chain[-3]
+            if (
+                attribute.attr.value in T.METADATA_METHODS
+                and isinstance(outer, cst.Call)
+                and outer.func is attribute
+            ):
+                return "element"
+        return "escape"
     if isinstance(parent, cst.Del) or (
         isinstance(parent, cst.Element) and len(chain) >= 3 and isinstance(chain[-3], cst.Del)
     ):
         return "del"
     return "escape"
+
+
+def _kind_of(context, call: cst.Call) -> str | None:  # type: ignore[no-untyped-def]
+    """ "cat" for `torch.cat` / `concat` / `concatenate`, else the concatenation's name
+    (`stack`, `hstack`, ...); None for other calls."""
+    qualified = context.qualified_name(call.func) or ""
+    if qualified not in T.CONCATENATIONS:
+        return None
+    last = qualified.rsplit(".", 1)[-1]
+    return "cat" if last in ("cat", "concat", "concatenate") else last
+
+
+def _same_dim(context, a: cst.Call, b: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    da, db = _argument(a, 1, ("dim", "axis")), _argument(b, 1, ("dim", "axis"))
+    code = lambda d: "0" if d is None else context.source_of(d).strip()  # noqa: E731
+    return code(da) == code(db)
+
+
+def _list_family(facts: F.FunctionFacts, sites) -> tuple[DefSite, dict[int, DefSite]] | None:  # type: ignore[no-untyped-def]
+    """The empty-list binding these bindings come from, through `xs += [chunk]` (which
+    grows the same list in place), and every binding of that family; None otherwise."""
+    init: DefSite | None = None
+    family: dict[int, DefSite] = {}
+    stack = list(sites)
+    if not stack:
+        return None
+    while stack:
+        site = stack.pop()
+        if site.index in family:
+            continue
+        if site.kind == "augassign" and site.node is not None:
+            family[site.index] = site
+            stack.extend(facts.reaching(site.node, site.name))
+        elif (
+            site.kind in ("assign", "annassign")
+            and not site.unpacked
+            and site.node is not None
+            and site.value is not None
+            and _is_empty_list(site.value)
+            and (init is None or init is site)
+        ):
+            init = site
+            family[site.index] = site
+        else:
+            return None
+    return (init, family) if init is not None else None
+
+
+def _observed_dynamically(facts: F.FunctionFacts, site) -> bool:  # type: ignore[no-untyped-def]
+    """A `locals()` / `vars()` / `eval` that runs while this binding is current may read
+    it; one elsewhere in the function (before the list exists, after it is rebound) does
+    not switch the rule off."""
+    return any(node.dynamic and site in facts.reaching(node, site.name) for node in facts.cfg.nodes)
+
+
+def _mutually_exclusive(facts: F.FunctionFacts, nodes: list[Node]) -> bool:
+    """No node of these can run after another of them (branches of one `if`, returns)."""
+    for start in nodes:
+        seen = {start.index}
+        stack = list(start.succ)
+        while stack:
+            node = stack.pop()
+            if node.index in seen:
+                continue
+            seen.add(node.index)
+            if any(node is other for other in nodes):
+                return False
+            stack.extend(node.succ)
+    return True
+
+
+def _encoder_output(function: cst.FunctionDef, origin: str) -> str:
+    """In an encode path (`tiled_encode`, `_encode`, `encode_tile_merge`) the chunks are an
+    encoder's output: latent-sized (1/48 to 1/64 of the pixels), whatever the list is called
+    (`result_rows`)."""
+    words = set(function.name.value.lower().strip("_").split("_"))
+    if words & {"encode", "encoder", "encoding"} and not words & {"decode", "decoder"}:
+        return F.LATENTS if origin != F.LOGITS else origin
+    return origin
+
+
+_MODEL_IN_LOOP = (
+    "each chunk comes from model-level work in the loop, whose own activations likely "
+    "exceed the concatenation"
+)
+
+
+def _accumulation_level(origin: str, work: F.Work) -> tuple[str, str | None]:
+    """LL002's significance: the concatenation's peak is every chunk plus the output, and it
+    is the function's peak only where nothing in the loop needs more. Decoded tiles merged by
+    light work (blending, copying: the tiles were decoded earlier): `high`; activation-sized
+    chunks so merged: `medium`. Where each chunk comes from a model-level call in the same
+    loop, that call's activations usually set the peak (measured on an H200: Wan's untiled
+    decode, 4,487 MiB with and without a preallocated output; the 720p tiled merge -16%):
+    `low`, with the reason."""
+    size = S.size_class(origin)
+    if size not in (S.LARGE, S.ACTIVATION_SIZED):
+        return S.LOW, None
+    if work.level >= F.MODEL:
+        return S.LOW, _MODEL_IN_LOOP
+    return (S.HIGH if size == S.LARGE else S.MEDIUM), None
+
+
+def _appended_elsewhere(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The concatenation's result goes straight into another list (`rows.append(cat(row))`)."""
+    if len(ancestors) < 3:  # the chain ends with the concatenation itself
+        return False
+    arg, call = ancestors[-2], ancestors[-3]
+    return (
+        isinstance(arg, cst.Arg)
+        and isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value in ("append", "extend")
+    )
+
+
+def _loop_work(facts: F.FunctionFacts, header: Node | None, loop: cst.CSTNode) -> F.Work:
+    """The heaviest work of one loop's body (the layer's answer for `for` loops; for a
+    `while`, the heaviest call in its body)."""
+    if header is not None:
+        return facts.loop_work(header)
+    calls: list[cst.Call] = []
+    walk(loop, lambda n: calls.append(n) if isinstance(n, cst.Call) else None, lambda n: None)
+    best = F.Work(F.NONE, "none")
+    for call in calls:
+        work = facts.work(call)
+        if work.level > best.level:
+            best = work
+    return best if best.level > F.LIGHT else F.Work(F.NONE, "none")
+
+
+def _header_node(facts: F.FunctionFacts, loop: cst.CSTNode) -> Node | None:
+    for node in facts.cfg.nodes:
+        if node.statement is loop and node.loop_body is not None:
+            return node
+    return None
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    kind: str  # fresh (a new tensor per iteration), derived (a view of one), unknown
+    origin: str
+
+
+def _chunk(
+    facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node | None, header: Node | None
+) -> _Chunk | None:
+    """What one appended chunk is, from the facts layer; None when a list of it holds no
+    memory of its own worth a writer (metadata, small values, views of data that stays
+    alive anyway: a loop target, a parameter, `self` state)."""
+    if node is None:
+        return None
+    fact = None
+    called = isinstance(expr, cst.Call)
+    if isinstance(expr, cst.Name):
+        sites = facts.reaching(node, expr.value)
+        if any(site.kind in ("param", "for") for site in sites):
+            return None
+        if len(sites) == 1:
+            fact = facts.value(sites[0])  # what the binding holds, not an alias of it
+            called = sites[0].kind == "assign" and isinstance(sites[0].value, cst.Call)
+    if isinstance(expr, cst.BinaryOperation):
+        operands = [e for e in (expr.left, expr.right) if isinstance(e, cst.Name)]
+        if operands and all(
+            _per_item(e.value) or S.size_class(S.name_origin(e.value, F.ACTIVATION)) == S.TINY
+            for e in operands
+        ):
+            return None  # `ids + offsets`: arithmetic on small values
+    if fact is None:
+        derived = _view_of_fresh(facts, expr, node, header)
+        if derived is not None:
+            return derived
+        fact = facts.expression(expr, node)
+    if fact.kind == F.METADATA or fact.origin == F.SMALL:
+        return None
+    if fact.kind == F.TENSOR:
+        return _Chunk("fresh", fact.origin)
+    if fact.kind == F.VIEW:
+        if fact.element_of:
+            return None  # an element of a container that holds it anyway
+        if not fact.sources:
+            return _Chunk("fresh", fact.origin) if fact.tensor else None
+        body = (header.loop_body or []) if header is not None else []
+        per_iteration = all(_made_this_iteration(facts, source, body, 3) for source in fact.sources)
+        return _Chunk("derived", fact.origin) if per_iteration else None
+    if fact.kind == F.UNKNOWN:
+        # A call the layer cannot classify (`renderer(camera)`): a new value per call.
+        return _Chunk("fresh" if called else "unknown", F.ACTIVATION)
+    return None
+
+
+def _made_this_iteration(facts: F.FunctionFacts, site: DefSite, body, depth: int) -> bool:  # type: ignore[no-untyped-def]
+    """A binding made in the loop body that holds a new tensor, or a view of one through a
+    short rebinding chain (`out = vae.decode(z)`, then `out = out[:, :, k:]`)."""
+    if site.node is None or not any(site.node is member for member in body):
+        return False
+    fact = facts.value(site)
+    if fact.kind == F.TENSOR:
+        return True
+    if fact.kind == F.VIEW and fact.sources and not fact.element_of and depth > 0:
+        return all(_made_this_iteration(facts, s, body, depth - 1) for s in fact.sources)
+    return False
+
+
+def _view_of_fresh(
+    facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node, header: Node | None
+) -> _Chunk | None:
+    """`result_row.append(tile[:, :, :n])` where `tile` is, on some path, a tensor made in
+    this iteration (`tile = self.blend_t(row[i - 1], tile, n)`): the view keeps that new
+    tensor alive until the concatenation, so the list holds memory of its own (tiled
+    decoders' blended tiles). None when no such binding reaches."""
+    base = expr
+    while True:
+        if isinstance(base, cst.Subscript):
+            base = base.value
+        elif (
+            isinstance(base, cst.Call)
+            and isinstance(base.func, cst.Attribute)
+            and base.func.attr.value in T.VIEW_METHODS
+        ):
+            base = base.func.value
+        else:
+            break
+    if base is expr or not isinstance(base, cst.Name) or header is None:
+        return None
+    body = header.loop_body or []
+    reaching = facts.reaching(node, base.value)
+    fresh = [
+        site
+        for site in reaching
+        if site.kind == "assign"
+        and site.node is not None
+        and any(site.node is member for member in body)
+        and (
+            facts.value(site).kind == F.TENSOR
+            or (facts.value(site).kind == F.UNKNOWN and isinstance(site.value, cst.Call))
+        )
+        and facts.value(site).origin != F.SMALL
+    ]
+    if not fresh:
+        return None
+    # The size is that of the tiles on any path (a blend of two decoded tiles is one).
+    return _Chunk("derived", F._largest(facts.value(site).origin for site in reaching))
+
+
+# Per-item values that lists of are small whatever their origin (scores, token ids,
+# log-probabilities, labels): LL002's size hint on top of `significance.name_origin`.
+_PER_ITEM_WORDS = frozenset(
+    ["token", "tokens", "label", "labels", "score", "scores", "logprob", "logprobs", "prob",
+     "probs", "count", "counts", "shape", "shapes", "size", "sizes", "num", "nums", "loss",
+     "losses", "metric", "metrics", "norm", "norms", "weight_sum", "stat", "stats", "coef",
+     "coefs", "coeff", "coeffs", "coefficient", "coefficients", "ngram", "ngrams", "code",
+     "codes", "box", "boxes", "bbox", "bboxes"]
+)  # fmt: skip
+
+
+def _per_item(name: str) -> bool:
+    return any(word in _PER_ITEM_WORDS for word in name.lower().strip("_").split("_"))
+
+
+def _describe_work(work: F.Work) -> str:
+    """What the chunks are held across, for the message."""
+    if work.level <= F.LIGHT:
+        return "iterations"
+    level = F.LEVEL_NAMES[work.level]
+    if work.parts:
+        return f"{level}-level work (`{'.'.join(work.parts)}`)"
+    return f"{level}-level work"
 
 
 def _import_bound(context, func: cst.BaseExpression) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
@@ -880,6 +1209,10 @@ def _is_empty_list(node: cst.BaseExpression) -> bool:
 
 
 def _assigned_value(use: _Use) -> cst.BaseExpression:
+    """The empty list an `init` use binds (`xs = []` or `xs: list[Tensor] = []`)."""
+    parent = use.ancestors[-1]
+    if isinstance(parent, cst.AnnAssign) and parent.value is not None:
+        return parent.value
     assign = use.ancestors[-2]
     assert isinstance(assign, cst.Assign)
     return assign.value
@@ -907,84 +1240,6 @@ def _single_element(value: cst.BaseExpression) -> cst.BaseExpression | None:
     if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
         return value.elt
     return value if isinstance(value, cst.Name) else None
-
-
-def _chunk_kind(
-    context, expr: cst.BaseExpression, targets: set[str], index: _FunctionIndex, grow: _Use
-) -> str:  # type: ignore[no-untyped-def]
-    """ "metadata", "view" (of data alive anyway), "fresh" (a computed chunk) or "unknown"."""
-    if isinstance(expr, cst.Name):
-        if _is_metadata_name(expr.value):
-            return "metadata"
-        if expr.value in targets:
-            return "view"
-        # The value bound to the name in the loop, when there is one.
-        loop = _loop_between(grow.ancestors, grow.ancestors[0])
-        bound = _bound_in(expr.value, loop, index) if loop is not None else None
-        if bound is None:
-            return "unknown"
-        kind = _expression_kind(context, bound, targets)
-        return kind
-    return _expression_kind(context, expr, targets)
-
-
-def _expression_kind(context, expr: cst.BaseExpression, targets: set[str]) -> str:  # type: ignore[no-untyped-def]
-    if isinstance(
-        expr,
-        (
-            cst.Integer,
-            cst.Float,
-            cst.SimpleString,
-            cst.ConcatenatedString,
-            cst.Tuple,
-            cst.List,
-            cst.Dict,
-        ),
-    ):
-        return "metadata"
-    if isinstance(expr, cst.Name):
-        if _is_metadata_name(expr.value):
-            return "metadata"
-        return "view" if expr.value in targets else "unknown"
-    if isinstance(expr, cst.Attribute):
-        if expr.attr.value in _METADATA_ATTRIBUTES or _is_metadata_name(expr.attr.value):
-            return "metadata"
-        if expr.attr.value == "T" or expr.attr.value == "mT" or expr.attr.value == "data":
-            return _expression_kind(context, expr.value, targets)
-        if _is_held(expr, targets):
-            return "view"  # state of an object (self.caches): alive anyway
-        return "fresh" if isinstance(expr.value, cst.Call) else "unknown"
-    if isinstance(expr, cst.Subscript):
-        inner = _expression_kind(context, expr.value, targets)
-        if inner == "metadata":
-            return "metadata"
-        # A slice of held data is a view; an indexed gather from a held table (rotary
-        # frequencies, embeddings) is small: either way not worth a writer.
-        return "view" if inner == "view" or _is_held(expr.value, targets) else inner
-    if isinstance(expr, cst.Call):
-        qualified = context.qualified_name(expr.func) or ""
-        if qualified in _METADATA_CALLS:
-            return "metadata"
-        if isinstance(expr.func, cst.Name) and expr.func.value in _METADATA_BUILTINS:
-            return "metadata"
-        if isinstance(expr.func, cst.Attribute):
-            method = expr.func.attr.value
-            if method in _METADATA_METHODS:
-                return "metadata"
-            if method in _VIEW_METHODS:
-                inner = _expression_kind(context, expr.func.value, targets)
-                if inner in ("view", "metadata"):
-                    return inner
-        return "fresh"
-    if isinstance(expr, cst.BinaryOperation):
-        # Arithmetic on metadata (`ids + offsets`) is metadata; a literal operand says nothing.
-        sides = [
-            _expression_kind(context, side, targets)
-            for side in (expr.left, expr.right)
-            if not isinstance(side, (cst.Integer, cst.Float, cst.Imaginary))
-        ]
-        return "metadata" if "metadata" in sides else "fresh"
-    return "unknown"
 
 
 def _loop_carried(
@@ -1024,53 +1279,6 @@ def _is_first_iteration_test(test: cst.BaseExpression) -> bool:
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return True
     return isinstance(test, cst.Name) and "first" in test.value
-
-
-def _runs_a_model(expr: cst.BaseExpression) -> bool:
-    """`self._decode(x).sample`, `vae.decode(x)`, `self.decoder(x)`: a model call."""
-    while isinstance(expr, (cst.Attribute, cst.Subscript)):
-        expr = expr.value
-    if not isinstance(expr, cst.Call):
-        return False
-    func = expr.func
-    if isinstance(func, cst.Attribute):
-        name = func.attr.value
-    elif isinstance(func, cst.Name):
-        name = func.value
-    else:
-        return False
-    return bool(_HEAVY_CALL.search(name.lower().lstrip("_")))
-
-
-def _is_held(expr: cst.BaseExpression, targets: set[str]) -> bool:
-    """A loop variable, a parameter or `self` state, or an attribute / item of one."""
-    while isinstance(expr, (cst.Attribute, cst.Subscript)):
-        expr = expr.value
-    return isinstance(expr, cst.Name) and (expr.value in targets or expr.value == "self")
-
-
-def _bound_in(name: str, loop: cst.CSTNode, index: _FunctionIndex) -> cst.BaseExpression | None:
-    """The value last bound to `name` by a plain `name = value` at the top of the loop body,
-    when the loop binds it in no other way."""
-    body = list(_body(getattr(loop, "body", None)))  # type: ignore[arg-type]
-    last: cst.BaseExpression | None = None
-    for use in index.names.get(name, []):
-        if not any(a is loop for a in use.ancestors):
-            continue
-        parent = use.ancestors[-1] if use.ancestors else None
-        if isinstance(parent, cst.AssignTarget) and isinstance(use.ancestors[-2], cst.Assign):
-            assign = use.ancestors[-2]
-            line = use.ancestors[-3] if len(use.ancestors) >= 3 else None
-            if len(assign.targets) != 1 or not any(line is statement for statement in body):
-                return None
-            last = assign.value
-        elif isinstance(parent, (cst.AugAssign, cst.For, cst.NamedExpr, cst.WithItem, cst.AsName)):
-            return None
-    return last
-
-
-def _is_metadata_name(name: str) -> bool:
-    return any(word in _METADATA_WORDS for word in name.lower().strip("_").split("_"))
 
 
 # -- loops ----------------------------------------------------------------------------------
@@ -1117,6 +1325,40 @@ def _loop_targets(chain: Sequence[cst.CSTNode]) -> set[str]:
     return names
 
 
+def _small_loop(
+    loop: cst.CSTNode, min_count: int, index: _FunctionIndex, facts=None, header=None
+) -> str | None:  # type: ignore[no-untyped-def]
+    """Why a loop gives few chunks (issue 12's loop structure), or None: a literal range or
+    sequence shorter than `min-constant-count`, model structure (layers, heads, scales,
+    `config` counts), or the samples of a batch."""
+    if _small_or_model_axis(loop, min_count, index):
+        return "few chunks: the loop walks a short literal, model structure or a config count"
+    if isinstance(loop, cst.For):
+        for dotted in _dotted_names_in(loop.iter):
+            words = set(dotted.lower().replace(".", "_").split("_"))
+            if words & {"batch", "bs", "bsz", "prompts", "samples"}:
+                return "few chunks: one per sample of a batch"
+        if _walks_the_batch(loop.iter, facts, header):
+            return "few chunks: one per sample of a batch"
+    return None
+
+
+def _walks_the_batch(iterable: cst.BaseExpression, facts, header) -> bool:  # type: ignore[no-untyped-def]
+    """`for x in z.split(1)` / `z.unbind(0)` / `for data, pos in zip(x, ids)` over a tensor:
+    one step per sample along the batch dimension."""
+    if _is_call_to(iterable, "zip") or _is_call_to(iterable, "enumerate"):
+        return any(_walks_the_batch(a.value, facts, header) for a in iterable.args)  # type: ignore[attr-defined]
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
+        method, args = iterable.func.attr.value, iterable.args
+        if method == "split" and len(args) == 1 and _literal_int(args[0].value) == 1:
+            return True
+        if method == "unbind" and (not args or _literal_int(args[0].value) == 0):
+            return True
+    if isinstance(iterable, cst.Name) and facts is not None and header is not None:
+        return facts.expression(iterable, header).is_tensor
+    return False
+
+
 def _small_or_model_axis(loop: cst.CSTNode, min_count: int, index: _FunctionIndex) -> bool:
     if isinstance(loop, cst.For):
         return _iterable_is_small_or_model_axis(loop.iter, min_count, index)
@@ -1147,6 +1389,8 @@ def _iterable_is_small_or_model_axis(
                 return True
     for dotted in _dotted_names_in(iterable):
         parts = dotted.split(".")
+        if parts[-1] in T.METADATA_ATTRIBUTES and parts[-1] != "config":
+            continue  # `range(0, hidden_states.shape[1], n)`: a length, not model structure
         if "config" in parts[:-1] or parts[0] == "config" or parts[-1] == "config":
             return True
         if _MODEL_AXIS.search(parts[-1]) or _MODEL_COUNT.search(parts[-1]):
@@ -1495,7 +1739,8 @@ class _DottedCollector(cst.CSTVisitor):
         if isinstance(value, cst.Name):
             parts.append(value.value)
         self.dotted.append(".".join(reversed(parts)))
-        value.visit(self)
+        if not isinstance(value, cst.Name):
+            value.visit(self)  # `f(x).y`: the names inside the call (a plain base is the chain's)
         return False
 
     def visit_Name(self, node: cst.Name) -> None:

@@ -26,8 +26,9 @@ class DiscardedAllGather(Rule):
     """
     ## What it does
     Flags an `all_gather` whose result is read on one rank only (under `if rank == 0:`,
-    `if is_root:`, in `return xs if rank == 0 else None`, after an early return of the other
-    ranks; also through `video = torch.cat(gathered, dim=2)` computed on every rank when
+    `if int(rank) == 0:`, `if is_root:`, in `return xs if rank == 0 else None`, after an
+    early return of the other ranks, also a compound one such as `if dst is not None and
+    rank != dst: return`, reported as read on `dst` when it is given; also through `video = torch.cat(gathered, dim=2)` computed on every rank when
     only the root reads `video`), or never read at all. Calls resolving to
     `torch.distributed.all_gather`, `all_gather_into_tensor`, `all_gather_object`, their
     `torch.distributed._functional_collectives` forms, and configured wrappers (by default
@@ -77,17 +78,25 @@ class DiscardedAllGather(Rule):
 
     It is safe when the analysis shows that nothing else can tell the difference: the
     buffers are `*_like(tensor)` copies of the sent tensor (or one shape per rank, passed
-    on as `shapes=`), and the rank compared against is known to be a global rank
+    on as `shapes=`), the rank compared against is known to be a global rank
     (`dist.get_rank()`, giving `dst=`) or a rank in the gathered group
-    (`dist.get_rank(group)`, `group.rank()`, giving `group_dst=`), also through a local or a
-    `self.` attribute set from such a call. It is unsafe when the rank's kind is unknown
-    (the fix then assumes a group rank), when the buffers are shaped after another tensor,
-    and always for `all_gather_into_tensor` (the helper returns the gathered tensors
+    (`dist.get_rank(group)`, `group.rank()`, giving `group_dst=`), also through a local, a
+    `self.` attribute set from such a call, or a helper of the same module or class that
+    returns it (`rank, world = _rank_world(group)`), and the destination is provably a
+    member of the group: rank 0 of the numbering the guard uses (the world always has a
+    global rank 0, every group a group rank 0). Where it may not be, the original reads the
+    result on no rank while the helper raises `ValueError`, so the fix is unsafe: a global
+    rank compared over a subgroup (global rank 0 need not be a member), a destination held
+    in a variable (`rank == dst`). It is also unsafe when the rank's kind is unknown (the
+    fix then assumes a group rank), when the buffers are shaped after another tensor, and
+    always for `all_gather_into_tensor` (the helper returns the gathered tensors
     concatenated along dim 0, where the original output may have been a stacked shape).
 
     No fix for `all_gather_object` (use `dist.gather_object`), functional collectives (they
     take meshes and are traced by `torch.compile`), wrappers, a root given by a flag
-    (`if is_root:`), and results that are never read.
+    (`if is_root:`), a root that only holds when a destination is given (`if dst is not
+    None and rank != dst: return`: every rank reads when `dst` is None), and results that
+    are never read.
 
     ## Options
     `gather-call` names the helper the fix calls (default
@@ -189,7 +198,10 @@ class DiscardedAllGather(Rule):
             else:
                 guards.append(guard)
         loop_names = _loop_targets(function)
-        if any(isinstance(g.rank, cst.Name) and g.rank.value in loop_names for g in guards):
+        if any(
+            isinstance(rank, cst.Name) and rank.value in loop_names
+            for rank in (_unwrap_int(g.rank) for g in guards if g.rank is not None)
+        ):
             return  # `for rank in range(world_size): if rank == 0:` is not this rank
         keys = {guard.root for guard in guards}  # type: ignore[union-attr]
         if len(keys) > 1:
@@ -207,12 +219,14 @@ class DiscardedAllGather(Rule):
             return
         root = keys.pop()
         where = f"rank {root}" if root != _FLAG else "the root rank"
+        given = sorted({guard.given for guard in guards if guard.given is not None})
+        when = f" when `{given[0]}` is given (every rank otherwise)" if given else ""
         via = ""
         if through:
             via = " (through " + ", ".join(sorted({f"`{d.name}`" for d in through})) + ")"
         advice = _ADVICE[kind]
         fix = None
-        fixable = root != _FLAG and kind in FIXABLE_KINDS and uses.reads_after_call
+        fixable = root != _FLAG and not given and kind in FIXABLE_KINDS and uses.reads_after_call
         if fixable and (not through or (len(uses.reads) == 1 and kind == LIST)):
             fix = self._fix(
                 call, kind, result, statement, allocation, ancestors, root, guards,
@@ -220,7 +234,8 @@ class DiscardedAllGather(Rule):
             )  # fmt: skip
         self.report(
             call,
-            f"`{written}` fills `{result}` on every rank, but only {where} reads it{via}; {advice}",
+            f"`{written}` fills `{result}` on every rank, but only {where} reads it{when}{via}; "
+            f"{advice}",
             fix,
             statement=statement,
         )
@@ -286,7 +301,10 @@ class DiscardedAllGather(Rule):
             group_code = self.context.code_for(group).strip()
         reasons: list[str] = []
 
-        # Which rank numbering the guard compares against.
+        # Which rank numbering the guard compares against, and whether the destination is
+        # provably a member of the group: only rank 0 of the numbering the guard uses is
+        # (the world always has a global rank 0, every group a group rank 0). Otherwise the
+        # original reads nothing on any rank where the helper raises ValueError.
         kinds = {_rank_kind(self.context, guard.rank, ancestors) for guard in guards}
         rank_kind = kinds.pop() if len(kinds) == 1 else None
         if group_code is None:
@@ -295,6 +313,10 @@ class DiscardedAllGather(Rule):
                 reasons.append("the rank compared against may not be a global rank")
         elif rank_kind == _GLOBAL:
             destination = f"dst={root}"
+            reasons.append(
+                f"global rank {root} may not be a member of `{group_code}` (the helper then "
+                f"raises ValueError where the original read nothing)"
+            )
         else:
             destination = f"group_dst={root}"
             if rank_kind != ("group", _normalise(group_code)):
@@ -302,6 +324,11 @@ class DiscardedAllGather(Rule):
                     f"the fix assumes the compared rank is a rank in `{group_code}`; if it is "
                     f"a global rank, use `dst={root}`"
                 )
+        if root != "0" and not reasons:
+            reasons.append(
+                f"`{root}` may name no rank of the group (the helper then raises ValueError "
+                f"where the original read nothing)"
+            )
 
         # What the receive buffers looked like.
         extra = ""
@@ -728,6 +755,9 @@ _FLAG = "<flag>"
 class _Guard:
     root: str  # the root rank as code ("0", "dst"), or _FLAG for `if is_root:`
     rank: cst.BaseExpression | None  # the rank expression compared, if any
+    # Only while this holds (`dst is not None` in `if dst is not None and rank != dst:
+    # return`): otherwise every rank reads.
+    given: str | None = None
 
 
 _RANK_NAME = re.compile(
@@ -804,6 +834,15 @@ def _root_when(context, test: cst.BaseExpression, truth: bool) -> _Guard | None:
         conjunction = isinstance(test.operator, cst.And)
         if conjunction == truth:  # `a and b` true / `a or b` false: both parts hold
             return _root_when(context, test.left, truth) or _root_when(context, test.right, truth)
+        # `if dst is not None and rank != dst: return`: the rest runs on rank dst when a
+        # destination is given, on every rank otherwise.
+        for given, other in ((test.left, test.right), (test.right, test.left)):
+            name = _given_test(context, given, not truth)
+            if name is None:
+                continue
+            found = _root_when(context, other, truth)
+            if found is not None and found.root == name:
+                return _Guard(found.root, found.rank, given=name)
         return None
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         left, target = test.left, test.comparisons[0]
@@ -840,6 +879,18 @@ def _root_when(context, test: cst.BaseExpression, truth: bool) -> _Guard | None:
     return None
 
 
+def _given_test(context, test: cst.BaseExpression, truth: bool) -> str | None:
+    """`x is not None` (when `truth`) or `x is None` (when not): the code of `x`."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return None
+    comparison = test.comparisons[0]
+    if not (isinstance(comparison.comparator, cst.Name) and comparison.comparator.value == "None"):
+        return None
+    if isinstance(comparison.operator, cst.IsNot if truth else cst.Is):
+        return context.code_for(test.left).strip()
+    return None
+
+
 def _mirrored(operator: cst.BaseCompOp) -> cst.BaseCompOp:
     swaps = {
         cst.GreaterThan: cst.LessThan,
@@ -863,7 +914,9 @@ def _last_name(node: cst.BaseExpression) -> str | None:
 
 def _is_rank(context, node: cst.BaseExpression) -> bool:
     """`rank`, `self.rank`, `sp_rank`, `dist.get_rank(...)`, `group.rank()`,
-    `get_tensor_model_parallel_rank()`; not `local_rank` or `node_rank` (one per machine)."""
+    `get_tensor_model_parallel_rank()`, `int(rank)`; not `local_rank` or `node_rank` (one
+    per machine)."""
+    node = _unwrap_int(node)
     if isinstance(node, cst.Call):
         qualified = context.qualified_name(node.func)
         if qualified in (f"{_DIST}.get_rank", f"{_C10D}.get_rank"):
@@ -878,6 +931,20 @@ def _is_rank(context, node: cst.BaseExpression) -> bool:
         ) and not _NOT_RANK.search(name[4:])
     name = _last_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
     return name is not None and bool(_RANK_NAME.match(name)) and not _NOT_RANK.search(name)
+
+
+def _unwrap_int(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`int(rank)` compares the same rank."""
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Name)
+        and node.func.value == "int"
+        and len(node.args) == 1
+        and node.args[0].keyword is None
+        and not node.args[0].star
+    ):
+        return node.args[0].value
+    return node
 
 
 def _is_root_value(node: cst.BaseExpression) -> bool:
@@ -903,23 +970,119 @@ def _rank_kind(context, rank: cst.BaseExpression | None, ancestors) -> object:
     """`_GLOBAL`, `("group", code)` or None (unknown) for the rank a guard compares."""
     if rank is None:
         return None
+    rank = _unwrap_int(rank)
     if isinstance(rank, cst.Call):
         return _rank_call_kind(context, rank)
     value = _assigned_value(rank, ancestors)
     if isinstance(value, cst.Call):
         return _rank_call_kind(context, value)
+    helper = _helper_rank(context, rank, ancestors)
+    if helper is not None:
+        return _rank_call_kind(context, helper[0], helper[1])
     return None
 
 
-def _rank_call_kind(context, call: cst.Call) -> object:
+def _helper_rank(context, rank: cst.BaseExpression, ancestors) -> tuple[cst.Call, dict] | None:
+    """`rank, world = _rank_world(group)` (or `rank = self._rank()`), where the helper is a
+    function of this module (or a method of this class) that returns `dist.get_rank(...)`
+    (in a tuple): that call, and the helper's parameters bound to the caller's arguments."""
+    if not isinstance(rank, cst.Name):
+        return None
+    function = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), None)
+    if function is None:
+        return None
+    finder = _UnpackFinder(rank.value)
+    function.visit(finder)
+    if len(finder.found) != 1:
+        return None
+    call, position = finder.found[0]
+    helper = _helper_definition(context, call.func, ancestors)
+    if helper is None:
+        return None
+    returns = [
+        line.body[0]
+        for line in helper.body.body  # type: ignore[attr-defined]
+        if isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[0], cst.Return)
+    ]
+    if len(returns) != 1 or returns[0].value is None:
+        return None
+    value = returns[0].value
+    if position is not None:
+        if not isinstance(value, cst.Tuple) or position >= len(value.elements):
+            return None
+        value = value.elements[position].value
+    elif isinstance(value, cst.Tuple):
+        return None
+    if not isinstance(value, cst.Call):
+        return None
+    params = [p.name.value for p in helper.params.params]
+    if params and params[0] == "self" and isinstance(call.func, cst.Attribute):
+        params = params[1:]
+    bound = {name: arg.value for name, arg in zip(params, call.args) if arg.keyword is None}
+    bound.update({arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None})
+    return value, bound
+
+
+def _helper_definition(context, func: cst.BaseExpression, ancestors) -> cst.FunctionDef | None:
+    if isinstance(func, cst.Name):
+        body = context.module.body
+        name = func.value
+    elif (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "self"
+    ):
+        owner = next((a for a in reversed(ancestors) if isinstance(a, cst.ClassDef)), None)
+        if owner is None:
+            return None
+        body = owner.body.body
+        name = func.attr.value
+    else:
+        return None
+    matches = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+    return matches[0] if len(matches) == 1 else None
+
+
+class _UnpackFinder(cst.CSTVisitor):
+    """`name = f(...)` / `name, other = f(...)`: the call and the name's position."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.found: list[tuple[cst.Call, int | None]] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not isinstance(node.value, cst.Call) or len(node.targets) != 1:
+            return
+        target = node.targets[0].target
+        if isinstance(target, cst.Name) and target.value == self.name:
+            self.found.append((node.value, None))
+        elif isinstance(target, cst.Tuple):
+            for position, element in enumerate(target.elements):
+                if isinstance(element.value, cst.Name) and element.value.value == self.name:
+                    self.found.append((node.value, position))
+
+
+def _rank_call_kind(context, call: cst.Call, bound: dict | None = None) -> object:
+    """The numbering of `dist.get_rank(group)` / `group.rank()`; inside a helper, `bound`
+    maps its parameters to the caller's arguments (an unbound parameter: unknown)."""
+
+    def group_code(group: cst.BaseExpression) -> str | None:
+        if bound is not None and isinstance(group, cst.Name):
+            if group.value not in bound:
+                return None
+            group = bound[group.value]
+        return _normalise(context.code_for(group))
+
     qualified = context.qualified_name(call.func)
     if qualified in (f"{_DIST}.get_rank", f"{_C10D}.get_rank"):
         group = _arguments(call, ("group",)).get("group")
         if group is None or (isinstance(group, cst.Name) and group.value == "None"):
             return _GLOBAL
-        return ("group", _normalise(context.code_for(group)))
+        code = group_code(group)
+        return None if code is None else ("group", code)
     if isinstance(call.func, cst.Attribute) and call.func.attr.value == "rank" and not call.args:
-        return ("group", _normalise(context.code_for(call.func.value)))
+        code = group_code(call.func.value)
+        return None if code is None else ("group", code)
     return None
 
 

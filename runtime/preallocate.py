@@ -31,12 +31,29 @@ Contract (what `result()` equals, and when):
 - Without `count` or `size` nothing can be preallocated: the writer keeps the chunks and
   concatenates in `result()`, exactly like the original code (no saving, no cost).
 - A chunk with another dtype promotes the buffer as `torch.cat` would (one reallocation).
-  The only case it cannot reproduce bit for bit, an earlier promotion that rounded (an
-  int32 chunk then a float16 chunk, then a float32 one), raises `RuntimeError` instead of
-  returning a different result.
+  Where the promoted dtype would round chunks already written (int32, then float16, then
+  float32: torch.cat converts the int32 values straight to float32), the buffer is kept
+  in a dtype that holds them exactly (float32, float64 or complex128) and cast once in
+  `result()`; chunks the buffer's dtype rounds are kept and copied again. The only refusal
+  left: int64 values beyond 2**53 among floating chunks, promoted twice (RuntimeError).
+- The list held every chunk, so `torch.cat` read each one at the end. A chunk whose memory
+  something else still reaches (a producer that returns its one output buffer, a view of
+  a tensor written again later, a `detach()` of a live tensor) is read again in
+  `result()`: through a weak reference, or kept when its storage is shared (keeping it
+  costs nothing the list did not). A chunk nothing else reaches is final once copied.
+- Modes are those of the concatenation: `result()` returns an inference tensor exactly
+  when it runs under `torch.inference_mode()` (one copy when the appends ran in the other
+  mode), and records no graph under `torch.no_grad()`; chunks that require grad appended
+  under `no_grad` are kept and copied again, so a `result()` with grad enabled tracks them.
+- Tensor subclasses, and appends while `torch.compile` traces, go to torch itself: the
+  writer keeps them and `result()` concatenates with `torch.cat` (after a plain prefix,
+  the subclass's `__torch_function__` sees the written prefix and the remaining chunks).
+  `torch.compile(fullgraph=True)` traces a function that uses a writer.
 - Errors are torch's own (same type and message, from the same op on stand-ins that
-  allocate nothing), raised by the `append` of the offending chunk rather than after the
-  loop; an empty writer's `result()` raises what `torch.cat([])` / `torch.stack([])` do.
+  allocate nothing), raised by `result()`, where `torch.cat` raised: a chunk torch would
+  reject is kept with every later one (as the list held them), so code that catches the
+  concatenation's error still catches it. An empty writer's `result()` raises what
+  `torch.cat([])` / `torch.stack([])` do.
 - Device-neutral: only `torch.empty` and `Tensor.copy_`, no device-specific call.
 """
 
@@ -75,10 +92,16 @@ class ChunkWriter:
         "_appended",
         "_buffer",
         "_channels_last",
+        "_failure",
         "_filled",
         "_held",
+        "_kept",
+        "_passthrough",
+        "_rounded",
         "_sources",
+        "_tail",
         "_template",
+        "_watched",
         "count",
         "dim",
         "size",
@@ -103,15 +126,45 @@ class ChunkWriter:
         # Chunks kept as they are: no hint, or only legacy empty 1-D chunks so far.
         self._held: list[torch.Tensor] = []
         self._template: _Meta | None = None  # shape and dtype of the result so far
-        self._sources: set = set()  # dtypes of the chunks written into the buffer
         self._channels_last = True  # every chunk so far is channels-last (4-D/5-D)
+        self._sources: set[Any] = set()  # dtypes of the chunks written (and not kept)
+        self._rounded = False  # a promotion rounded written chunks (no exact carrier)
+        # Chunks written into the buffer that must be read again (see `_track`): kept
+        # strongly, or watched through a weak reference to the chunk or its base.
+        self._kept: list[tuple[torch.Tensor, int]] = []
+        self._watched: list[tuple[Any, int, Any]] = []
+        # After a chunk torch.cat would reject: stand-ins for the chunks before it, and
+        # the error; the rejected chunk and every later one go to `_tail`.
+        self._failure: tuple[list[torch.Tensor], BaseException] | None = None
+        # Tensor subclasses and traced (torch.compile) code: chunks kept from here on and
+        # concatenated by torch itself in `result()`.
+        self._passthrough = False
+        self._tail: list[Any] = []
 
     # -- the public API -------------------------------------------------------------------
     def append(self, chunk: torch.Tensor) -> None:
-        """Copy `chunk` into its slice of the output (validated as torch would)."""
+        """Copy `chunk` into its slice of the output.
+
+        A chunk that `torch.cat` would reject is kept, with every later one, and torch's
+        error is raised by `result()`, where the concatenation was.
+        """
         import torch
 
-        template = self._validate(torch, chunk)
+        if self._failure is not None or self._passthrough:
+            self._tail.append(chunk)
+            self._appended += 1
+            return
+        if _passes_through(torch, chunk):
+            self._passthrough = True
+            self.append(chunk)
+            return
+        try:
+            template = self._validate(torch, chunk)
+        except Exception as error:  # torch's own error, raised later by result()
+            self._failure = (self._stand_ins(torch, self._stand_in_device(torch, chunk)), error)
+            self._tail.append(chunk)
+            self._appended += 1
+            return
         index = self._appended
         self._appended += 1
         if self.count is None and self.size is None:
@@ -126,7 +179,7 @@ class ChunkWriter:
             elif self._buffer is None:
                 self._held.append(chunk)
             return
-        part = chunk.unsqueeze(self._dim(chunk)) if self.stack else chunk
+        part = self._part(chunk)
         dim = self._dim(chunk)
         self._note_format(torch, chunk)
         if self._buffer is None:
@@ -149,9 +202,12 @@ class ChunkWriter:
                     # grow geometrically so a long tail stays linear; trimmed at the end.
                     needed = max(needed, capacity + capacity // 2)
                 self._grow(torch, dim, needed)
+        self._writable(torch)
+        buffer = self._buffer
+        assert buffer is not None
         length = part.shape[dim]
-        self._buffer.narrow(dim, self._filled, length).copy_(part)
-        self._sources.add(chunk.dtype)
+        buffer.narrow(dim, self._filled, length).copy_(part)
+        self._track(torch, chunk, self._filled)
         self._filled += length
 
     def extend(self, chunks: Iterable[torch.Tensor]) -> None:
@@ -171,29 +227,126 @@ class ChunkWriter:
         """The concatenation of every chunk appended; the writer is empty afterwards."""
         import torch
 
+        op = torch.stack if self.stack else torch.cat
         try:
+            if self._failure is not None:
+                stand_ins, error = self._failure
+                op(stand_ins + self._tail, self.dim)  # torch's error over the whole list
+                raise error
             if self._buffer is None:
-                op = torch.stack if self.stack else torch.cat
-                return op(self._held, self.dim)
-            buffer = self._buffer
-            dim = self._dim_of(buffer.dim())
-            if self._filled == buffer.shape[dim]:
-                return buffer
-            trimmed = buffer.narrow(dim, 0, self._filled)
-            if all(size == 1 for size in buffer.shape[:dim]) and not self._channels_last_result():
-                return trimmed  # still contiguous: no copy
-            if buffer.is_contiguous() and not buffer.requires_grad:
-                compacted = _compact(buffer, dim, self._filled)
-                if compacted is not None:
-                    return compacted
-            return trimmed.clone(memory_format=self._memory_format(torch, buffer))
+                return op(self._held + self._tail, self.dim)
+            written = self._written(torch)
+            if not self._tail:
+                return written
+            # Chunks after a subclass (or under tracing): torch concatenates them with
+            # what was written, so their own `__torch_function__` runs.
+            if self.stack:
+                dim = self._dim_of(written.dim())
+                return torch.cat([written] + [t.unsqueeze(dim) for t in self._tail], dim)
+            return torch.cat([written] + self._tail, self.dim)
         finally:
             self._buffer = None
             self._held = []
             self._filled = 0
             self._appended = 0
             self._template = None
+            self._kept = []
+            self._watched = []
             self._sources = set()
+            self._rounded = False
+            self._failure = None
+            self._passthrough = False
+            self._tail = []
+
+    def _written(self, torch: Any) -> torch.Tensor:
+        """The buffer as `torch.cat` would have returned it here and now: chunks still
+        reachable read again, trimmed, in the current inference and grad modes."""
+        buffer = self._buffer
+        assert buffer is not None and self._template is not None
+        if buffer.dtype != self._template.dtype:
+            buffer = buffer.to(self._template.dtype)  # from the exact carrier (see _promote)
+        elif buffer.is_inference() != torch.is_inference_mode_enabled():
+            # torch.cat returns an inference tensor exactly when it runs in inference mode.
+            buffer = buffer.clone()
+        dim = self._dim_of(buffer.dim())
+        for chunk, offset in self._kept:
+            self._recopy(buffer, chunk, offset)
+        for reference, offset, geometry in self._watched:
+            chunk = _reach(reference, geometry)
+            if chunk is not None:
+                self._recopy(buffer, chunk, offset)
+        if self._filled == buffer.shape[dim]:
+            result = buffer
+        else:
+            trimmed = buffer.narrow(dim, 0, self._filled)
+            if all(size == 1 for size in buffer.shape[:dim]) and not self._channels_last_result():
+                result = trimmed  # still contiguous: no copy
+            else:
+                compacted = None
+                if buffer.is_contiguous() and not buffer.requires_grad:
+                    compacted = _compact(buffer, dim, self._filled)
+                result = (
+                    compacted
+                    if compacted is not None
+                    else trimmed.clone(memory_format=self._memory_format(torch, buffer))
+                )
+        if result.requires_grad and not torch.is_grad_enabled():
+            # The copies were recorded, but torch.cat under no_grad records nothing.
+            result = result.detach()
+        return result
+
+    # -- chunks the writer must read again ------------------------------------------------
+    def _track(self, torch: Any, chunk: torch.Tensor, offset: int) -> None:
+        """Remember the chunks whose copy may not be what `torch.cat` would read later.
+
+        The list the writer replaces held every chunk, so `torch.cat` read each one at the
+        end: a chunk changed in place after its append (a producer that reuses its output
+        buffer, a view of a tensor that is written again) must be read again. A chunk whose
+        memory nothing else can reach is final; one that something else still reaches is
+        watched through a weak reference and read again in `result()` if still alive; one
+        whose storage is shared with another tensor, that promotion could round, or that
+        needs gradients the current no-grad mode did not record is kept. Keeping a chunk
+        costs no memory the original did not spend: the list held it too.
+        """
+        part_dtype = self._buffer.dtype if self._buffer is not None else chunk.dtype
+        keep = (
+            not _exact_cast(torch, chunk.dtype, part_dtype)
+            or (chunk.requires_grad and not torch.is_grad_enabled())
+            or _storage_shared(torch, chunk)
+            or (chunk._base is not None and chunk._base.dtype != chunk.dtype)
+        )
+        if keep:
+            self._kept.append((chunk, offset))
+            return
+        self._sources.add(chunk.dtype)
+        import weakref
+
+        base = chunk._base
+        if base is None:
+            self._watched.append((weakref.ref(chunk), offset, None))
+        else:
+            geometry = (tuple(chunk.shape), chunk.stride(), chunk.storage_offset())
+            self._watched.append((weakref.ref(base), offset, geometry))
+
+    def _recopy(self, buffer: torch.Tensor, chunk: torch.Tensor, offset: int) -> None:
+        part = self._part(chunk)
+        dim = self._dim(chunk)
+        buffer.narrow(dim, offset, part.shape[dim]).copy_(part)
+
+    def _part(self, chunk: torch.Tensor) -> torch.Tensor:
+        return chunk.unsqueeze(self._dim(chunk)) if self.stack else chunk
+
+    def _stand_in_device(self, torch: Any, chunk: Any) -> Any:
+        reference = self._device_reference()
+        if reference is not None:
+            return reference
+        return chunk.device if isinstance(chunk, torch.Tensor) else None
+
+    def _writable(self, torch: Any) -> None:
+        """An inference-mode buffer cannot be written outside inference mode: copy it."""
+        buffer = self._buffer
+        if buffer is not None and buffer.is_inference() and not torch.is_inference_mode_enabled():
+            self._buffer = buffer.clone()
 
     # -- validation: torch's own checks and messages --------------------------------------
     def _validate(self, torch: Any, chunk: Any) -> _Meta:
@@ -289,10 +442,7 @@ class ChunkWriter:
         self._buffer = torch.empty(
             shape, dtype=dtype, device=part.device, memory_format=self._memory_format(torch, part)
         )
-        self._sources = set()
-        for held in self._held:  # legacy empty chunks only: nothing to copy
-            self._sources.add(held.dtype)
-        self._held = []
+        self._held = []  # legacy empty chunks only: nothing to copy
         self._filled = 0
 
     def _expected_remaining(self, index: int) -> int:
@@ -313,22 +463,50 @@ class ChunkWriter:
         self._buffer = new
 
     def _promote(self, torch: Any, dtype: torch.dtype) -> None:
+        """Convert the buffer to the promoted dtype, as torch.cat converts every chunk.
+
+        Chunks written exactly convert to the same values as straight from their own dtype;
+        the kept ones (which the old dtype rounded) are copied again from the chunk. Where the
+        promoted dtype would round a written chunk (int32, then float16: a later float32
+        chunk would make torch.cat convert the int32 values straight to float32), the
+        buffer becomes a carrier dtype that holds every chunk exactly, cast in `result()`.
+        """
         old = self._buffer
         assert old is not None
-        rounded = [source for source in self._sources if not _exact_cast(torch, source, old.dtype)]
-        if rounded:
-            # The buffer holds those chunks rounded to old.dtype; torch.cat would convert
-            # them straight to `dtype`, which can give other values.
-            raise RuntimeError(
-                f"ChunkWriter cannot reproduce torch.cat's type promotion to {dtype}: chunks of "
-                f"{rounded[0]} were already rounded to {old.dtype}; cast the chunks to one dtype"
-            )
+        dim = self._dim_of(old.dim())
+        carrier = _carrier(torch, self._sources | {old.dtype}, dtype)
+        if (
+            carrier is None
+            and old.dtype == torch.int64
+            and self._sources
+            <= {torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool}
+        ):
+            # int64 chunks whose values float64 holds exactly (|v| <= 2**53): a float64
+            # carrier is exact for them (one reduction, on this rare path only).
+            written = old.narrow(dim, 0, self._filled)
+            if written.numel() == 0 or int(written.abs().max()) <= 2**53:
+                carrier = _carrier(torch, {torch.float64}, dtype)
+                # Those values are float64 values now: later promotions may rely on it.
+                self._sources = {torch.float64}
+        if carrier is None:
+            if self._rounded:
+                raise RuntimeError(
+                    f"ChunkWriter cannot reproduce torch.cat's type promotion to {dtype}: "
+                    f"chunks were already rounded to {old.dtype} (int64 among floating "
+                    f"chunks); cast the chunks to one dtype"
+                )
+            self._rounded = True  # rounded as torch.cat rounds, unless promoted again
+            carrier = dtype
+        if carrier == old.dtype:
+            return
+        dtype = carrier
         new = torch.empty(
             old.shape, dtype=dtype, device=old.device, memory_format=self._memory_format(torch, old)
         )
-        dim = self._dim_of(old.dim())
         new.narrow(dim, 0, self._filled).copy_(old.narrow(dim, 0, self._filled))
         self._buffer = new
+        for chunk, offset in self._kept:
+            self._recopy(new, chunk, offset)
 
     # -- small helpers ------------------------------------------------------------------
     def _dim(self, chunk: torch.Tensor) -> int:
@@ -363,6 +541,57 @@ class ChunkWriter:
         if self._channels_last and tensor.dim() == 5:
             return torch.channels_last_3d
         return torch.contiguous_format
+
+
+def _carrier(torch: Any, sources: set[Any], dtype: Any) -> Any:
+    """The narrowest of `dtype`, float32, float64, complex128 that holds every source and
+    `dtype` exactly; None where none does (int64 among floating chunks)."""
+    for candidate in (dtype, torch.float32, torch.float64, torch.complex128):
+        if _exact_cast(torch, dtype, candidate) and all(
+            _exact_cast(torch, source, candidate) for source in sources
+        ):
+            return candidate
+    return None
+
+
+def _passes_through(torch: Any, chunk: Any) -> bool:
+    """Chunks torch must concatenate itself: tensor subclasses (their `__torch_function__`
+    decides what `torch.cat` returns) and anything appended while `torch.compile` traces
+    (the graph holds the chunks anyway; the compiler plans the memory)."""
+    if torch.compiler.is_compiling():
+        return True
+    return isinstance(chunk, torch.Tensor) and type(chunk) not in (
+        torch.Tensor,
+        torch.nn.Parameter,
+    )
+
+
+_BASELINE_USE_COUNT: list[int] = []
+
+
+def _storage_shared(torch: Any, chunk: torch.Tensor) -> bool:
+    """Whether another tensor than the chunk (and its base) shares its storage: a
+    `detach()` of a live tensor, a producer's output buffer, a tensor saved for backward.
+    Without torch's use count (a private function), every chunk counts as shared."""
+    use_count = getattr(torch._C, "_storage_Use_Count", None)
+    if use_count is None:
+        return True
+    if not _BASELINE_USE_COUNT:  # a fresh tensor's count, as measured here
+        fresh = torch.empty(1)
+        storage = fresh.untyped_storage()
+        _BASELINE_USE_COUNT.append(use_count(storage._cdata))
+    storage = chunk.untyped_storage()
+    count = use_count(storage._cdata)
+    return count > _BASELINE_USE_COUNT[0] + (chunk._base is not None)
+
+
+def _reach(reference: Any, geometry: Any) -> Any:
+    """The watched chunk if something still reaches its memory, else None."""
+    target = reference()
+    if target is None or geometry is None:
+        return target
+    shape, stride, offset = geometry
+    return target.as_strided(shape, stride, offset)
 
 
 # Compaction gives up (and copies once) past this many strided copies.

@@ -27,7 +27,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "LL003"
 CASES = {
     "fix_patch_parallel_executor": "fix_patch_parallel_executor.fixed.py",
     "fix_early_return": "fix_early_return.fixed.py",
-    "fix_uneven_shapes": "fix_uneven_shapes.fixed.py",
+    "fix_uneven_shapes": "fix_uneven_shapes.unsafe.py",
     "fix_into_tensor": "fix_into_tensor.unsafe.py",
     "fix_orphaned_import": "fix_orphaned_import.fixed.py",
     "positive_guard_forms": "positive_guard_forms.unsafe.py",
