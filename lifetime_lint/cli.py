@@ -317,6 +317,8 @@ def _report(
         rule_names={rule.code: rule.name for rule in all_rules()},
     )
     for r in results:
+        for key, count in r.left_out.items():
+            summary.left_out[key] = summary.left_out.get(key, 0) + count
         for code, count in r.fixed_by_code.items():
             summary.fixed_by_code[code] = summary.fixed_by_code.get(code, 0) + count
         if mode.apply and r.fixed_by_code:
@@ -348,7 +350,7 @@ def _report(
         extra: list[str] = []
         if show_fixes and summary.fixed_by_path:
             extra.extend(render_fix_summary(summary))
-        if statistics and diagnostics:
+        if statistics and (diagnostics or summary.left_out):
             extra.extend(render_statistics(diagnostics, summary))
         for line in extra:
             click.echo(line, err=True)

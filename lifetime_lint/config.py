@@ -50,6 +50,10 @@ GLOBAL_KEYS: dict[str, tuple[type, str]] = {
     "per-file-ignores": (dict, "glob (relative to the config file) -> list of codes to ignore"),
     "target-torch-version": (str, 'oldest torch the project supports, e.g. "2.9"'),
     "cache-dir": (str, "where the result cache lives, relative to the config file's folder"),
+    # LL004/LL005 (lifetime_lint.devices): what the portability rules check.
+    "portability": (str, '"library" (default: library code only) or "strict" (everything)'),
+    "non-library": (list, "globs of tests, examples, scripts... (replaces the defaults)"),
+    "extend-non-library": (list, "more globs of non-library code, in addition to the defaults"),
 }
 
 
@@ -262,6 +266,8 @@ def _apply_table(
                 settings.per_file_ignores[pattern] = list(codes)
         elif key == "target-torch-version":
             settings.target_torch_version = parse_torch_version(value, where)
+        elif key == "portability" and value not in ("library", "strict"):
+            raise ConfigError(f'{where} must be "library" or "strict", got {value!r}')
         else:
             settings.extra[key] = value
 

@@ -58,6 +58,9 @@ class FileResult:
     diff: str | None = None
     fixed_text: str | None = None  # the new source, when fixes changed it
     written: bool = False
+    # Findings the rules left out by design ("LL005 non-library path" -> count), for
+    # `--statistics`; not diagnostics.
+    left_out: dict[str, int] = field(default_factory=dict)
 
     @property
     def has_error(self) -> bool:
@@ -115,6 +118,7 @@ class Linter:
         self.rules = settings.enabled_rules(rules if rules is not None else all_rules())
         self.options = {rule.code: settings.options_for(rule) for rule in self.rules}
         self._subscriptions = {rule: _subscriptions(rule) for rule in self.rules}
+        self.last_left_out: dict[str, int] = {}  # of the latest `lint_text`
 
     # -- one file --------------------------------------------------------------------
     def check_file(self, path: str, mode: FixMode = FixMode()) -> FileResult:
@@ -147,12 +151,14 @@ class Linter:
                     source.write(text)
                     result.written = True
         result.diagnostics.extend(diagnostics)
+        result.left_out = dict(self.last_left_out)
         return result
 
     def lint_text(
         self, path: str, text: str, newline: str | None = None
     ) -> tuple[list[Diagnostic], Diagnostic | None]:
         """Diagnostics for one source text, or a file-level error diagnostic."""
+        self.last_left_out = {}
         ignored = self.settings.ignored_codes(path)
         rules = [
             rule
@@ -180,6 +186,7 @@ class Linter:
         walk(module, dispatcher.on_visit, dispatcher.on_leave)
         for instance in instances:
             instance.finish()
+        self.last_left_out = context.left_out
         if not context.reports:
             return [], None
         return self._to_diagnostics(context, context.reports), None

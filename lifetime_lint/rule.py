@@ -71,6 +71,13 @@ class Rule:
     ) -> None:
         self.context.report(self, node, message, fix, statement)
 
+    def leave_out(self, reason: str) -> None:
+        """Count a finding this run does not report by design (outside the configured
+        scope, the platform layer, ...): `--statistics` shows the counts, so nothing is
+        hidden silently."""
+        key = f"{self.code} {reason}"
+        self.context.left_out[key] = self.context.left_out.get(key, 0) + 1
+
     def finish(self) -> None:
         """Called once after the traversal, for rules that analyse whole functions."""
 
@@ -114,6 +121,8 @@ class FileContext:
         # being visited. Rules read it instead of paying for ParentNodeProvider.
         self.ancestors: list[cst.CSTNode] = []
         self.reports: list[RawReport] = []
+        # Findings left out by design, by "CODE reason" (see `Rule.leave_out`).
+        self.left_out: dict[str, int] = {}
         # Facts about this file that a rule or fix helper computes once and reuses, keyed
         # by a name of the helper's choosing (e.g. "fixes.taken_names").
         self.memo: dict[str, Any] = {}

@@ -70,7 +70,7 @@ class Checker:
             result = self.linter.check_source(source, self.mode, result)
         except Exception as error:  # a bug in a rule must not abort a run over 4,000 files
             return FileResult(path, [_internal_error(path, error)])
-        if self.cache is not None:
+        if self.cache is not None and not result.left_out:  # the cache keeps no counts
             if result.fixed_text is None:
                 self.cache.store(key, result.diagnostics)
             elif result.written and not any(
