@@ -145,7 +145,7 @@ class RawEmptyCache(Rule):
         start, end = self.context.span(replaced)
         content = f"{reference}()" if guard is not None else reference
         fix = Fix(
-            message=f"Replace {'the guarded call' if guard is not None else 'it'} with "
+            message=f"Replace {'the guarded call ' if guard is not None else ''}with "
             f"`{reference}()`",
             edits=(Edit(start, end, content),) + import_edits,
             applicability=Applicability.SAFE,
