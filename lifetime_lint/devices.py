@@ -113,7 +113,7 @@ def resolve_cuda_call(
 
 
 def describe_ladder(context: FileContext, call: CudaCall) -> str:
-    """`the ladder at line 3 (npu)`: where the other backends' bindings are."""
+    """`on every backend but npu (the ladder at line 3)`: what a ladder covers."""
     rows = sorted({context.position(b.line_node).start.line for b in call.ladder})
     names = sorted(
         {
@@ -125,8 +125,8 @@ def describe_ladder(context: FileContext, call: CudaCall) -> str:
     )
     lines = ", ".join(str(row) for row in rows)
     plural = "s" if len(rows) > 1 else ""
-    covers = f" (it covers only {', '.join(names)})" if names else ""
-    return f"the backend ladder at line{plural} {lines}{covers}"
+    backends = ", ".join(names) if names else "the one it names"
+    return f"on every backend but {backends} (the ladder at line{plural} {lines})"
 
 
 def in_multi_backend_dispatch(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:

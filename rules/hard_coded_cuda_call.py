@@ -203,9 +203,9 @@ class HardCodedCudaCall(Rule):
             ladder = describe_ladder(self.context, call)
             self.report(
                 node,
-                f"`{written}()` is `torch.cuda.{function}` on every backend that {ladder} "
-                f"does not name, where it {effect}; route it through the project's platform "
-                "layer or `torch.accelerator` (no fix: the ladder is the project's choice)",
+                f"`{written}()` is `torch.cuda.{function}` {ladder}: there it {effect}; "
+                "route it through the project's platform layer or `torch.accelerator` (no "
+                "fix: the ladder is the project's choice)",
             )
             return
         fix, advice = self._fix(node, function, ancestors)

@@ -130,10 +130,10 @@ class RawEmptyCache(Rule):
             ladder = describe_ladder(self.context, call)
             self.report(
                 node,
-                f"`{written}()` is `torch.cuda.empty_cache` on every backend that "
-                f"{ladder} does not name, where {WHY}; route it through the project's "
-                "platform layer or a platform-neutral reclaim (no fix: the ladder is the "
-                "project's choice)",
+                f"`{written}()` is `torch.cuda.empty_cache` {ladder}: there it empties "
+                "only CUDA's caching allocator, so the other accelerators keep their cache "
+                "reserved; route it through the project's platform layer or a "
+                "platform-neutral reclaim (no fix: the ladder is the project's choice)",
             )
             return
         target = Target.parse(self.settings["reclaim-call"])
