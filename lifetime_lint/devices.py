@@ -84,8 +84,8 @@ def resolve_cuda_call(
     if dotted is None:
         return None
     wanted = set(functions)
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value not in wanted:
-        return None  # cheap: most calls stop here (only a bare name can be renamed)
+    if not _may_name_a_device_function(context, call.func, wanted):
+        return None
     table = scope_table(context)
     values = table.values_of(call.func, table.scope_at(ancestors))
     cuda: set[str] = set()
@@ -110,6 +110,21 @@ def resolve_cuda_call(
     if function not in wanted:
         return None
     return CudaCall(function, tuple(ladder))
+
+
+def _may_name_a_device_function(
+    context: FileContext, func: cst.BaseExpression, wanted: set[str]
+) -> bool:
+    """A cheap filter before the scope table: most calls stop here."""
+    if isinstance(func, cst.Attribute):
+        return func.attr.value in wanted  # only a bare name can be renamed
+    if not isinstance(func, cst.Name):
+        return False
+    name = func.value
+    if name in wanted or context.imports.is_bound_locally(name):
+        return True
+    source = context.source
+    return "import *" in source or re.search(rf"\b{re.escape(name)}\s*=[^=]", source) is not None
 
 
 def describe_ladder(context: FileContext, call: CudaCall) -> str:
@@ -220,7 +235,7 @@ _CUDA_BOUND_CODE = (
     (re.compile(r"""\.to\(\s*(f?["'])cuda"""), '`.to("cuda")`'),
     (re.compile(r"""\.cuda\(\s*\)|\.cuda\(\s*(non_blocking|device)"""), "`.cuda()`"),
     (re.compile(r"""autocast\(\s*(f?["'])cuda|torch\.cuda\.amp\b"""), '`autocast("cuda")`'),
-    (re.compile(r"""torch\.cuda\.(graph|CUDAGraph|graphs)\b|\bCUDAGraph\("""), "CUDA graphs"),
+    (re.compile(r"""CUDAGraph\b|torch\.cuda\.(graph|graphs|graph_pool_handle)\b"""), "CUDA graphs"),
 )
 # A decorator or marker that skips a test without CUDA (`@require_torch_gpu`,
 # `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`, `@unittest.skipUnless(
@@ -237,7 +252,17 @@ CUDA_ONLY_LIBRARIES = frozenset(
     {"cupy", "pycuda", "pynvml", "nvidia", "cuda", "flash_attn", "flashinfer", "cutlass",
      "deep_gemm", "tensorrt", "apex", "nvtx", "transformer_engine"}
 )  # fmt: skip
-_CUDA_MODULE_NAME = re.compile(r"(?<![A-Za-z0-9])(cuda|cudagraph|nccl|pynccl)", re.IGNORECASE)
+_CUDA_MODULE_NAME = re.compile(
+    r"(?<![A-Za-z0-9])(cuda|cudagraph|nccl|pynccl|graph_runner)", re.IGNORECASE
+)
+# ROCm runs the `torch.cuda` API: code written only for it is already right there.
+_ROCM = re.compile(r"(?<![A-Za-z0-9])(hip|rocm|aiter|gfx\d+)(?![A-Za-z0-9])", re.IGNORECASE)
+# Branch tests that pick CUDA (or ROCm) specifically, beyond "is an accelerator there".
+_CUDA_SPECIFIC_TEST = re.compile(
+    r"is_cuda|\.type\s*==\s*[\"']cuda|get_device_capability|version\.cuda|is_sm\d+|"
+    r"is_blackwell|is_hopper|is_ampere",
+    re.IGNORECASE,
+)
 
 
 def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | None:
@@ -249,8 +274,18 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
     and the module (a CUDA-only kernel module: a file named for CUDA or NCCL, an import of
     a CUDA-only library, a module-level `pytestmark` that needs CUDA).
     """
-    for node in reversed(ancestors):
+    chain = list(ancestors)
+    for index in range(len(chain) - 1, -1, -1):
+        node = chain[index]
+        if isinstance(node, cst.If) and index + 1 < len(chain) and chain[index + 1] is node.body:
+            test = context.code_for(node.test)
+            if _ROCM.search(test):
+                return f"a ROCm-only branch (`{test.strip()[:60]}`), where torch.cuda is right"
+            if _CUDA_SPECIFIC_TEST.search(test):
+                return f"a CUDA-only branch (`{test.strip()[:60]}`)"
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            if _ROCM.search(node.name.value):
+                return f"ROCm-only code (`{node.name.value}`), where torch.cuda is right"
             reason = _memo(context, node, _scope_binding)
             if reason:
                 return reason
@@ -298,6 +333,8 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
     name = context.path.replace("\\", "/").rsplit("/", 1)[-1]
     if _CUDA_MODULE_NAME.search(name.rsplit(".", 1)[0]):
         return f"a CUDA-only module (`{name}`)"
+    if _ROCM.search(name.rsplit(".", 1)[0]):
+        return f"a ROCm-only module (`{name}`), where torch.cuda is right"
     for statement in module.body:
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
@@ -373,6 +410,28 @@ def cuda_guard(
     if "#" in context.source_of(guard):
         return None  # a comment in the guard would be lost
     return guard if _is_cuda_availability(context, guard.test, chain) else None
+
+
+def under_cuda_availability_test(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Whether an enclosing `if` (or conditional expression) only runs the node when
+    `torch.cuda.is_available()` / `is_initialized()` says so, in a compound test the
+    guarded-call fix does not rewrite."""
+    chain = list(ancestors)
+    for index in range(len(chain) - 1):
+        node, child = chain[index], chain[index + 1]
+        if (isinstance(node, cst.If) and child is node.body) or (
+            isinstance(node, cst.IfExp) and child is node.body
+        ):
+            if _AVAILABILITY.search(context.code_for(node.test)):
+                return True
+    return False
+
+
+GUARD_NOTE = (
+    " (the enclosing `torch.cuda` availability test still skips other accelerators: "
+    "drop it from the condition)"
+)
+_AVAILABILITY = re.compile(r"cuda\.(is_available|is_initialized)\(")
 
 
 def _is_cuda_availability(

@@ -8,10 +8,12 @@ import libcst as cst
 
 from lifetime_lint.devices import (
     CUDA_MODULE,
+    GUARD_NOTE,
     Portability,
     cuda_guard,
     describe_ladder,
     resolve_cuda_call,
+    under_cuda_availability_test,
 )
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import (
@@ -209,6 +211,10 @@ class HardCodedCudaCall(Rule):
             )
             return
         fix, advice = self._fix(node, function, ancestors)
+        if "torch.accelerator.is_available()" not in advice and under_cuda_availability_test(
+            self.context, ancestors
+        ):
+            advice += GUARD_NOTE
         self.report(node, f"`{written}()` is CUDA-only: it {effect}; {advice}", fix)
 
     def _fix(self, node: cst.Call, function: str, ancestors) -> tuple[Fix | None, str]:

@@ -6,10 +6,12 @@ import libcst as cst
 
 from lifetime_lint.devices import (
     CUDA_MODULE,
+    GUARD_NOTE,
     Portability,
     cuda_guard,
     describe_ladder,
     resolve_cuda_call,
+    under_cuda_availability_test,
 )
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, import_bindings_under, reference_to, target_problem
@@ -163,4 +165,6 @@ class RawEmptyCache(Rule):
                 f"`{written}()` is CUDA-only: {WHY}; `{reference}()` empties the active "
                 "accelerator's cache and does nothing without one"
             )
+            if under_cuda_availability_test(self.context, ancestors):
+                message += GUARD_NOTE
         self.report(node, message, fix)
