@@ -154,7 +154,9 @@ def in_multi_backend_dispatch(context: FileContext, ancestors: Sequence[cst.CSTN
             head = index
             while head > 0 and _is_elif_of(chain[head - 1], chain[head]):
                 head -= 1
-            if _mentions_other_backend(context, _if_chain_parts(chain[head], chain)):
+            head_if = chain[head]
+            assert isinstance(head_if, cst.If)
+            if _mentions_other_backend(context, _if_chain_parts(head_if, chain)):
                 return True
         elif isinstance(node, cst.IfExp):
             parts: list[cst.CSTNode] = [node.test]
@@ -187,6 +189,7 @@ def _if_chain_parts(head: cst.If, ancestors: Sequence[cst.CSTNode]) -> list[cst.
                 parts.append(branch.body)
             branch = branch.orelse
         else:  # Else
+            assert isinstance(branch, cst.Else)
             if not _contains(ancestors, branch):
                 parts.append(branch.body)
             branch = None

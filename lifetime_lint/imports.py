@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from lifetime_lint.traversal import subclass_test, walk
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lifetime_lint.scopes import ScopeTable
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
@@ -49,7 +53,7 @@ class ImportMap:
 
     def __init__(self, bindings: Sequence[ImportBinding], module: cst.Module) -> None:
         self.module = module
-        self._scopes = None  # a scopes.ScopeTable, built when a fix first asks
+        self._scopes: ScopeTable | None = None  # built when a rule or fix first asks
         self.bindings = list(bindings)
         self._by_local: dict[str, list[ImportBinding]] = {}
         for binding in self.bindings:
@@ -106,7 +110,7 @@ class ImportMap:
         return None
 
     @property
-    def scope_table(self):
+    def scope_table(self) -> ScopeTable:
         """The module's `scopes.ScopeTable` (Python's scoping rules), built on first use."""
         from lifetime_lint.scopes import ScopeTable  # scopes builds on this module
 
@@ -172,7 +176,7 @@ class _ImportCollector(cst.CSTVisitor):
             if full is None:
                 continue
             if alias.asname is not None:
-                local = dotted_name(alias.asname.name)  # type: ignore[arg-type]
+                local = dotted_name(alias.asname.name)
                 if local:
                     self.bindings.append(ImportBinding(local, full, node, alias, scope))
             else:
@@ -194,6 +198,6 @@ class _ImportCollector(cst.CSTVisitor):
                 continue
             local = name
             if alias.asname is not None:
-                local = dotted_name(alias.asname.name) or name  # type: ignore[arg-type]
+                local = dotted_name(alias.asname.name) or name
             self.bindings.append(ImportBinding(local, f"{base}.{name}", node, alias, scope))
         return False

@@ -276,7 +276,7 @@ class _Builder:
             if full is None:
                 continue
             if alias.asname is not None:
-                local = dotted_name(alias.asname.name)  # type: ignore[arg-type]
+                local = dotted_name(alias.asname.name)
                 qualified = full
             else:
                 local = qualified = full.split(".")[0]
@@ -298,7 +298,7 @@ class _Builder:
                 continue
             local = name
             if alias.asname is not None:
-                local = dotted_name(alias.asname.name) or name  # type: ignore[arg-type]
+                local = dotted_name(alias.asname.name) or name
             if base is None:
                 self.bind(local, "relative import", node)
                 continue
