@@ -255,14 +255,21 @@ CUDA_ONLY_LIBRARIES = frozenset(
     {"cupy", "pycuda", "pynvml", "nvidia", "cuda", "flash_attn", "flashinfer", "cutlass",
      "deep_gemm", "tensorrt", "apex", "nvtx", "transformer_engine"}
 )  # fmt: skip
-_CUDA_MODULE_NAME = re.compile(
-    r"(?<![A-Za-z0-9])(cuda|cudagraph|nccl|pynccl|graph_runner)", re.IGNORECASE
+# Names of CUDA-only kernels and libraries, in a folder, file or function name
+# (`flashinfer_autotune.py`, `deep_gemm_wrapper/`, `_process_weights_for_sm90_cutlass`).
+_CUDA_ONLY_NAME = re.compile(
+    r"(?<![A-Za-z0-9])(cudagraph|cuda_graph|nccl|pynccl|graph_runner|flashinfer|cutlass|cute|"
+    r"deep_gemm|deepgemm|trtllm|tensorrt|cudnn|nvshmem|symm_mem|nunchaku|nvfp4|sm\d{2,3})"
+    r"(?![A-Za-z])",
+    re.IGNORECASE,
 )
+# A module named for CUDA itself (`cuda_graph_wrapper.py`, `custom_cuda_ops.py`).
+_CUDA_MODULE_NAME = re.compile(r"(?<![A-Za-z0-9])cuda(?![A-Za-z])", re.IGNORECASE)
 # ROCm runs the `torch.cuda` API: code written only for it is already right there.
 _ROCM = re.compile(r"(?<![A-Za-z0-9])(hip|rocm|aiter|gfx\d+)(?![A-Za-z0-9])", re.IGNORECASE)
 # Branch tests that pick CUDA (or ROCm) specifically, beyond "is an accelerator there".
 _CUDA_SPECIFIC_TEST = re.compile(
-    r"is_cuda|\.type\s*==\s*[\"']cuda|get_device_capability|version\.cuda|is_sm\d+|"
+    r"is_cuda|==\s*[\"']cuda[\"':]|get_device_capability|version\.cuda|is_sm\d+|"
     r"is_blackwell|is_hopper|is_ampere",
     re.IGNORECASE,
 )
@@ -289,6 +296,8 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             if _ROCM.search(node.name.value):
                 return f"ROCm-only code (`{node.name.value}`), where torch.cuda is right"
+            if _CUDA_ONLY_NAME.search(node.name.value):
+                return f"code for a CUDA-only kernel (`{node.name.value}`)"
             reason = _memo(context, node, _scope_binding)
             if reason:
                 return reason
@@ -327,15 +336,20 @@ def _body_statements(node: cst.FunctionDef) -> Sequence[cst.CSTNode]:
 
 def _is_cuda_skip_guard(context: FileContext, statement: cst.If) -> bool:
     test = context.code_for(statement.test)
-    if "cuda" not in test or not test.lstrip().startswith("not"):
+    negated = test.lstrip().startswith("not") and "cuda" in test
+    if not (negated or re.search(r"!=\s*[\"']cuda", test)):
         return False
     return bool(_EARLY_EXIT.search(context.code_for(statement.body)))
 
 
 def _module_binding(context: FileContext, module: cst.Module) -> str | None:
-    name = context.path.replace("\\", "/").rsplit("/", 1)[-1]
+    relative = context.settings.relative(context.path)
+    name = relative.rsplit("/", 1)[-1]
     if _CUDA_MODULE_NAME.search(name.rsplit(".", 1)[0]):
         return f"a CUDA-only module (`{name}`)"
+    for part in relative.split("/"):
+        if _CUDA_ONLY_NAME.search(part.rsplit(".", 1)[0] if part == name else part):
+            return f"a CUDA-only kernel module (`{part}`)"
     if _ROCM.search(name.rsplit(".", 1)[0]):
         return f"a ROCm-only module (`{name}`), where torch.cuda is right"
     for statement in module.body:
@@ -458,7 +472,7 @@ def _is_cuda_availability(
 # folder.
 DEFAULT_NON_LIBRARY = (
     "tests", "test", "testing", "examples", "example", "benchmarks", "benchmark", "scripts",
-    "notebooks", "docs", "test_*.py", "*_test.py", "tests.py", "conftest.py", "*.ipynb",
+    "notebooks", "docs", "tools", "test_*.py", "*_test.py", "tests.py", "conftest.py", "*.ipynb",
     "testing_utils.py",
 )  # fmt: skip
 
@@ -468,6 +482,7 @@ PORTABILITY_LEVELS = ("library", "strict")
 LEFT_OUT_PLATFORM = "platform layer"
 LEFT_OUT_CUDA_BOUND = "CUDA-bound code"
 LEFT_OUT_SCOPE = "non-library path"
+LEFT_OUT_SCRIPT = "script entry point"
 
 
 @dataclass(frozen=True)
@@ -500,9 +515,38 @@ class Portability:
             return None
         if not self.library:
             return LEFT_OUT_SCOPE
+        if _in_script_entry_point(ancestors):
+            return LEFT_OUT_SCRIPT
         if cuda_bound(context, ancestors):
             return LEFT_OUT_CUDA_BOUND
         return None
+
+
+def _in_script_entry_point(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Code under `if __name__ == "__main__":`, or in a top-level `main()` of a module that
+    has such a block: a script, whatever folder it lives in."""
+    if not ancestors or not isinstance(ancestors[0], cst.Module):
+        return False
+    module = ancestors[0]
+    top = ancestors[1] if len(ancestors) > 1 else None
+    if isinstance(top, cst.If) and _is_main_guard(top):
+        return True
+    if isinstance(top, cst.FunctionDef) and top.name.value == "main":
+        return any(isinstance(s, cst.If) and _is_main_guard(s) for s in module.body)
+    return False
+
+
+def _is_main_guard(statement: cst.If) -> bool:
+    test = statement.test
+    return (
+        isinstance(test, cst.Comparison)
+        and isinstance(test.left, cst.Name)
+        and test.left.value == "__name__"
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Equal)
+        and isinstance(test.comparisons[0].comparator, cst.SimpleString)
+        and test.comparisons[0].comparator.evaluated_value == "__main__"
+    )
 
 
 def is_non_library(settings, path: str, patterns: Sequence[str]) -> bool:

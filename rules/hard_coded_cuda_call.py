@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -85,6 +86,10 @@ CUDA_ONLY_EFFECT: dict[str, str] = {
     "manual_seed": "seeds the CUDA generators only",
     "manual_seed_all": "seeds the CUDA generators only",
 }
+
+SEEDING = frozenset({"manual_seed", "manual_seed_all"})
+_TORCH_SEED = re.compile(r"(?<![\w.])torch\.manual_seed\(")
+LEFT_OUT_REDUNDANT_SEED = "seeding beside torch.manual_seed"
 
 DEFAULT_BANNED = (
     "synchronize", "device_count", "current_device", "set_device", "device",
@@ -199,6 +204,9 @@ class HardCodedCudaCall(Rule):
                 self.leave_out(left_out)
             return
         function = call.function
+        if function in SEEDING and not self.portability.strict and self._seeds_torch(ancestors):
+            self.leave_out(LEFT_OUT_REDUNDANT_SEED)
+            return
         written = self.context.source_of(node.func)
         effect = CUDA_ONLY_EFFECT.get(function, "works on CUDA only")
         if not call.certain:
@@ -216,6 +224,14 @@ class HardCodedCudaCall(Rule):
         ):
             advice += GUARD_NOTE
         self.report(node, f"`{written}()` is CUDA-only: it {effect}; {advice}", fix)
+
+    def _seeds_torch(self, ancestors) -> bool:
+        """Whether the enclosing function also calls `torch.manual_seed`, which seeds every
+        device: the CUDA-only seeding beside it is redundant, not wrong, elsewhere."""
+        function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
+        if function is None:
+            return False
+        return _TORCH_SEED.search(self.context.code_for(function.body)) is not None
 
     def _fix(self, node: cst.Call, function: str, ancestors) -> tuple[Fix | None, str]:
         if function in self.replacements:
