@@ -249,7 +249,8 @@ _CUDA_SKIP = re.compile(
     r"\b(cuda|gpu)_only\b",
     re.IGNORECASE,
 )
-_EARLY_EXIT = re.compile(r"\b(skip|skipTest|return|raise)\b")
+# Only a raise or a skip makes the rest CUDA-only: an early `return` is a fallback path.
+_EARLY_EXIT = re.compile(r"\b(skip|skipTest|SkipTest|raise)\b")
 # Libraries that exist only for NVIDIA GPUs: a module that imports one is CUDA-only.
 CUDA_ONLY_LIBRARIES = frozenset(
     {"cupy", "pycuda", "pynvml", "nvidia", "cuda", "flash_attn", "flashinfer", "cutlass",
@@ -263,6 +264,8 @@ _CUDA_ONLY_NAME = re.compile(
     r"(?![A-Za-z])",
     re.IGNORECASE,
 )
+# The same for function names, less NCCL (a `_prewarm_nccl` often serves RCCL/HCCL too).
+_CUDA_ONLY_FUNCTION = re.compile(_CUDA_ONLY_NAME.pattern.replace("nccl|pynccl|", ""), re.I)
 # A module named for CUDA itself (`cuda_graph_wrapper.py`, `custom_cuda_ops.py`).
 _CUDA_MODULE_NAME = re.compile(r"(?<![A-Za-z0-9])cuda(?![A-Za-z])", re.IGNORECASE)
 # ROCm runs the `torch.cuda` API: code written only for it is already right there.
@@ -296,12 +299,49 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             if _ROCM.search(node.name.value):
                 return f"ROCm-only code (`{node.name.value}`), where torch.cuda is right"
-            if _CUDA_ONLY_NAME.search(node.name.value):
+            if _CUDA_ONLY_FUNCTION.search(node.name.value):
                 return f"code for a CUDA-only kernel (`{node.name.value}`)"
             reason = _memo(context, node, _scope_binding)
             if reason:
                 return reason
+            if isinstance(node, cst.FunctionDef):
+                reason = _device_evidence(context, node, _own_statement_span(context, chain))
+                if reason:
+                    return reason
     return _memo(context, context.module, _module_binding)
+
+
+def _own_statement_span(context: FileContext, chain: Sequence[cst.CSTNode]) -> tuple[int, int]:
+    """The call's own statement (a compound statement's header only): a hard-coded device
+    there is the finding itself (`torch.device(f"cuda:{torch.cuda.current_device()}")`),
+    not evidence that the code around it is CUDA-only."""
+    for node in reversed(chain):
+        if isinstance(node, cst.SimpleStatementLine):
+            return context.span(node)
+        if isinstance(node, cst.BaseCompoundStatement):
+            start, _ = context.span(node)
+            body_start, _ = context.span(node.body)
+            return start, body_start
+    return 0, 0
+
+
+def _device_evidence(
+    context: FileContext, function: cst.FunctionDef, excluded: tuple[int, int]
+) -> str | None:
+    cache = context.memo.setdefault("devices.device_evidence", {})
+    matches = cache.get(id(function))
+    if matches is None:
+        start, _ = context.span(function)
+        text = context.source_of(function)
+        matches = cache[id(function)] = [
+            (start + match.start(), reason)
+            for pattern, reason in _CUDA_BOUND_CODE
+            for match in pattern.finditer(text)
+        ]
+    for offset, reason in matches:
+        if not excluded[0] <= offset < excluded[1]:
+            return f"code bound to CUDA by {reason}"
+    return None
 
 
 def _memo(context: FileContext, node: cst.CSTNode, compute) -> str | None:
@@ -321,11 +361,7 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         return None
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
-            return "a test skipped without CUDA (it returns or skips when CUDA is missing)"
-    text = context.code_for(node.params) + context.code_for(node.body)
-    for pattern, reason in _CUDA_BOUND_CODE:
-        if pattern.search(text):
-            return f"code bound to CUDA by {reason}"
+            return "code that raises or skips without CUDA"
     return None
 
 
