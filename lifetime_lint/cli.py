@@ -10,6 +10,7 @@ not be read or parsed (the other files are still checked).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -394,3 +395,150 @@ def render_rule_doc(rule_class) -> str:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+@main.command()
+def server() -> None:
+    """Run the language server (LSP over stdio) for editors; needs `lifetime-lint[lsp]`."""
+    from lifetime_lint.server import ServerUnavailable, serve
+
+    try:
+        serve()
+    except ServerUnavailable as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
+
+
+@main.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    short_help="Run a program and measure the bytes each finding holds.",
+)
+@click.option("-m", "module", metavar="MODULE", help="Run a module as `python -m MODULE` does.")
+@click.option(
+    "--include",
+    multiple=True,
+    metavar="GLOB",
+    help="Trace only files matching these globs (default: files under the current folder).",
+)
+@click.option(
+    "--exclude", "exclude_globs", multiple=True, metavar="GLOB", help="Never trace these."
+)
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    help="Where to read allocated memory: auto (the accelerator, else CPU storages), cpu, cuda, ...",
+)
+@click.option(
+    "--output-format",
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+)
+@click.option("--save", "save_path", metavar="FILE", help="Write the measurements as JSON.")
+@click.option(
+    "--html",
+    "html_path",
+    metavar="FILE",
+    help="Write a self-contained page with a memory timeline per function.",
+)
+@click.option("--config", "config_path", metavar="FILE", help="Use this configuration file.")
+@click.option("--isolated", is_flag=True, help="Ignore configuration files.")
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="Run the program before and after --fix (on a temporary copy of the current folder) "
+    "and report each traced function's peak both ways.",
+)
+@click.option("--unsafe-fixes", is_flag=True, help="With --compare: apply unsafe fixes too.")
+@click.option(
+    "--check-output",
+    metavar="EXPR",
+    help="With --compare: an expression over the program's globals (e.g. `video`) whose value "
+    "must be bitwise equal before and after.",
+)
+@click.option("--dump-output", hidden=True, metavar="FILE")
+@click.option("--watch-functions", hidden=True, metavar="FILE")
+@click.argument("program", nargs=-1, type=click.UNPROCESSED)
+def profile(
+    module: str | None,
+    include: tuple[str, ...],
+    exclude_globs: tuple[str, ...],
+    device: str,
+    output_format: str,
+    save_path: str | None,
+    html_path: str | None,
+    config_path: str | None,
+    isolated: bool,
+    compare: bool,
+    unsafe_fixes: bool,
+    check_output: str | None,
+    dump_output: str | None,
+    watch_functions: str | None,
+    program: tuple[str, ...],
+) -> None:
+    """Run SCRIPT [ARGS]... (or -m MODULE [ARGS]...) and report each finding's measured bytes.
+
+    Exit status: the program's own, or 2 when it cannot be started.
+    """
+    from lifetime_lint import profile as profiling
+
+    if module is None and not program:
+        raise click.UsageError("give a script to run, or -m MODULE")
+    target, arguments = (module, list(program)) if module else (program[0], list(program[1:]))
+    if module is None and not os.path.isfile(target):
+        raise click.UsageError(f"no such script: {target}")
+    scope = profiling.Scope(os.getcwd(), include, exclude_globs)
+    if compare:
+        passed = ["--device", device] + [f"--include={g}" for g in include]
+        passed += [f"--exclude={g}" for g in exclude_globs]
+        passed += ["--isolated"] if isolated else []
+        passed += ["--config", os.path.abspath(config_path)] if config_path else []
+        comparison = profiling.compare(
+            target,
+            arguments,
+            module=module is not None,
+            root=os.getcwd(),
+            profile_args=passed,
+            check_output=check_output,
+            unsafe_fixes=unsafe_fixes,
+        )
+        click.echo(profiling.render_comparison(comparison), nl=False)
+        sys.exit(1 if comparison.outputs_equal is False else 0)
+    also_watch: list[tuple[str, str]] = []
+    if watch_functions:
+        with open(watch_functions, encoding="utf-8") as handle:
+            also_watch = [(file, name) for file, name in json.load(handle)]
+    try:
+        result = profiling.run_program(
+            target,
+            arguments,
+            module=module is not None,
+            scope=scope,
+            device=device,
+            config=config_path,
+            isolated=isolated,
+            also_watch=also_watch,
+        )
+    except ImportError as error:
+        click.echo(
+            f"error: `lifetime-lint profile` needs torch to run the program: {error}", err=True
+        )
+        sys.exit(2)
+    except ConfigError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
+    if save_path:
+        profiling.save(result, save_path)
+    if html_path:
+        with open(html_path, "w", encoding="utf-8") as handle:
+            handle.write(profiling.render_html(result, os.getcwd()))
+    if check_output and dump_output:
+        profiling.dump_output(result, check_output, dump_output)
+    if output_format == "json":
+        click.echo(json.dumps(profiling.to_json(result), indent=2))
+    else:
+        click.echo(profiling.render_text(result, os.getcwd()), nl=False, err=False)
+    sys.exit(result.exit_status)

@@ -154,6 +154,26 @@ class Linter:
         result.left_out = dict(self.last_left_out)
         return result
 
+    def fix_source(
+        self, source: SourceFile, mode: FixMode, only: Diagnostic | None = None
+    ) -> FileResult:
+        """What fixing `source` gives, without writing it (`result.fixed_text`).
+
+        With `only` (a diagnostic from an earlier lint of this text), just that finding's fix
+        is applied, with the same re-parse and orphaned-import clean-up as `--fix`: an
+        editor's quick fix for one finding.
+        """
+        result = FileResult(source.path)
+        diagnostics, error = self.lint_text(source.path, source.text, source.newline)
+        if error is not None:
+            result.diagnostics.append(error)
+            return result
+        text, diagnostics = self._fix_loop(source.path, source, diagnostics, mode, result, only)
+        if text != source.text:
+            result.fixed_text = text
+        result.diagnostics.extend(diagnostics)
+        return result
+
     def lint_text(
         self, path: str, text: str, newline: str | None = None
     ) -> tuple[list[Diagnostic], Diagnostic | None]:
@@ -246,10 +266,17 @@ class Linter:
         diagnostics: list[Diagnostic],
         mode: FixMode,
         result: FileResult,
+        only: Diagnostic | None = None,
     ) -> tuple[str, list[Diagnostic]]:
         text = source.text
-        for _ in range(MAX_FIX_ROUNDS):
-            candidates = [d for d in diagnostics if d.fix is not None and mode.allows(d.fix)]
+        for _ in range(1 if only is not None else MAX_FIX_ROUNDS):
+            candidates = [
+                d
+                for d in diagnostics
+                if d.fix is not None
+                and mode.allows(d.fix)
+                and (only is None or _same_finding(d, only))
+            ]
             if not candidates:
                 break
             chosen = select_non_overlapping(d.fix for d in candidates)  # type: ignore[misc]
@@ -282,6 +309,10 @@ class Linter:
             if error is not None:  # cannot happen after the parse above; be safe anyway
                 return source.text, [error]
         return text, diagnostics
+
+
+def _same_finding(a: Diagnostic, b: Diagnostic) -> bool:
+    return (a.code, a.start, a.end, a.message) == (b.code, b.start, b.end, b.message)
 
 
 def _python_compiles(new_text: str, path: str, original: str) -> None:

@@ -85,3 +85,52 @@ def _parse_suppressions(source: str) -> Suppressions:
             else:
                 result.by_row[row] = previous | codes
     return result
+
+
+def add_noqa_to_line(source: str, row: int, code: str) -> str:
+    """`source` with `# noqa: CODE` on the line that suppresses a finding reported at `row`.
+
+    A row inside a multi-line string, or one that ends in a backslash continuation, cannot take
+    a comment: the comment goes on the line where that construct ends (the same line the
+    suppression check accepts as the statement's last line). An existing `# noqa` is extended
+    (`# noqa: LL001, LL002`); a bare `# noqa` already covers every code. Idempotent.
+    """
+    lines = source.splitlines(keepends=True)
+    if not lines:
+        return source
+    row = min(max(row, 1), len(lines))
+    spans: list[tuple[int, int]] = []
+    comments: dict[int, tuple[int, str]] = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.start[0] != token.end[0] and token.type != tokenize.NL:
+                spans.append((token.start[0], token.end[0]))
+            if token.type == tokenize.COMMENT:
+                comments[token.start[0]] = (token.start[1], token.string)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return source
+    moved = True
+    while moved:
+        moved = False
+        for first, last in spans:
+            if first <= row < last:
+                row, moved = last, True
+        body = lines[row - 1].rstrip("\r\n")
+        if body.endswith("\\") and row < len(lines):
+            row, moved = row + 1, True
+    line = lines[row - 1]
+    body = line.rstrip("\r\n")
+    ending = line[len(body) :]
+    existing = comments.get(row)
+    if existing is not None:
+        column, comment = existing
+        match = _LINE_NOQA.search(comment)
+        if match is not None:
+            codes = _codes(match.group("codes"))
+            if codes is None or code.upper() in codes:
+                return source
+            merged = f"{comment[: match.end()]}, {code}{comment[match.end() :]}"
+            lines[row - 1] = body[:column] + merged + body[column + len(comment) :] + ending
+            return "".join(lines)
+    lines[row - 1] = f"{body}  # noqa: {code}{ending}"
+    return "".join(lines)

@@ -1,0 +1,495 @@
+"""Measure what lifetime-lint's findings cost while a program runs (`lifetime-lint profile`).
+
+Static analysis proves a name is dead; only a run says whether it holds 4 MiB or 4 GiB at the
+moment that matters. This module traces the functions that have findings, line by line, and
+records for each run of such a function:
+
+- its own peak of allocated memory (including everything the calls on a line allocate), the
+  line where it happened, and how many times the function ran;
+- for each finding, the distinct storage bytes its names held at the start of the peak line,
+  counting only storages that nothing outside those names kept alive (another tensor object,
+  a view, a list, autograd's saved tensors): the bytes that releasing them would have freed.
+
+Memory is read from the accelerator's allocator where there is one (CUDA/ROCm, XPU, ...:
+`memory_allocated` with the peak reset per line) and otherwise from a tracker of live tensor
+storages (a `TorchDispatchMode` that sees every tensor an operator returns, and a weak
+finalizer on its storage), so the same command and tests run on CPU. Tensors that existed
+before tracing started are invisible to the CPU tracker; storages resized in place keep the
+size they were created with.
+
+torch is imported when a tracer is built, never at import of this module.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from types import CodeType, FrameType
+from typing import Any, Callable
+
+# -- memory meters ----------------------------------------------------------------------------
+
+
+class AcceleratorMeter:
+    """Allocated bytes and a resettable peak from the accelerator's caching allocator."""
+
+    def __init__(self, torch: Any, device_type: str) -> None:
+        self.device_type = device_type
+        self.module = torch.get_device_module(device_type)
+
+    def current(self) -> int:
+        return int(self.module.memory_allocated())
+
+    def peak(self) -> int:
+        return int(self.module.max_memory_allocated())
+
+    def reset_peak(self) -> None:
+        self.module.reset_peak_memory_stats()
+
+    def close(self) -> None:
+        pass
+
+
+class StorageMeter:
+    """Live bytes of the tensor storages created while it is active (CPU accounting).
+
+    Every operator's outputs pass through a dispatch mode; a storage seen for the first time is
+    counted and a finalizer uncounts it when the storage is freed. Storage objects are
+    preserved by PyTorch, so a finalizer on one fires when the storage itself dies.
+    """
+
+    def __init__(self, torch: Any) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+
+        self._torch = torch
+        self._lock = threading.Lock()
+        self._live: dict[int, int] = {}
+        self._current = 0
+        self._peak = 0
+        meter = self
+
+        class _Track(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for leaf in tree_leaves(out):
+                    if isinstance(leaf, torch.Tensor):
+                        meter._see(leaf)
+                return out
+
+        self._mode = _Track()
+        self._mode.__enter__()
+
+    def _see(self, tensor: Any) -> None:
+        try:
+            storage = tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # meta, sparse, functional wrappers
+            return
+        key = id(storage)
+        with self._lock:
+            if key in self._live:
+                return
+            size = int(storage.nbytes())
+            self._live[key] = size
+            self._current += size
+            self._peak = max(self._peak, self._current)
+        weakref.finalize(storage, self._forget, key)
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            self._current -= self._live.pop(key, 0)
+
+    def current(self) -> int:
+        return self._current
+
+    def peak(self) -> int:
+        return self._peak
+
+    def reset_peak(self) -> None:
+        with self._lock:
+            self._peak = self._current
+
+    def close(self) -> None:
+        self._mode.__exit__(None, None, None)
+
+
+def make_meter(torch: Any, device: str = "auto") -> AcceleratorMeter | StorageMeter:
+    """The accelerator's allocator when there is one (or `device` names it), else CPU."""
+    if device == "cpu":
+        return StorageMeter(torch)
+    if device != "auto":
+        return AcceleratorMeter(torch, device)
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and accelerator.is_available():
+        return AcceleratorMeter(torch, accelerator.current_accelerator().type)
+    if torch.cuda.is_available():
+        return AcceleratorMeter(torch, "cuda")
+    return StorageMeter(torch)
+
+
+# -- what is traced ---------------------------------------------------------------------------
+
+MISSED_PREFIX = "missed:"  # snapshot keys of dead names that no finding covers
+
+
+@dataclass
+class Watch:
+    """One finding to measure: the names it holds, in one function."""
+
+    key: str  # the finding's identity (file:row:col:code), for the report
+    names: tuple[str, ...]
+
+
+@dataclass
+class FunctionWatch:
+    """A function (by file and first line of its code object) and the findings in it."""
+
+    filename: str
+    first_line: int
+    qualname: str
+    watches: list[Watch] = field(default_factory=list)
+    # Row -> local names that static liveness says are dead there and no finding covers:
+    # measured too, so a run shows what the rules missed.
+    dead_by_row: dict[int, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass
+class Sample:
+    """What one run of a function measured."""
+
+    peak_bytes: int = 0  # the function's own peak of allocated memory
+    entry_bytes: int = 0  # allocated when it was entered
+    peak_row: int = 0
+    held: dict[str, int] = field(default_factory=dict)  # watch key -> bytes at the peak
+
+
+@dataclass
+class FunctionRecord:
+    """Everything measured for one function over the whole run."""
+
+    watch: FunctionWatch
+    calls: int = 0
+    best: Sample | None = None  # the run with the largest peak
+    largest_held: dict[str, int] = field(default_factory=dict)  # per watch, over all runs
+    timeline: list[tuple[int, int]] = field(default_factory=list)  # (row, bytes), best run
+
+
+class _Active:
+    """A traced frame on the stack: the line it is on and what that line has seen so far."""
+
+    __slots__ = ("bound", "line_peak", "record", "row", "sample", "snapshot", "timeline")
+
+    def __init__(self, record: FunctionRecord, entry: int) -> None:
+        self.record = record
+        self.sample = Sample(peak_bytes=entry, entry_bytes=entry)
+        self.row = 0
+        self.line_peak = entry
+        self.snapshot: dict[str, int] = {}
+        self.timeline: list[tuple[int, int]] = []
+        self.bound: dict[str, int] = {}  # watched name -> id of its value at the last line
+
+
+class Tracer:
+    """Line tracing of the watched functions, with per-line peaks that nest correctly.
+
+    The allocator keeps one peak register. Before it is reset at the start of a line, its value
+    is folded into every traced frame on the stack, so an outer frame's line still sees the
+    peak that an inner traced call reached.
+    """
+
+    def __init__(
+        self,
+        torch: Any,
+        meter: AcceleratorMeter | StorageMeter,
+        functions: Iterable[FunctionWatch] = (),
+        resolve: Callable[[CodeType], FunctionWatch | None] | None = None,
+    ) -> None:
+        """`functions` are watched from the start; `resolve` is asked once per other code
+        object that runs (the profile command lints a file the first time it runs)."""
+        self.torch = torch
+        self._resolve = resolve
+        self.meter = meter
+        self.records: dict[tuple[str, int], FunctionRecord] = {}
+        for function in functions:
+            self.records[(function.filename, function.first_line)] = FunctionRecord(function)
+        self._by_code: dict[CodeType, FunctionRecord | None] = {}
+        self.counter = ReferenceCounter(torch)
+        self._stack: list[_Active] = []
+        self._previous: Callable | None = None
+
+    # -- installing -----------------------------------------------------------------------
+    def start(self) -> None:
+        self._previous = sys.gettrace()
+        threading.settrace(self._global)
+        sys.settrace(self._global)
+
+    def stop(self) -> None:
+        sys.settrace(self._previous)
+        threading.settrace(self._previous)
+        while self._stack:  # frames left by an exception that escaped the program
+            self._finish(self._stack[-1])
+        self.meter.close()
+
+    # -- events ---------------------------------------------------------------------------
+    def _record_for(self, code: CodeType) -> FunctionRecord | None:
+        try:
+            return self._by_code[code]
+        except KeyError:
+            key = (code.co_filename, code.co_firstlineno)
+            record = self.records.get(key)
+            if record is None and self._resolve is not None:
+                self._by_code[code] = None  # no re-entry while resolving (it may run code)
+                watch = self._resolve(code)
+                if watch is not None:
+                    record = self.records[key] = FunctionRecord(watch)
+            self._by_code[code] = record
+            return record
+
+    def _global(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
+        if event != "call":
+            return None
+        record = self._record_for(frame.f_code)
+        if record is None:
+            return None
+        self._fold()
+        active = _Active(record, self.meter.current())
+        self.meter.reset_peak()
+        self._stack.append(active)
+        return self._local
+
+    def _local(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
+        if not self._stack:
+            return None
+        active = self._stack[-1]
+        if event == "line":
+            self._end_line(active)
+            active.row = frame.f_lineno
+            active.snapshot = self._held(frame, active)
+            active.line_peak = self.meter.current()
+            self.meter.reset_peak()
+        elif event == "return":
+            self._finish(active)
+        return self._local
+
+    def _fold(self) -> None:
+        peak = self.meter.peak()
+        for active in self._stack:
+            if peak > active.line_peak:
+                active.line_peak = peak
+
+    def _end_line(self, active: _Active) -> None:
+        self._fold()
+        if active.row:
+            active.timeline.append((active.row, active.line_peak))
+            if active.line_peak > active.sample.peak_bytes or not active.sample.peak_row:
+                active.sample.peak_bytes = active.line_peak
+                active.sample.peak_row = active.row
+                active.sample.held = dict(active.snapshot)
+
+    def _finish(self, active: _Active) -> None:
+        self._end_line(active)
+        self._stack.pop()
+        record = active.record
+        record.calls += 1
+        if record.best is None or active.sample.peak_bytes > record.best.peak_bytes:
+            record.best = active.sample
+            record.timeline = active.timeline
+        for key, size in active.sample.held.items():
+            record.largest_held[key] = max(record.largest_held.get(key, 0), size)
+        # The next line of the caller must still see this call's peak.
+        for outer in self._stack:
+            outer.line_peak = max(outer.line_peak, active.sample.peak_bytes)
+
+    # -- bytes a finding holds -----------------------------------------------------------
+    def _held(self, frame: FrameType, active: _Active) -> dict[str, int]:
+        watches = active.record.watch.watches
+        dead = active.record.watch.dead_by_row.get(frame.f_lineno, ())
+        if dead:
+            watches = [*watches, *(Watch(MISSED_PREFIX + name, (name,)) for name in dead)]
+        if not watches:
+            return {}
+        local_values = frame.f_locals
+        # While a trace function runs, CPython holds one more reference to a value stored by
+        # the line that just ended: a binding that changed since the last line is "fresh".
+        bound = {
+            name: id(local_values[name])
+            for watch in watches
+            for name in watch.names
+            if name in local_values
+        }
+        fresh = {value for name, value in bound.items() if active.bound.get(name) != value}
+        active.bound = bound
+        return self.counter.held_bytes(
+            {
+                watch.key: [local_values[name] for name in watch.names if name in local_values]
+                for watch in watches
+            },
+            local_values,
+            fresh,
+        )
+
+
+class ReferenceCounter:
+    """Which tensors nothing but a frame's bindings keeps alive, and their storage bytes.
+
+    How many references a binding adds depends on the Python version (fast locals, the
+    `f_locals` snapshot dict or proxy), so the counts are calibrated once, on a probe frame,
+    with the same calls that measure real frames.
+    """
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self._use_count = getattr(torch._C, "_storage_Use_Count", None)
+        self.per_binding, self.in_list = self._calibrate()
+        self.per_binding_extra = self._calibrate_second_binding() - self.per_binding
+
+    def _calibrate(self) -> tuple[int, int]:
+        """References seen for a tensor bound to one local, and for one held only by a list,
+        through exactly the calls that measure a traced frame."""
+        torch = self.torch
+        probe: dict[str, int] = {}
+
+        def one_binding() -> None:
+            tensor = torch.zeros(1)
+            listed = [torch.zeros(1)]
+            local_values = sys._getframe().f_locals
+            (probe["binding"],) = self._ref_counts(
+                [local_values[name] for name in ("tensor",) if name in local_values]
+            )
+            (probe["list_item"],) = self._ref_counts(list(local_values["listed"]))
+            del tensor, listed, local_values
+
+        one_binding()
+        return probe["binding"], probe["list_item"]
+
+    def _calibrate_second_binding(self) -> int:
+        torch = self.torch
+        probe: dict[str, int] = {}
+
+        def two_bindings() -> None:
+            tensor = torch.zeros(1)
+            alias = tensor
+            local_values = sys._getframe().f_locals
+            (probe["binding"],) = self._ref_counts(
+                [local_values[name] for name in ("tensor",) if name in local_values]
+            )
+            del tensor, alias, local_values
+
+        two_bindings()
+        return probe["binding"]
+
+    @staticmethod
+    def _ref_counts(values: list[Any]) -> list[int]:
+        return [sys.getrefcount(values[index]) for index in range(len(values))]
+
+    def held_bytes(
+        self,
+        values_by_key: dict[str, list[Any]],
+        frame_locals: dict[str, Any],
+        fresh: set[int] = frozenset(),  # type: ignore[assignment]
+    ) -> dict[str, int]:
+        """Per finding, the storage bytes that releasing its bindings would free.
+
+        A tensor bound to k names counts when it has no references beyond those bindings; a
+        tensor in a list, tuple or dict bound to a name counts when the container is held only
+        by its binding and the tensor only by the container. A storage counts once, when every
+        tensor that shares it (views included) is among the watched bindings of this frame, and
+        it is attributed to the finding that holds its base tensor (a view's bytes are its
+        base's), else to the first finding that holds it.
+        """
+        torch = self.torch
+        bindings: dict[int, int] = {}
+        for bound in frame_locals.values():
+            bindings[id(bound)] = bindings.get(id(bound), 0) + 1
+        # storage id -> [storage, holders (TensorImpls seen), owner key, owner holds the base]
+        storages: dict[int, list[Any]] = {}
+        seen_tensors: set[int] = set()
+        for key, values in values_by_key.items():
+            candidates: list[Any] = []
+            occurrences: dict[int, int] = {}
+            for value in values:
+                occurrences[id(value)] = occurrences.get(id(value), 0) + 1
+            measured_ids: set[int] = set()
+            copy = list(values)
+            counts = self._ref_counts(copy)
+            for index in range(len(values)):  # no zip: its tuples would reference the values
+                value, references = values[index], counts[index]
+                if id(value) in measured_ids:
+                    continue
+                measured_ids.add(id(value))
+                # Each further binding of the same object adds what one binding adds beyond
+                # the temporaries of this measurement (calibrated: see _calibrate); each
+                # further occurrence in `values` adds two (that list and its copy).
+                extra = (bindings.get(id(value), 1) - 1) * self.per_binding_extra
+                extra += 2 * (occurrences[id(value)] - 1)
+                extra += 1 if id(value) in fresh else 0
+                if references - 1 > self.per_binding + extra and self._referenced_elsewhere(
+                    value, (frame_locals, values, copy)
+                ):  # -1 above: the copy
+                    continue  # held elsewhere too: releasing the name frees nothing
+                if isinstance(value, torch.Tensor):
+                    candidates.append(value)
+                elif isinstance(value, (list, tuple)):
+                    candidates.extend(self._only_in_container(value))
+                elif isinstance(value, dict):
+                    candidates.extend(self._only_in_container(list(value.values()), value))
+            for tensor in candidates:
+                if id(tensor) in seen_tensors:
+                    continue
+                seen_tensors.add(id(tensor))
+                try:
+                    storage = tensor.untyped_storage()
+                except (RuntimeError, NotImplementedError):
+                    continue
+                is_base = getattr(tensor, "_base", None) is None
+                entry = storages.get(id(storage))
+                if entry is None:
+                    storages[id(storage)] = [storage, 1, key, is_base]
+                else:
+                    entry[1] += 1
+                    if is_base and not entry[3]:
+                        entry[2], entry[3] = key, True
+        held = dict.fromkeys(values_by_key, 0)
+        for storage, holders, key, _ in storages.values():
+            # One reference per TensorImpl plus PyTorch's preserved storage object.
+            if self._use_count is not None and self._use_count(storage._cdata) > holders + 1:
+                continue
+            held[key] += int(storage.nbytes())
+        return held
+
+    @staticmethod
+    def _referenced_elsewhere(value: Any, ours: Sequence[Any]) -> bool:
+        """Whether a Python object other than this measurement's own holds `value`.
+
+        Reached only when the reference count is above the calibrated one: PyTorch adds
+        references of its own that no Python container sees (a view and its base keep each
+        other's Python objects), so the count alone would call those tensors shared.
+        """
+        import gc
+
+        allowed = {id(item) for item in ours}
+        frame_locals = ours[0]
+        for referrer in gc.get_referrers(value):
+            if id(referrer) in allowed or isinstance(referrer, FrameType):
+                continue
+            # A generator's or coroutine's locals live in the generator object itself.
+            owned_frame = getattr(referrer, "gi_frame", None) or getattr(referrer, "cr_frame", None)
+            owned_frame = owned_frame or getattr(referrer, "ag_frame", None)
+            if owned_frame is not None and owned_frame.f_locals is frame_locals:
+                continue
+            return True
+        return False
+
+    def _only_in_container(self, items: Sequence[Any], owner: Any = None) -> list[Any]:
+        """The tensors among a container's items that only the container references."""
+        torch = self.torch
+        items = list(items)
+        extra = 1 if owner is not None else 0  # list(dict.values()) was copied once more
+        return [
+            item
+            for item, references in zip(items, self._ref_counts(list(items)))
+            if isinstance(item, torch.Tensor) and references - 1 - extra <= self.in_list
+        ]
