@@ -519,6 +519,50 @@ LEFT_OUT_PLATFORM = "platform layer"
 LEFT_OUT_CUDA_BOUND = "CUDA-bound code"
 LEFT_OUT_SCOPE = "non-library path"
 LEFT_OUT_SCRIPT = "script entry point"
+LEFT_OUT_LOGGING = "logging only"
+
+_LOGGING_CALL = re.compile(
+    r"^(logger|logging|log|_logger|LOGGER)\.\w+$|^(print|warnings\.warn|print_rank_0|"
+    r"log_info_on_rank0|logger\.\w+_once)$"
+)
+
+
+def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The call feeds a log message only: an argument of `logger.info(...)`/`print(...)`,
+    or the test of an `if` whose body only logs or warns. Wrong off CUDA, it changes a
+    message, not what the program does."""
+    chain = list(ancestors)
+    for index in range(len(chain) - 2, -1, -1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, cst.Call) and child is not node.func:
+            if _LOGGING_CALL.match(dotted_name(node.func) or ""):
+                return True
+        if isinstance(node, cst.If) and child is node.test:
+            return node.orelse is None and _only_logs(node.body)
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            if not (isinstance(node, cst.If) and child is node.test):
+                return False
+    return False
+
+
+def _only_logs(body: cst.BaseSuite) -> bool:
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    for statement in statements:
+        smalls = (
+            statement.body
+            if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+            else None
+        )
+        if not smalls:
+            return False
+        for small in smalls:
+            if not (
+                isinstance(small, cst.Expr)
+                and isinstance(small.value, cst.Call)
+                and _LOGGING_CALL.match(dotted_name(small.value.func) or "")
+            ):
+                return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -553,6 +597,8 @@ class Portability:
             return LEFT_OUT_SCOPE
         if _in_script_entry_point(ancestors):
             return LEFT_OUT_SCRIPT
+        if only_for_logging(context, ancestors):
+            return LEFT_OUT_LOGGING
         if cuda_bound(context, ancestors):
             return LEFT_OUT_CUDA_BOUND
         return None
