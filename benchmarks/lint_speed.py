@@ -113,6 +113,9 @@ def working_copy(name: str) -> str:
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
     with open(os.path.join(target, "pyproject.toml"), "w", encoding="utf-8") as handle:
         handle.write(WORK_PYPROJECT)
+    # Its own git repository: .bench/ is git-ignored here, and tools that respect
+    # .gitignore (Ruff, lifetime-lint) would otherwise skip the whole copy.
+    subprocess.run(["git", "init", "-q", target], check=True)
     return target
 
 

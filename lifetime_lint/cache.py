@@ -8,9 +8,12 @@ enabled rules with their options. Entries live in a folder named by the tool and
 fingerprint, so a settings change starts a fresh folder instead of growing one.
 
 Lint results do not depend on the fix mode, so one entry serves `check`, `--fix` and
-`--diff`: under a fix mode an entry is used only if none of its diagnostics has a fix that
-mode would apply. A `--fix` run that rewrote a file stores the entry of the new content.
-Files whose check failed (unreadable, unparsable) are never cached.
+`--diff`. What a fix mode computes from a file with fixable findings (the fixed text, the
+diff, the findings left and how many fixes were applied) is a second entry, keyed by the
+content, the path as named and the mode (safe or unsafe fixes): a second `--diff` over an
+unchanged tree parses nothing, and `--fix` after `--diff` writes the stored text. A `--fix`
+run that rewrote a file stores the entry of the new content. Files whose check failed
+(unreadable, unparsable) are never cached.
 
 Entries are written to a temporary file and renamed into place, so concurrent runs (two
 pre-commit chunks, CI jobs sharing a workspace) can only ever read a whole entry; a corrupt
@@ -25,15 +28,27 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from lifetime_lint import __version__
 from lifetime_lint.config import Settings
 from lifetime_lint.diagnostics import Applicability, Diagnostic, Edit, Fix, Location
-from lifetime_lint.rule import Rule
 
 DEFAULT_CACHE_DIR = ".lifetime_lint_cache"
-_FORMAT = 1  # bump when the entry layout changes
+_FORMAT = 2  # bump when the entry layout changes
+
+
+@dataclass
+class FixEntry:
+    """What a fix mode computed for one file with fixable findings."""
+
+    found: list[Diagnostic]  # the findings before fixing
+    diagnostics: list[Diagnostic]  # the findings left after fixing
+    fixed_text: str
+    diff: str | None
+    fixes_applied: int
+    fixed_by_code: dict[str, int]
 
 
 @functools.cache
@@ -60,18 +75,18 @@ def code_fingerprint() -> str:
 class Cache:
     """Reads and writes the entries of one (tool, settings, rules) combination."""
 
-    def __init__(self, directory: str, settings: Settings, rules: Sequence[type[Rule]]) -> None:
+    def __init__(self, directory: str, settings: Settings, rules: Sequence[Any]) -> None:
+        """`rules`: the enabled rules (classes, or `catalog.RuleInfo`s: same key)."""
         self.root = os.path.abspath(directory)
         self.settings = settings
-        rule_part = repr(sorted((rule.code, repr(sorted(settings.options_for(rule).items())))
-                                for rule in rules))  # fmt: skip
+        rule_part = json.dumps(sorted([rule.code, settings.options_for(rule)] for rule in rules),
+                               sort_keys=True, default=repr)  # fmt: skip
         # Keys other modules add to the config land in `extra`; any of them may change results.
         extra = repr(sorted((k, repr(v)) for k, v in settings.extra.items() if k != "cache-dir"))
         fingerprint = hashlib.sha256(
             "\0".join((code_fingerprint(), settings.fingerprint(), rule_part, extra)).encode()
         ).hexdigest()
         self.folder = os.path.join(self.root, fingerprint[:16])
-        self._prepared = False
 
     def key(self, path: str, data: bytes) -> str:
         digest = hashlib.sha256(self.settings.relative(path).encode() + b"\0")
@@ -81,57 +96,113 @@ class Cache:
     def _entry_path(self, key: str) -> str:
         return os.path.join(self.folder, key[:2], key[2:] + ".json")
 
+    def fix_key(self, key: str, path: str, unsafe: bool) -> str:
+        """The key of a fix entry: the content key, the path as named (the diff shows it)
+        and whether unsafe fixes were applied."""
+        mode = "unsafe" if unsafe else "safe"
+        return hashlib.sha256(f"{key}\0{path}\0{mode}".encode()).hexdigest()
+
     def load(self, key: str, path: str) -> list[Diagnostic] | None:
         """The cached diagnostics (with `path` filled in), or None on a miss."""
+        payload = self._read(key)
         try:
-            with open(self._entry_path(key), "rb") as handle:
-                payload = json.load(handle)
             return [_diagnostic_from_json(item, path) for item in payload["diagnostics"]]
-        except (OSError, ValueError, KeyError, TypeError):
+        except Exception:  # any unreadable entry (wrong shape, absurd values) is a miss
             return None
 
     def store(self, key: str, diagnostics: Sequence[Diagnostic]) -> None:
         """Record a file's diagnostics; failures to write are ignored (the cache is optional)."""
         if any(d.is_error for d in diagnostics):
             return
-        target = self._entry_path(key)
-        data = json.dumps(
-            {"diagnostics": [_diagnostic_to_json(d) for d in diagnostics]},
-            separators=(",", ":"),
-        ).encode()
-        try:
-            self._prepare()
-            folder = os.path.dirname(target)
-            os.makedirs(folder, exist_ok=True)
-            fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                os.replace(temp, target)
-            except BaseException:
-                _unlink(temp)
-                raise
-        except OSError:
-            pass
+        self._write(key, {"diagnostics": [_diagnostic_to_json(d) for d in diagnostics]})
 
-    def _prepare(self) -> None:
-        """Create the cache folder, marked so that git and backup tools leave it alone."""
-        if self._prepared:
+    def load_fix(self, key: str, path: str) -> FixEntry | None:
+        payload = self._read(key)
+        try:
+            return FixEntry(
+                found=[_diagnostic_from_json(item, path) for item in payload["found"]],
+                diagnostics=[_diagnostic_from_json(item, path) for item in payload["left"]],
+                fixed_text=_string(payload["fixed_text"]),
+                diff=None if payload["diff"] is None else _string(payload["diff"]),
+                fixes_applied=int(payload["fixes_applied"]),
+                fixed_by_code={str(k): int(v) for k, v in payload["fixed_by_code"].items()},
+            )
+        except Exception:  # any unreadable entry is a miss
+            return None
+
+    def store_fix(self, key: str, entry: FixEntry) -> None:
+        if any(d.is_error for d in entry.diagnostics):
             return
-        os.makedirs(self.root, exist_ok=True)
-        for name, text in (
-            (".gitignore", "# Created by lifetime-lint.\n*\n"),
-            ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"
-                             "# This is a cache directory created by lifetime-lint.\n"),
-        ):  # fmt: skip
-            marker = os.path.join(self.root, name)
-            if not os.path.exists(marker):
-                try:
-                    with open(marker, "x") as handle:
-                        handle.write(text)
-                except FileExistsError:
-                    pass
-        self._prepared = True
+        self._write(key, {
+            "found": [_diagnostic_to_json(d) for d in entry.found],
+            "left": [_diagnostic_to_json(d) for d in entry.diagnostics],
+            "fixed_text": entry.fixed_text,
+            "diff": entry.diff,
+            "fixes_applied": entry.fixes_applied,
+            "fixed_by_code": entry.fixed_by_code,
+        })  # fmt: skip
+
+    def _read(self, key: str) -> Any:
+        try:
+            with open(self._entry_path(key), "rb") as handle:
+                return json.load(handle)
+        except (OSError, ValueError, RecursionError):  # RecursionError: absurdly nested JSON
+            return None
+
+    def _write(self, key: str, payload: dict[str, Any]) -> None:
+        try:
+            data = json.dumps(payload, separators=(",", ":")).encode()
+        except (TypeError, ValueError):
+            return
+        write_file_atomic(self._entry_path(key), data, cache_root=self.root)
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("not a string")
+    return value
+
+
+def prepare_cache_root(root: str) -> None:
+    """Create the cache folder, marked so that git and backup tools leave it alone."""
+    os.makedirs(root, exist_ok=True)
+    for name, text in (
+        (".gitignore", "# Created by lifetime-lint.\n*\n"),
+        ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"
+                         "# This is a cache directory created by lifetime-lint.\n"),
+    ):  # fmt: skip
+        marker = os.path.join(root, name)
+        if not os.path.exists(marker):
+            try:
+                with open(marker, "x") as handle:
+                    handle.write(text)
+            except FileExistsError:
+                pass
+
+
+_PREPARED: set[str] = set()
+
+
+def write_file_atomic(target: str, data: bytes, cache_root: str | None = None) -> None:
+    """Write a cache file by rename, so a concurrent reader sees all of it or nothing;
+    failures are ignored (the cache is optional). `cache_root` defaults to the parent."""
+    root = cache_root or os.path.dirname(target)
+    try:
+        if root not in _PREPARED:
+            prepare_cache_root(root)
+            _PREPARED.add(root)
+        folder = os.path.dirname(target)
+        os.makedirs(folder, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(temp, target)
+        except BaseException:
+            _unlink(temp)
+            raise
+    except OSError:
+        pass
 
 
 def _unlink(path: str) -> None:

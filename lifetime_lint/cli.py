@@ -6,6 +6,9 @@
 Exit codes, as Ruff's: 0 nothing left to report; 1 diagnostics remain (also after `--fix`),
 or `--diff` found something to fix; 2 bad usage, bad configuration, or a file that could
 not be read or parsed (the other files are still checked).
+
+A run answered entirely from the cache imports neither LibCST nor the rules (see
+`catalog`): the modules imported here at the top must stay free of both.
 """
 
 from __future__ import annotations
@@ -14,24 +17,24 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any
 
 import click
 
 from lifetime_lint import __version__
 from lifetime_lint.baseline import Baseline, BaselineError, write_baseline
 from lifetime_lint.cache import DEFAULT_CACHE_DIR
+from lifetime_lint.catalog import RuleInfo, configured_cache_dir, load_config, rule_infos
 from lifetime_lint.config import (
     ConfigError,
-    Settings,
-    load_settings,
+    Overrides,
+    SettingsResolver,
     parse_torch_version,
-    validate_selectors,
 )
 from lifetime_lint.diagnostics import Diagnostic, Location
-from lifetime_lint.engine import IO_ERROR, FileResult, FixMode
 from lifetime_lint.files import discover
-from lifetime_lint.gitdiff import GitDiffError, changed_lines
-from lifetime_lint.registry import all_rules, rule_by_selector
+from lifetime_lint.gitdiff import ChangedLines, GitDiffError, changed_lines
 from lifetime_lint.reporters import (
     MACHINE_FORMATS,
     REPORTERS,
@@ -39,21 +42,54 @@ from lifetime_lint.reporters import (
     format_line,
     render_fix_summary,
     render_statistics,
+    render_statistics_json,
 )
+from lifetime_lint.results import IO_ERROR, FileResult, FixMode
 from lifetime_lint.runner import Progress, default_jobs, run_files
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
+OUTPUT_FORMAT_ENV = "LIFETIME_LINT_OUTPUT_FORMAT"
+
 
 class _DefaultToCheck(click.Group):
-    """Route `lifetime-lint --fix .` to `lifetime-lint check --fix .`."""
+    """Route `lifetime-lint --fix .` to `lifetime-lint check --fix .`.
+
+    A first word that is neither a command nor an existing path, and looks like a command
+    (no `/`, no `.`), is a usage error naming the nearest command: `lifetime-lint chek .`
+    must not lint `.` after an E902 about a file named `chek`.
+    """
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            word = args[0]
+            if _looks_like_command(word) and not os.path.lexists(word):
+                import difflib  # only for this message: not on every run's import path
+
+                close = difflib.get_close_matches(word, list(self.commands), n=1, cutoff=0.5)
+                if not close and word.rstrip("s") in self.commands:
+                    close = [word.rstrip("s")]
+                hint = (
+                    f" Did you mean `{close[0]}`?"
+                    if close
+                    else f" Commands: {', '.join(sorted(self.commands))}; or name a path."
+                )
+                raise click.UsageError(f"unknown command or path {word!r}.{hint}", ctx)
         if not args or (
             args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")
         ):
             args = ["check"] + list(args)
         return super().parse_args(ctx, args)
+
+
+def _looks_like_command(word: str) -> bool:
+    return (
+        bool(word)
+        and not word.startswith("-")
+        and "/" not in word
+        and os.sep not in word
+        and "." not in word
+    )
 
 
 @click.group(cls=_DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
@@ -66,10 +102,36 @@ def _split(values: Sequence[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
+@dataclass
+class Run:
+    """The resolved command line of one `check`: what to run and how to report it."""
+
+    mode: FixMode
+    output_format: str
+    quiet: bool
+    statistics: bool
+    exit_zero: bool
+    show_fixes: bool
+    fix_only: bool
+    exit_non_zero_on_fix: bool
+    color: bool
+    output: IO[str]
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
+@click.option("--fix/--no-fix", default=None, help="Apply safe fixes in place (--no-fix: don't).")
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change behaviour.")
+@click.option(
+    "--fix-only",
+    is_flag=True,
+    help="Apply fixes, but report neither leftover diagnostics nor exit 1 for them.",
+)
+@click.option(
+    "--exit-non-zero-on-fix",
+    is_flag=True,
+    help="Exit 1 if any file was fixed, even if no diagnostics remain.",
+)
 @click.option(
     "--diff",
     "diff_only",
@@ -85,38 +147,74 @@ def _split(values: Sequence[str]) -> list[str]:
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Rules to enable as well.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Rules to disable.")
 @click.option(
-    "--format",
+    "--output-format",
     "output_format",
     type=click.Choice(sorted(REPORTERS)),
-    default="text",
-    show_default=True,
-    help="Output format.",
+    help=f"Output format (default: text; also ${OUTPUT_FORMAT_ENV}).",
+)
+@click.option(
+    "--format", "format_alias", type=click.Choice(sorted(REPORTERS)), hidden=True,
+    help="Alias of --output-format.",
+)  # fmt: skip
+@click.option(
+    "-o",
+    "--output-file",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE",
+    help="Write the report to FILE instead of stdout.",
 )
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even if diagnostics remain.")
 @click.option(
     "--config",
     "config_path",
     type=click.Path(dir_okay=False),
-    help="Config file (pyproject.toml or a file of top-level keys).",
+    help="Config file for every file (pyproject.toml or a file of top-level keys).",
 )
+@click.option("--isolated", is_flag=True, help="Ignore every config file; use the defaults.")
 @click.option(
     "--target-torch-version",
     metavar="X.Y",
     help="Oldest torch the code must run on (decides which fixes exist).",
 )
 @click.option(
+    "--extend-exclude",
+    multiple=True,
+    metavar="PATTERNS",
+    help="Glob patterns of paths to skip, besides the configured excludes.",
+)
+@click.option(
+    "--respect-gitignore/--no-respect-gitignore",
+    default=None,
+    help="Skip files git ignores (default: the `respect-gitignore` setting, true).",
+)
+@click.option(
     "--force-exclude",
     is_flag=True,
     help="Apply excludes to paths named on the command line too (for pre-commit).",
 )
+@click.option(
+    "--stdin-filename",
+    metavar="PATH",
+    help="With `-` as the path: the name of the file read from stdin (settings follow it).",
+)
+@click.option("--show-settings", is_flag=True, help="Print the settings for the first file; exit.")
+@click.option("--show-files", is_flag=True, help="Print the files that would be checked; exit.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every current finding.")
 @click.option("-q", "--quiet", is_flag=True, help="Print diagnostics, nothing else.")
-@click.option("--statistics", is_flag=True, help="Count diagnostics per rule.")
+@click.option("--statistics", is_flag=True, help="Print only the count of diagnostics per rule.")
 @click.option("--show-fixes", is_flag=True, help="After --fix, list the fixes applied per file.")
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Colour the report (auto: on a terminal, unless NO_COLOR is set).",
+)
 @click.option(
     "--diff-base",
     metavar="REV",
-    help="Report only diagnostics on lines added or changed since git revision REV "
-    "(for pull-request gates).",
+    help="Check only files changed since git revision REV and report only diagnostics "
+    "on changed lines (for pull-request gates).",
 )
 @click.option(
     "--baseline",
@@ -145,25 +243,37 @@ def _split(values: Sequence[str]) -> list[str]:
     "--cache-dir",
     type=click.Path(file_okay=False),
     metavar="DIR",
-    help=f"Where to keep the result cache (default: {DEFAULT_CACHE_DIR}/ in the "
-    "project root, or the `cache-dir` setting).",
+    help=f"Where to keep the result cache (default: {DEFAULT_CACHE_DIR}/ beside each "
+    "config file, or the `cache-dir` setting).",
 )
 def check(
     paths: tuple[str, ...],
-    fix: bool,
+    fix: bool | None,
     unsafe_fixes: bool,
+    fix_only: bool,
+    exit_non_zero_on_fix: bool,
     diff_only: bool,
     select: tuple[str, ...],
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
-    output_format: str,
+    output_format: str | None,
+    format_alias: str | None,
+    output_file: str | None,
     exit_zero: bool,
     config_path: str | None,
+    isolated: bool,
     target_torch_version: str | None,
+    extend_exclude: tuple[str, ...],
+    respect_gitignore: bool | None,
     force_exclude: bool,
+    stdin_filename: str | None,
+    show_settings: bool,
+    show_files: bool,
+    add_noqa: bool,
     quiet: bool,
     statistics: bool,
     show_fixes: bool,
+    color: str,
     diff_base: str | None,
     baseline_path: str | None,
     write_baseline_path: str | None,
@@ -172,61 +282,195 @@ def check(
     cache_dir: str | None,
 ) -> None:
     """Check PATHS (default: the current folder) for GPU-memory lifetime bugs."""
-    rules = all_rules()
     try:
-        settings = load_settings(config_path, rules)
-        _apply_cli_selection(settings, rules, select, extend_select, ignore)
-        if target_torch_version:
-            settings.target_torch_version = parse_torch_version(
-                target_torch_version, "--target-torch-version"
-            )
-    except ConfigError as error:
-        click.echo(f"lifetime-lint: error: {error}", err=True)
-        sys.exit(EXIT_ERROR)
-
-    mode = FixMode(apply=fix and not diff_only, unsafe=unsafe_fixes, diff_only=diff_only)
-    try:
+        output_format = _output_format(output_format, format_alias)
+        apply = bool(fix or fix_only) and fix is not False
+        mode = FixMode(apply=apply and not diff_only, unsafe=unsafe_fixes, diff_only=diff_only)
         if diff_base and mode.fixing:
             raise ConfigError("--diff-base selects what to report; it cannot be combined with "
                               "--fix or --diff (which act on whole files)")  # fmt: skip
+        if add_noqa and mode.fixing:
+            raise ConfigError("--add-noqa cannot be combined with --fix or --diff")
+        if config_path and isolated:
+            raise ConfigError("--config and --isolated exclude each other")
+        overrides = Overrides(
+            select=_split(select) if select else None,
+            extend_select=_split(extend_select),
+            ignore=_split(ignore),
+            extend_exclude=_split(extend_exclude),
+            target_torch_version=parse_torch_version(target_torch_version, "--target-torch-version")
+            if target_torch_version
+            else None,
+            respect_gitignore=respect_gitignore,
+        )
+        caches = _CacheRoots(cache_dir, no_cache)
+        if config_path is not None and not os.path.isfile(config_path):
+            raise ConfigError(f"{config_path}: config file not found")
+        resolver = SettingsResolver(
+            lambda path: load_config(path, caches.for_config(path)),
+            overrides,
+            config=os.path.abspath(config_path) if config_path else None,
+            isolated=isolated,
+        )
+        rules = rule_infos(caches.for_config(resolver.config_for(os.getcwd())))
+        overrides.validate([rule.code for rule in rules])
+        stdin = list(paths) == ["-"]
+        if stdin and (show_files or add_noqa or diff_base or write_baseline_path):
+            raise ConfigError("reading `-` (stdin) cannot be combined with --show-files, "
+                              "--add-noqa, --diff-base or --write-baseline")  # fmt: skip
+        if show_settings:
+            target = stdin_filename if stdin else (paths[0] if paths else ".")
+            click.echo(_render_settings(target or ".", resolver, rules))
+            sys.exit(EXIT_CLEAN)
         changed = changed_lines(diff_base) if diff_base else None
         baseline = Baseline.load(baseline_path) if baseline_path else None
     except (ConfigError, GitDiffError, BaselineError) as error:
         click.echo(f"lifetime-lint: error: {error}", err=True)
         sys.exit(EXIT_ERROR)
 
-    files, missing = discover(paths or ["."], settings, force_exclude=force_exclude)
-    results: list[FileResult] = [_missing(path) for path in missing]
-    results.extend(
-        run_files(
-            files,
-            settings,
+    out = open(output_file, "w", encoding="utf-8") if output_file else sys.stdout  # noqa: SIM115
+    run = Run(
+        mode=mode,
+        output_format=output_format,
+        quiet=quiet,
+        statistics=statistics,
+        exit_zero=exit_zero,
+        show_fixes=show_fixes,
+        fix_only=fix_only and fix is not False,
+        exit_non_zero_on_fix=exit_non_zero_on_fix,
+        color=_use_color(color, out),
+        output=out,
+    )
+    try:
+        if stdin:
+            sys.exit(_check_stdin(stdin_filename, resolver, rules, run, force_exclude))
+        try:
+            files, missing = discover(paths or ["."], resolver.for_path,
+                                      force_exclude=force_exclude)  # fmt: skip
+        except ConfigError as error:  # a broken config found below a named folder
+            click.echo(f"lifetime-lint: error: {error}", err=True)
+            sys.exit(EXIT_ERROR)
+        if show_files:
+            for path in sorted(files):
+                click.echo(path, file=out)
+            sys.exit(EXIT_CLEAN)
+        if changed is not None:
+            # Files without a changed line cannot carry a reportable diagnostic: not parsed.
+            files = [path for path in files if changed.rows(path) != set()]
+        results: list[FileResult] = [_missing(path) for path in missing]
+        try:
+            results.extend(_run_grouped(files, resolver, rules, mode, jobs, caches, quiet))
+        except ConfigError as error:
+            click.echo(f"lifetime-lint: error: {error}", err=True)
+            sys.exit(EXIT_ERROR)
+
+        if write_baseline_path:
+            sys.exit(_write_baseline(write_baseline_path, results, quiet))
+        if add_noqa:
+            sys.exit(_add_noqa(results, quiet))
+
+        enabled = {rule.code for s in resolver.all_loaded() for rule in s.enabled_rules(rules)}
+        notes = _filter(results, files, sorted(enabled), baseline, baseline_path, changed)
+        code = _report(results, rules, run)
+        if notes and not quiet:
+            for note in notes:
+                click.echo(note, err=True)
+        sys.exit(code)
+    finally:
+        if output_file:
+            out.close()
+
+
+def _output_format(option: str | None, alias: str | None) -> str:
+    if option or alias:
+        return option or alias  # type: ignore[return-value]
+    configured = os.environ.get(OUTPUT_FORMAT_ENV, "").strip()
+    if not configured:
+        return "text"
+    if configured not in REPORTERS:
+        raise ConfigError(f"${OUTPUT_FORMAT_ENV}={configured!r}: unknown output format "
+                          f"(valid: {', '.join(sorted(REPORTERS))})")  # fmt: skip
+    return configured
+
+
+def _use_color(choice: str, stream: IO[str]) -> bool:
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(stream, "isatty") and stream.isatty() and os.environ.get("TERM") != "dumb"
+
+
+class _CacheRoots:
+    """Where each config's cache lives: --cache-dir, its `cache-dir`, or beside it."""
+
+    def __init__(self, option: str | None, disabled: bool) -> None:
+        self.option = os.path.abspath(option) if option else None
+        self.disabled = disabled
+
+    def for_config(self, config_path: str | None) -> str | None:
+        if self.disabled:
+            return None
+        if self.option:
+            return self.option
+        configured = configured_cache_dir(config_path)
+        if configured:
+            return configured
+        root = os.path.dirname(config_path) if config_path else os.getcwd()
+        return os.path.join(root, DEFAULT_CACHE_DIR)
+
+
+def _run_grouped(
+    files: Sequence[str],
+    resolver: SettingsResolver,
+    rules: Sequence[RuleInfo],
+    mode: FixMode,
+    jobs: int | None,
+    caches: _CacheRoots,
+    quiet: bool,
+) -> list[FileResult]:
+    """Check the files, each with its own config's settings (one run per config)."""
+    groups: dict[str | None, list[int]] = {}
+    for index, path in enumerate(files):
+        groups.setdefault(resolver.config_for(path), []).append(index)
+    progress = Progress.for_terminal(len(files), quiet)
+    results: list[FileResult | None] = [None] * len(files)
+    for config, indices in groups.items():
+        chosen = [files[i] for i in indices]
+        done = run_files(
+            chosen,
+            resolver.for_config(config),
             rules,
             mode,
             jobs=jobs or default_jobs(len(files)),
-            cache_dir=None if no_cache else _cache_dir(cache_dir, settings),
-            progress=Progress.for_terminal(len(files), quiet),
+            cache_dir=caches.for_config(config),
+            progress=progress,
         )
-    )
+        for index, result in zip(indices, done):
+            results[index] = result
+    progress.close()
+    return [result for result in results if result is not None]
 
-    if write_baseline_path:
-        diagnostics = [d for r in results for d in r.diagnostics]
-        recorded = write_baseline(write_baseline_path, diagnostics)
-        if not quiet:
-            noun = "diagnostic" if recorded == 1 else "diagnostics"
-            click.echo(f"Recorded {recorded} {noun} in {write_baseline_path}.", err=True)
-        errors = [d for d in diagnostics if d.is_error]
-        for error in errors:
-            click.echo(format_line(error, RunSummary()), err=True)
-        sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
 
+def _filter(
+    results: list[FileResult],
+    files: Sequence[str],
+    enabled_codes: Sequence[str],
+    baseline: Baseline | None,
+    baseline_path: str | None,
+    changed: ChangedLines | None,
+) -> list[str]:
+    """Drop baselined diagnostics and, under --diff-base, those on unchanged lines."""
     notes: list[str] = []
     if baseline is not None:
         kept, matched = baseline.filter(d for r in results for d in r.diagnostics)
         keep = {id(d) for d in kept}
         for r in results:
             r.diagnostics = [d for d in r.diagnostics if id(d) in keep]
-        stale = baseline.stale(files, [rule.code for rule in settings.enabled_rules(rules)])
+            r.found = None
+        stale = baseline.stale(files, enabled_codes)
         if matched:
             notes.append(f"{matched} baselined {'diagnostic' if matched == 1 else 'diagnostics'}"
                          f" not shown ({baseline_path}).")  # fmt: skip
@@ -241,81 +485,122 @@ def check(
                 for d in r.diagnostics
                 if d.is_error or changed.touches(d.path, d.start.row, d.end.row)
             ]
-    code = _report(results, settings, mode, output_format, quiet, statistics, exit_zero,
-                   show_fixes)  # fmt: skip
-    if notes and not quiet:
-        for note in notes:
-            click.echo(note, err=True)
-    sys.exit(code)
+            r.found = None
+    return notes
 
 
-def _cache_dir(option: str | None, settings: Settings) -> str:
-    if option:
-        return option
-    configured = settings.extra.get("cache-dir")
-    if configured:
-        return os.path.join(settings.root, os.path.expanduser(configured))
-    return os.path.join(settings.root, DEFAULT_CACHE_DIR)
+def _write_baseline(path: str, results: Sequence[FileResult], quiet: bool) -> int:
+    diagnostics = [d for r in results for d in r.diagnostics]
+    recorded = write_baseline(path, diagnostics)
+    if not quiet:
+        noun = "diagnostic" if recorded == 1 else "diagnostics"
+        click.echo(f"Recorded {recorded} {noun} in {path}.", err=True)
+    errors = [d for d in diagnostics if d.is_error]
+    for error in errors:
+        click.echo(format_line(error, RunSummary()), err=True)
+    return EXIT_ERROR if errors else EXIT_CLEAN
 
 
-def _apply_cli_selection(
-    settings: Settings,
-    rules: Sequence,
-    select: tuple[str, ...],
-    extend_select: tuple[str, ...],
-    ignore: tuple[str, ...],
-) -> None:
-    known = [rule.code for rule in rules]
-    if select:
-        settings.select = _split(select)
-        validate_selectors(settings.select, known, "--select")
-    if extend_select:
-        extra = _split(extend_select)
-        validate_selectors(extra, known, "--extend-select")
-        settings.extend_select = settings.extend_select + extra
-    if ignore:
-        extra = _split(ignore)
-        validate_selectors(extra, known, "--ignore")
-        settings.ignore = settings.ignore + extra
+def _add_noqa(results: Sequence[FileResult], quiet: bool) -> int:
+    from lifetime_lint.add_noqa import add_noqa
+
+    added = 0
+    failed = False
+    for r in results:
+        for d in r.diagnostics:
+            if d.is_error:
+                click.echo(format_line(d, RunSummary()), err=True)
+                failed = True
+        outcome = add_noqa(r.path, r.diagnostics)
+        added += outcome.added
+        if outcome.error:
+            click.echo(f"lifetime-lint: error: {outcome.error}", err=True)
+            failed = True
+    if not quiet:
+        noun = "directive" if added == 1 else "directives"
+        click.echo(f"Added {added} noqa {noun}.", err=True)
+    return EXIT_ERROR if failed else EXIT_CLEAN
+
+
+def _check_stdin(
+    filename: str | None,
+    resolver: SettingsResolver,
+    rules: Sequence[RuleInfo],
+    run: Run,
+    force_exclude: bool,
+) -> int:
+    """`-`: lint stdin as `filename` (default `-`); with --fix the fixed source (or, if
+    nothing applies, the source unchanged) goes to stdout and the report to stderr.
+    With --force-exclude an excluded `filename` is not checked (its source is echoed
+    under --fix, so an editor's format-on-save keeps the buffer)."""
+    from lifetime_lint.api import check_text
+    from lifetime_lint.source import SourceError, SourceFile
+
+    name = filename or "-"
+    data = sys.stdin.buffer.read()
+    try:
+        settings = resolver.for_path(name if filename else os.getcwd())
+        text = SourceFile.from_bytes(name, data).text
+    except ConfigError as error:
+        click.echo(f"lifetime-lint: error: {error}", err=True)
+        return EXIT_ERROR
+    except SourceError as error:
+        result = FileResult(name, [_file_error(name, f"Failed to read {name}: {error}")])
+        return _report([result], rules, run)
+    if filename and force_exclude and settings.is_excluded(name):
+        if run.mode.apply:
+            sys.stdout.write(text)
+        return EXIT_CLEAN
+    outcome = check_text(text, name, settings, fix=run.mode.fixing, unsafe_fixes=run.mode.unsafe)
+    result = FileResult(
+        name,
+        outcome.diagnostics,
+        fixes_applied=outcome.fixes_applied,
+        fixed_by_code=outcome.fixed_by_code,
+        diff=outcome.diff,
+        fixed_text=outcome.fixed_text,
+        found=outcome.found,
+    )
+    if run.mode.apply:
+        sys.stdout.write(outcome.fixed_text if outcome.fixed_text is not None else text)
+        sys.stdout.flush()
+        run.output = sys.stderr if run.output is sys.stdout else run.output
+    return _report([result], rules, run)
 
 
 def _missing(path: str) -> FileResult:
     return FileResult(
-        path,
-        [
-            Diagnostic(
-                code=IO_ERROR,
-                name="io-error",
-                message=f"Failed to read {path}: No such file or directory",
-                path=path,
-                start=Location(1, 1),
-                end=Location(1, 1),
-                is_error=True,
-            )
-        ],
+        path, [_file_error(path, f"Failed to read {path}: No such file or directory")]
     )
 
 
-def _report(
-    results: list[FileResult],
-    settings: Settings,
-    mode: FixMode,
-    output_format: str,
-    quiet: bool,
-    statistics: bool,
-    exit_zero: bool,
-    show_fixes: bool = False,
-) -> int:
+def _file_error(path: str, message: str) -> Diagnostic:
+    return Diagnostic(
+        code=IO_ERROR,
+        name="io-error",
+        message=message,
+        path=path,
+        start=Location(1, 1),
+        end=Location(1, 1),
+        is_error=True,
+    )
+
+
+def _report(results: list[FileResult], rules: Sequence[RuleInfo], run: Run) -> int:
+    mode = run.mode
     diagnostics = sorted((d for r in results for d in r.diagnostics), key=Diagnostic.sort_key)
+    found = sorted((d for r in results for d in r.original_diagnostics), key=Diagnostic.sort_key)
+    fixed = sum(r.fixes_applied for r in results) if mode.apply else 0
     summary = RunSummary(
         fix_enabled=mode.apply,
         unsafe_fixes=mode.unsafe,
-        fixed=sum(r.fixes_applied for r in results) if mode.apply else 0,
+        fixed=fixed,
         files_checked=len(results),
-        show_statistics=statistics,
-        quiet=quiet,
-        show_fixes=show_fixes,
-        rule_names={rule.code: rule.name for rule in all_rules()},
+        show_statistics=False,
+        quiet=run.quiet,
+        show_fixes=run.show_fixes,
+        rule_names={rule.code: rule.name for rule in rules},
+        color=run.color,
     )
     for r in results:
         for key, count in r.left_out.items():
@@ -324,42 +609,110 @@ def _report(
             summary.fixed_by_code[code] = summary.fixed_by_code.get(code, 0) + count
         if mode.apply and r.fixed_by_code:
             summary.fixed_by_path[r.path] = dict(r.fixed_by_code)
-    has_error = any(d.is_error for d in diagnostics)
+    errors = [d for d in diagnostics if d.is_error]
+    out = run.output
 
-    if mode.diff_only:
-        diffs = [r.diff for r in results if r.diff]
-        for diff in diffs:
-            click.echo(diff, nl=False)
-        fixable = sum(r.fixes_applied for r in results)
-        errors = [d for d in diagnostics if d.is_error]
+    def emit(text: str, err: bool = False) -> None:
+        # click strips ANSI codes from a stream that is not a terminal unless told not to.
+        click.echo(text, file=sys.stderr if err else out, nl=False, color=run.color or None)
+
+    if run.statistics:
+        # Counts only, of the findings as found: the same tree gives the same table under
+        # check, --fix and --diff. File errors are still reported, on stderr.
         for error in errors:
-            click.echo(format_line(error, summary), err=True)
-        if not quiet:
+            emit(format_line(error, summary) + "\n", err=True)
+        counted = [d for d in found if not d.is_error]
+        if run.output_format == "json":
+            emit(render_statistics_json(counted, summary))
+        else:
+            rows = render_statistics(counted, summary)
+            emit("".join(row + "\n" for row in rows))
+            if not run.quiet:  # stdout holds the counts only; the totals go to stderr
+                emit(_statistics_footer(results, counted, summary, mode), err=True)
+    elif mode.diff_only:
+        for r in results:
+            if r.diff:
+                emit(r.diff)
+        for error in errors:
+            emit(format_line(error, summary) + "\n", err=True)
+        if not run.quiet:
+            fixable = sum(r.fixes_applied for r in results)
             if fixable:
-                noun = "fix" if fixable == 1 else "fixes"
-                click.echo(f"Would apply {fixable} {noun}.", err=True)
+                emit(f"Would apply {fixable} {'fix' if fixable == 1 else 'fixes'}.\n", err=True)
             else:
-                click.echo("No fixes available.", err=True)
-        if has_error:
-            return EXIT_ERROR
-        return EXIT_FINDINGS if diffs else EXIT_CLEAN
+                emit("No fixes available.\n", err=True)
+    elif run.fix_only:
+        for error in errors:
+            emit(format_line(error, summary) + "\n", err=True)
+        if not run.quiet:
+            emit(f"Fixed {fixed} {'error' if fixed == 1 else 'errors'}.\n" if fixed
+                 else "No errors fixed.\n")  # fmt: skip
+            if run.show_fixes and summary.fixed_by_path:
+                emit("".join(line + "\n" for line in render_fix_summary(summary)))
+    else:
+        emit(REPORTERS[run.output_format](diagnostics, summary))
+        if run.output_format in MACHINE_FORMATS and run.show_fixes and summary.fixed_by_path:
+            # Keep stdout parseable; the human summary goes to stderr.
+            emit("".join(line + "\n" for line in render_fix_summary(summary)), err=True)
 
-    output = REPORTERS[output_format](diagnostics, summary)
-    click.echo(output, nl=False)
-    if output_format in MACHINE_FORMATS:
-        # Keep stdout parseable; the human summary goes to stderr.
-        extra: list[str] = []
-        if show_fixes and summary.fixed_by_path:
-            extra.extend(render_fix_summary(summary))
-        if statistics and (diagnostics or summary.left_out):
-            extra.extend(render_statistics(diagnostics, summary))
-        for line in extra:
-            click.echo(line, err=True)
-    if has_error:
+    if errors:
         return EXIT_ERROR
-    if diagnostics and not exit_zero:
+    if run.exit_non_zero_on_fix and (fixed or (mode.diff_only and any(r.diff for r in results))):
         return EXIT_FINDINGS
-    return EXIT_CLEAN
+    if mode.diff_only:
+        return EXIT_FINDINGS if any(r.diff for r in results) else EXIT_CLEAN
+    if run.fix_only or run.exit_zero:
+        return EXIT_CLEAN
+    return EXIT_FINDINGS if diagnostics else EXIT_CLEAN
+
+
+def _statistics_footer(
+    results: Sequence[FileResult], counted: Sequence[Diagnostic], summary: RunSummary,
+    mode: FixMode,
+) -> str:  # fmt: skip
+    total = len(counted)
+    if not total:
+        return "All checks passed!\n"
+    noun = "error" if total == 1 else "errors"
+    if mode.apply:
+        left = sum(1 for r in results for d in r.diagnostics if not d.is_error)
+        return f"Found {total} {noun} ({summary.fixed} fixed, {left} remaining).\n"
+    if mode.diff_only:
+        fixable = sum(r.fixes_applied for r in results)
+        return f"Found {total} {noun}; --fix would apply {fixable}.\n"
+    return f"Found {total} {noun}.\n"
+
+
+def _render_settings(target: str, resolver: SettingsResolver, rules: Sequence[RuleInfo]) -> str:
+    """`--show-settings`: the config file and resolved settings that apply to `target`."""
+    config = resolver.config_for(target)
+    settings = resolver.for_path(target)
+    enabled = settings.enabled_rules(rules)
+    values: dict[str, Any] = {
+        "select": settings.select,
+        "extend-select": settings.extend_select,
+        "ignore": settings.ignore,
+        "enabled-rules": [rule.code for rule in enabled],
+        "exclude": settings.exclude,
+        "extend-exclude": settings.extend_exclude,
+        "respect-gitignore": settings.respect_gitignore,
+        "per-file-ignores": settings.per_file_ignores,
+        "target-torch-version": ".".join(map(str, settings.target_torch_version)),
+        **settings.extra,
+    }
+    lines = [
+        f"Resolved settings for: {os.path.abspath(target)}",
+        f"Settings path: {config or 'none (defaults)'}",
+        f"Project root: {settings.root}",
+        "",
+    ]
+    lines.extend(f"{key} = {json.dumps(value)}" for key, value in values.items())
+    for rule in enabled:
+        lines.append("")
+        lines.append(f"[{rule.name}]  # {rule.code}")
+        for key, value in settings.options_for(rule).items():
+            lines.append(f"{key} = {json.dumps(value)}")
+    return "\n".join(lines)
 
 
 @main.command()
@@ -367,6 +720,8 @@ def _report(
 @click.option("--all", "show_all", is_flag=True, help="Print every rule's documentation.")
 def rule(code: str | None, show_all: bool) -> None:
     """Print the documentation of rule CODE (or of every rule with --all)."""
+    from lifetime_lint.registry import all_rules, rule_by_selector
+
     if show_all:
         chosen = all_rules()
     elif code:
@@ -391,10 +746,6 @@ def render_rule_doc(rule_class) -> str:
         for option in rule_class.options:
             lines.append(f"- `{option.name}` (default {option.default!r}): {option.doc}")
     return "\n".join(lines)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
 
 
 @main.command()
@@ -542,3 +893,7 @@ def profile(
     else:
         click.echo(profiling.render_text(result, os.getcwd()), nl=False, err=False)
     sys.exit(result.exit_status)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

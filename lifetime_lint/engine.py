@@ -15,56 +15,24 @@ from __future__ import annotations
 import ast
 import difflib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Callable
 
 import libcst as cst
 
 from lifetime_lint.config import Settings, code_matches
-from lifetime_lint.diagnostics import Applicability, Diagnostic, Fix, Location
+from lifetime_lint.diagnostics import Applicability, Diagnostic, Location
 from lifetime_lint.fixes import apply_edits, remove_orphan_imports, select_non_overlapping
 from lifetime_lint.noqa import Suppressions, parse_suppressions
 from lifetime_lint.registry import all_rules
+
+# FileResult, FixMode and the error codes live in `results` (no LibCST there, so a run
+# answered from the cache never imports it); re-exported here for existing callers.
+from lifetime_lint.results import IO_ERROR, SYNTAX_ERROR, FileResult, FixMode
 from lifetime_lint.rule import FileContext, RawReport, Rule
 from lifetime_lint.source import SourceError, SourceFile, detect_newline
 from lifetime_lint.traversal import walk
 
 MAX_FIX_ROUNDS = 10
-
-IO_ERROR = "E902"  # unreadable, undecodable or binary file
-SYNTAX_ERROR = "E999"  # not parseable Python
-
-
-@dataclass(frozen=True)
-class FixMode:
-    apply: bool = False  # --fix
-    unsafe: bool = False  # --unsafe-fixes
-    diff_only: bool = False  # --diff: compute fixes, write nothing
-
-    @property
-    def fixing(self) -> bool:
-        return self.apply or self.diff_only
-
-    def allows(self, fix: Fix) -> bool:
-        return fix.is_safe or self.unsafe
-
-
-@dataclass
-class FileResult:
-    path: str
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    fixes_applied: int = 0
-    fixed_by_code: dict[str, int] = field(default_factory=dict)
-    diff: str | None = None
-    fixed_text: str | None = None  # the new source, when fixes changed it
-    written: bool = False
-    # Findings the rules left out by design ("LL005 non-library path" -> count), for
-    # `--statistics`; not diagnostics.
-    left_out: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def has_error(self) -> bool:
-        return any(d.is_error for d in self.diagnostics)
 
 
 class _Dispatcher:
@@ -141,6 +109,8 @@ class Linter:
         if error is not None:
             result.diagnostics.append(error)
             return result
+        result.found = list(diagnostics)
+        result.left_out = dict(self.last_left_out)  # as found, like `found`
         if mode.fixing and any(d.fix and mode.allows(d.fix) for d in diagnostics):
             text, diagnostics = self._fix_loop(path, source, diagnostics, mode, result)
             if text != source.text:
@@ -151,7 +121,6 @@ class Linter:
                     source.write(text)
                     result.written = True
         result.diagnostics.extend(diagnostics)
-        result.left_out = dict(self.last_left_out)
         return result
 
     def fix_source(

@@ -1,25 +1,39 @@
 """Finding the files to check.
 
 Folders are walked in sorted order, skipping excluded paths (Ruff's default excludes plus
-`exclude`/`extend-exclude`) and descending into no excluded folder. A path named on the
-command line is checked even if excluded, unless `--force-exclude` (what pre-commit, which
+`exclude`/`extend-exclude`) and files git ignores (`.gitignore` at any level,
+`.git/info/exclude`, the global excludes file; `respect-gitignore = false` turns this off),
+and descending into no excluded folder. Each folder is judged by the settings of its own
+nearest config, so a nested project's excludes apply inside it. A path named on the
+command line is checked even if excluded or ignored (a named folder is walked, with the
+rules applied to what is inside it), unless `--force-exclude` (what pre-commit, which
 names every changed file, needs).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+import subprocess
+from collections.abc import Callable, Iterable, Iterator
 
 from lifetime_lint.config import Settings
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 
+SettingsFor = Callable[[str], Settings]
+
 
 def discover(
-    paths: Iterable[str], settings: Settings, force_exclude: bool = False
+    paths: Iterable[str], settings: Settings | SettingsFor, force_exclude: bool = False
 ) -> tuple[list[str], list[str]]:
-    """The files to check, and the named paths that do not exist."""
+    """The files to check, and the named paths that do not exist.
+
+    `settings`: one Settings for every path, or a function giving a path's settings.
+    """
+    settings_for: SettingsFor = (
+        (lambda _path: settings) if isinstance(settings, Settings) else settings
+    )
+    ignored = GitIgnored()
     found: list[str] = []
     missing: list[str] = []
     seen = set()
@@ -29,8 +43,8 @@ def discover(
             missing.append(path)
             continue
         if os.path.isdir(path):
-            candidates: Iterable[str] = _walk(path, settings)
-        elif force_exclude and settings.is_excluded(path):
+            candidates: Iterable[str] = _walk(path, settings_for, ignored)
+        elif force_exclude and _skipped(path, settings_for(path), ignored):
             candidates = ()
         else:
             candidates = (path,)
@@ -42,15 +56,101 @@ def discover(
     return found, missing
 
 
-def _walk(root: str, settings: Settings) -> Iterator[str]:
+def _skipped(path: str, settings: Settings, ignored: GitIgnored, base: str | None = None) -> bool:
+    if settings.is_excluded(path, base=base):
+        return True
+    return settings.respect_gitignore and ignored(path, below=base)
+
+
+def _walk(root: str, settings_for: SettingsFor, ignored: GitIgnored) -> Iterator[str]:
     for directory, subdirectories, filenames in os.walk(root):
-        subdirectories[:] = sorted(
-            name
-            for name in subdirectories
-            if not settings.is_excluded(os.path.join(directory, name), base=root)
-        )
+        settings = settings_for(directory)
+        kept = []
+        for name in sorted(subdirectories):
+            child = os.path.join(directory, name)
+            # A nested project's own config decides about its folder's contents, but whether
+            # the folder itself is entered is the enclosing settings' call (Ruff's rule).
+            if not _skipped(child, settings, ignored, base=root):
+                kept.append(name)
+        subdirectories[:] = kept
         for name in sorted(filenames):
             if name.endswith(PYTHON_SUFFIXES):
                 path = os.path.join(directory, name)
-                if not settings.is_excluded(path, base=root):
+                if not _skipped(path, settings, ignored, base=root):
                     yield path
+
+
+class GitIgnored:
+    """Whether git ignores a path, asking git once per repository.
+
+    `git ls-files --others --ignored --exclude-standard --directory` lists what git's own
+    rules ignore (every .gitignore, info/exclude, core.excludesFile), whole ignored folders
+    as one entry; tracked files are never ignored, as in git. Outside a repository, or
+    without git, nothing is ignored.
+    """
+
+    def __init__(self) -> None:
+        self._top_of: dict[str, str | None] = {}
+        self._ignored: dict[str, frozenset[str]] = {}
+
+    def __call__(self, path: str, below: str | None = None) -> bool:
+        """Whether git ignores `path`, or a folder above it up to (not including) `below`.
+
+        A folder named on the command line is walked even if git ignores it (as Ruff
+        does): `lifetime-lint .corpus/pkg` checks what is in it; only ignore rules for
+        what lies inside apply.
+        """
+        absolute = os.path.abspath(path)
+        top = self._toplevel(os.path.dirname(absolute))
+        if top is None:
+            return False
+        ignored = self._ignored_in(top)
+        if not ignored:
+            return False
+        stop = max(len(top), len(os.path.abspath(below)) if below else 0)
+        probe = absolute
+        while len(probe) > stop:
+            if probe in ignored:
+                return True
+            probe = os.path.dirname(probe)
+        return False
+
+    def _toplevel(self, directory: str) -> str | None:
+        chain = []
+        probe = directory
+        top: str | None = None
+        while True:
+            if probe in self._top_of:
+                top = self._top_of[probe]
+                break
+            chain.append(probe)
+            if os.path.exists(os.path.join(probe, ".git")):
+                top = probe
+                break
+            parent = os.path.dirname(probe)
+            if parent == probe:
+                break
+            probe = parent
+        for folder in chain:
+            self._top_of[folder] = top
+        return top
+
+    def _ignored_in(self, top: str) -> frozenset[str]:
+        if top not in self._ignored:
+            self._ignored[top] = frozenset(_git_ignored(top))
+        return self._ignored[top]
+
+
+def _git_ignored(top: str) -> list[str]:
+    try:
+        completed = subprocess.run(
+            ["git", "-c", "core.quotepath=off", "ls-files", "-z", "--others", "--ignored",
+             "--exclude-standard", "--directory"],
+            cwd=top, capture_output=True, check=False,
+        )  # fmt: skip
+    except OSError:
+        return []
+    if completed.returncode != 0:
+        return []
+    names = completed.stdout.decode("utf-8", "surrogateescape").split("\0")
+    return [os.path.join(top, os.path.normpath(name.rstrip("/"))) for name in names if name]

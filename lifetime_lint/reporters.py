@@ -50,6 +50,7 @@ class RunSummary:
     quiet: bool = False  # diagnostics only, no closing summary
     show_fixes: bool = False  # list the fixes applied, per file and rule
     fixed_by_path: dict[str, dict[str, int]] = field(default_factory=dict)
+    color: bool = False  # ANSI colours, as Ruff's on a terminal (see `--color`)
     # Findings left out by design, "CODE reason" -> count (shown by --statistics).
     left_out: dict[str, int] = field(default_factory=dict)
 
@@ -71,10 +72,21 @@ def fix_marker(diagnostic: Diagnostic, summary: RunSummary) -> str:
     return ""
 
 
+def _style(text: str, summary: RunSummary, **style: bool | str) -> str:
+    if not summary.color or not text:
+        return text
+    import click
+
+    return click.style(text, **style)  # type: ignore[arg-type]
+
+
 def format_line(d: Diagnostic, summary: RunSummary) -> str:
+    colon = _style(":", summary, fg="cyan")
+    marker = fix_marker(d, summary)
     return (
-        f"{display_path(d.path)}:{d.start.row}:{d.start.column}: "
-        f"{d.code} {fix_marker(d, summary)}{d.message}"
+        f"{_style(display_path(d.path), summary, bold=True)}{colon}{d.start.row}{colon}"
+        f"{d.start.column}{colon} {_style(d.code, summary, fg='red', bold=True)} "
+        f"{_style(marker.strip(), summary, fg='cyan')}{' ' if marker else ''}{d.message}"
     )
 
 
@@ -95,6 +107,23 @@ def _finish_text(lines: list[str], diagnostics: Sequence[Diagnostic], summary: R
     if not summary.quiet:
         lines.extend(_closing_lines(diagnostics, summary, leading_blank=bool(lines)))
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def statistics_rows(
+    diagnostics: Sequence[Diagnostic], summary: RunSummary
+) -> list[tuple[str, int, bool]]:
+    """(code, count, fixable) per rule, most frequent first (Ruff's `--statistics` order)."""
+    counts = Counter(d.code for d in diagnostics)
+    fixable = Counter(d.code for d in diagnostics if fix_marker(d, summary))
+    return [(code, count, bool(fixable[code]))
+            for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]  # fmt: skip
+
+
+def render_statistics_json(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
+    """`--statistics --output-format json`: Ruff's shape, one object per rule."""
+    rows = [{"code": code, "name": summary.rule_names.get(code, ""), "count": count,
+             "fixable": fixable} for code, count, fixable in statistics_rows(diagnostics, summary)]  # fmt: skip
+    return json.dumps(rows, indent=2) + "\n"
 
 
 def render_statistics(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> list[str]:

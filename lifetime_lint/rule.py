@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
@@ -44,6 +44,9 @@ class Option:
     doc: str
     # Returns an error message for a value of the right type that is still wrong.
     validate: Callable[[Any], str | None] | None = None
+    # The names the value may hold (a list's items, a table's keys), when they form a known
+    # set: any other name is a configuration error that names it and the nearest valid one.
+    names: Collection[str] | None = None
 
 
 class Rule:

@@ -20,14 +20,16 @@ import traceback
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
-from lifetime_lint.cache import Cache
+from lifetime_lint.cache import Cache, FixEntry
 from lifetime_lint.config import Settings
 from lifetime_lint.diagnostics import Diagnostic, Location
-from lifetime_lint.engine import IO_ERROR, FileResult, FixMode, Linter
-from lifetime_lint.rule import Rule
+from lifetime_lint.results import IO_ERROR, FileResult, FixMode
 from lifetime_lint.source import SourceError, SourceFile
+
+if TYPE_CHECKING:  # pragma: no cover - the engine imports LibCST: only when a file is parsed
+    from lifetime_lint.engine import Linter
 
 # Below this many files to lint, a process pool is not worth starting.
 PARALLEL_MIN_FILES = 32
@@ -46,11 +48,29 @@ def default_jobs(file_count: int, environ: dict[str, str] | None = None) -> int:
 
 @dataclass
 class Checker:
-    """Checks one file: read once, answer from the cache or lint (and fix) and store."""
+    """Checks one file: read once, answer from the cache or lint (and fix) and store.
 
-    linter: Linter
+    The linter (and with it LibCST and the rules) is built on the first file the cache
+    cannot answer: a warm run imports neither.
+    """
+
+    settings: Settings
+    rules: Sequence[Any]  # the enabled rules: classes or `catalog.RuleInfo`s
     mode: FixMode
     cache: Cache | None = None
+    _linter: Linter | None = None
+
+    @property
+    def linter(self) -> Linter:
+        if self._linter is None:
+            from lifetime_lint.catalog import RuleInfo, rule_classes
+            from lifetime_lint.engine import Linter
+
+            classes = list(self.rules)
+            if any(isinstance(rule, RuleInfo) for rule in classes):
+                classes = rule_classes([rule.code for rule in classes])
+            self._linter = Linter(self.settings, classes)
+        return self._linter
 
     def check(self, path: str) -> FileResult:
         data = _read(path)
@@ -71,26 +91,64 @@ class Checker:
         except Exception as error:  # a bug in a rule must not abort a run over 4,000 files
             return FileResult(path, [_internal_error(path, error)])
         if self.cache is not None and not result.left_out:  # the cache keeps no counts
-            if result.fixed_text is None:
-                self.cache.store(key, result.diagnostics)
-            elif result.written and not any(
-                d.fix is not None and self.mode.allows(d.fix) for d in result.diagnostics
-            ):
-                new_key = self.cache.key(path, source.encode(result.fixed_text))
-                self.cache.store(new_key, result.diagnostics)
+            self._store(path, key, source, result)
         return result
 
+    def _store(self, path: str, key: str, source: SourceFile, result: FileResult) -> None:
+        assert self.cache is not None
+        if result.fixed_text is None:
+            self.cache.store(key, result.diagnostics)
+            return
+        # What the file held before fixing serves a later `check`; what this mode computed
+        # serves the same mode on the same content (a second --diff, --fix after --diff).
+        self.cache.store(key, result.original_diagnostics)
+        self.cache.store_fix(
+            self.cache.fix_key(key, path, self.mode.unsafe),
+            FixEntry(result.original_diagnostics, result.diagnostics, result.fixed_text,
+                     result.diff, result.fixes_applied, dict(result.fixed_by_code)),
+        )  # fmt: skip
+        if result.written and not any(
+            d.fix is not None and self.mode.allows(d.fix) for d in result.diagnostics
+        ):
+            new_key = self.cache.key(path, source.encode(result.fixed_text))
+            self.cache.store(new_key, result.diagnostics)
+
     def lookup(self, path: str, data: bytes, key: str = "") -> FileResult | None:
-        """The cached result, if there is one that this fix mode can use unchanged."""
+        """The cached result, if there is one that this fix mode can use."""
         if self.cache is None:
             return None
-        diagnostics = self.cache.load(key or self.cache.key(path, data), path)
+        key = key or self.cache.key(path, data)
+        diagnostics = self.cache.load(key, path)
         if diagnostics is None:
             return None
-        if self.mode.fixing and any(d.fix is not None and self.mode.allows(d.fix)
-                                    for d in diagnostics):  # fmt: skip
-            return None  # there is something to fix: do the work
-        return FileResult(path, diagnostics)
+        if not self.mode.fixing or not any(
+            d.fix is not None and self.mode.allows(d.fix) for d in diagnostics
+        ):
+            return FileResult(path, diagnostics)
+        entry = self.cache.load_fix(self.cache.fix_key(key, path, self.mode.unsafe), path)
+        if entry is None:
+            return None  # there is something to fix and it was never computed: do the work
+        result = FileResult(
+            path,
+            entry.diagnostics,
+            fixes_applied=entry.fixes_applied,
+            fixed_by_code=dict(entry.fixed_by_code),
+            fixed_text=entry.fixed_text,
+            found=entry.found,
+        )
+        if self.mode.diff_only:
+            result.diff = entry.diff
+        else:
+            try:
+                source = SourceFile.from_bytes(path, data)
+            except SourceError:
+                return None
+            source.write(entry.fixed_text)
+            result.written = True
+            if not any(d.fix is not None and self.mode.allows(d.fix) for d in entry.diagnostics):
+                self.cache.store(self.cache.key(path, source.encode(entry.fixed_text)),
+                                 entry.diagnostics)  # fmt: skip
+        return result
 
 
 def _read(path: str):
@@ -143,12 +201,11 @@ _WORKER: Checker | None = None
 
 
 def _init_worker(
-    settings: Settings, rules: Sequence[type[Rule]], mode: FixMode, cache_dir: str | None
+    settings: Settings, rules: Sequence[Any], mode: FixMode, cache_dir: str | None
 ) -> None:
     global _WORKER
-    linter = Linter(settings, rules)
-    cache = Cache(cache_dir, settings, linter.rules) if cache_dir else None
-    _WORKER = Checker(linter, mode, cache)
+    cache = Cache(cache_dir, settings, rules) if cache_dir else None
+    _WORKER = Checker(settings, rules, mode, cache)
 
 
 def _check_chunk(chunk: Sequence[tuple[int, str]]) -> list[tuple[int, FileResult]]:
@@ -159,16 +216,19 @@ def _check_chunk(chunk: Sequence[tuple[int, str]]) -> list[tuple[int, FileResult
 def run_files(
     paths: Sequence[str],
     settings: Settings,
-    rules: Sequence[type[Rule]],
+    rules: Sequence[Any],
     mode: FixMode,
     jobs: int = 1,
     cache_dir: str | None = None,
     progress: Progress | None = None,
 ) -> list[FileResult]:
-    """Check every path; results in the order of `paths`."""
-    linter = Linter(settings, rules)
-    cache = Cache(cache_dir, settings, linter.rules) if cache_dir else None
-    checker = Checker(linter, mode, cache)
+    """Check every path with one set of settings; results in the order of `paths`.
+
+    `rules`: every known rule, as classes or `catalog.RuleInfo`s (the settings select).
+    """
+    enabled = settings.enabled_rules(rules)
+    cache = Cache(cache_dir, settings, enabled) if cache_dir else None
+    checker = Checker(settings, enabled, mode, cache)
     progress = progress or Progress(len(paths), enabled=False)
     results: list[FileResult | None] = [None] * len(paths)
 
@@ -194,7 +254,7 @@ def run_files(
         with ProcessPoolExecutor(
             max_workers=workers,
             initializer=_init_worker,
-            initargs=(settings, list(linter.rules), mode, cache_dir),
+            initargs=(settings, list(enabled), mode, cache_dir),
         ) as pool:
             for done in pool.map(_check_chunk, chunks):
                 for index, result in done:

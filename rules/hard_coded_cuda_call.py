@@ -99,6 +99,33 @@ DEFAULT_BANNED = (
 )  # fmt: skip
 
 
+# Every public function of `torch.cuda` (torch 2.13): the names LL005's options may hold, so
+# `allowed-calls = ["synchronise"]` is an error naming the typo, not a silent no-op.
+TORCH_CUDA_FUNCTIONS = frozenset((
+    "caching_allocator_alloc", "caching_allocator_delete", "caching_allocator_disabled",
+    "caching_allocator_enable", "can_device_access_peer", "change_current_allocator",
+    "check_error", "clock_rate", "cudart", "current_blas_handle", "current_device",
+    "current_solver_handle", "current_stream", "default_stream", "device", "device_count",
+    "device_memory_used", "device_of", "empty_cache", "get_allocator_backend",
+    "get_arch_list", "get_device_capability", "get_device_name", "get_device_properties",
+    "get_gencode_flags", "get_per_process_memory_fraction", "get_rng_state",
+    "get_rng_state_all", "get_stream_from_external", "get_sync_debug_mode", "graph",
+    "graph_pool_handle", "host_memory_stats", "host_memory_stats_as_nested_dict", "init",
+    "initial_seed", "ipc_collect", "is_available", "is_bf16_supported",
+    "is_current_stream_capturing", "is_initialized", "is_tf32_supported",
+    "list_gpu_processes", "make_graphed_callables", "manual_seed", "manual_seed_all",
+    "max_memory_allocated", "max_memory_cached", "max_memory_reserved", "mem_get_info",
+    "memory_allocated", "memory_cached", "memory_reserved", "memory_snapshot",
+    "memory_stats", "memory_stats_as_nested_dict", "memory_summary", "memory_usage",
+    "power_draw", "reset_accumulated_host_memory_stats", "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated", "reset_max_memory_cached", "reset_peak_host_memory_stats",
+    "reset_peak_memory_stats", "seed", "seed_all", "set_device",
+    "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream",
+    "set_sync_debug_mode", "stream", "synchronize", "temperature", "use_mem_pool",
+    "utilization",
+))  # fmt: skip
+
+
 def _validate_replacements(value: dict[str, str]) -> str | None:
     for name, spec in value.items():
         problem = target_problem(spec)
@@ -174,15 +201,34 @@ class HardCodedCudaCall(Rule):
     triggers = ("cuda",)
     fix_availability = "sometimes"
     options = (
-        Option("banned-calls", list, list(DEFAULT_BANNED), "`torch.cuda` functions to flag"),
-        Option("extend-banned-calls", list, [], "more `torch.cuda` functions to flag"),
-        Option("allowed-calls", list, [], "`torch.cuda` functions never to flag"),
+        Option(
+            "banned-calls",
+            list,
+            list(DEFAULT_BANNED),
+            "`torch.cuda` functions to flag",
+            names=TORCH_CUDA_FUNCTIONS,
+        ),
+        Option(
+            "extend-banned-calls",
+            list,
+            [],
+            "more `torch.cuda` functions to flag",
+            names=TORCH_CUDA_FUNCTIONS,
+        ),
+        Option(
+            "allowed-calls",
+            list,
+            [],
+            "`torch.cuda` functions never to flag",
+            names=TORCH_CUDA_FUNCTIONS,
+        ),
         Option(
             "replacements",
             dict,
             {},
             "function name -> project helper (`package.module:object.method`) to rewrite to",
             validate=_validate_replacements,
+            names=TORCH_CUDA_FUNCTIONS,
         ),
     )
 

@@ -222,3 +222,31 @@ def test_entries_round_trip_every_field(project):
     cache = Cache(str(project / "c"), settings, settings.enabled_rules(rules))
     cached = cache.load(cache.key(path, Path(path).read_bytes()), path)
     assert cached == fresh
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"[" * 100_000 + b"]" * 100_000,  # json raises RecursionError
+        b'{"diagnostics": [{"code": 1}]}',  # the wrong shape
+        b'{"diagnostics": [{"start": [1]}]}',
+        b"\xff\xfe not json",
+        b'{"found": "x", "left": 3}',
+    ],
+)
+def test_any_unreadable_entry_is_a_miss(project, garbage):
+    settings = Settings(root=str(project))
+    rules = all_rules()
+    path = str(project / "pkg" / "decode.py")
+    fresh = run_files([path], settings, rules, FixMode(), cache_dir=None)[0].diagnostics
+    cache = Cache(str(project / "c"), settings, settings.enabled_rules(rules))
+    key = cache.key(path, Path(path).read_bytes())
+    entry = Path(cache._entry_path(key))
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(garbage)
+    assert cache.load(key, path) is None
+    assert cache.load_fix(key, path) is None
+    again = run_files([path], settings, rules, FixMode(), cache_dir=str(project / "c"))
+    assert again[0].diagnostics == fresh  # linted, not served from the bad entry
+    result = run("--diff", "--cache-dir", "c", "pkg/decode.py")
+    assert result.exit_code == 1 and "+    reclaim()" in result.stdout

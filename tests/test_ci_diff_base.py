@@ -119,12 +119,23 @@ def test_multiline_finding_reported_when_any_of_its_rows_changed(repo):
     assert "pipe/span.py:3:1: LL005" in result.stdout
 
 
-def test_file_errors_are_always_reported(repo):
+def test_file_errors_in_changed_files_are_reported(repo):
     (repo / "pipe" / "decode.py").write_text("import torch\ntorch.cuda.synchronize()\ndef f(:\n")
-    git(repo, "commit", "-q", "-am", "broken")
     result = run("--diff-base", "HEAD", "pipe")
     assert result.exit_code == 2
     assert "E999" in result.output
+
+
+def test_only_changed_files_are_parsed(repo):
+    """A file without a changed line cannot carry a reportable diagnostic: it is not
+    checked at all (not even for parse errors), so a one-file pull request costs one file."""
+    (repo / "pipe" / "decode.py").write_text("import torch\ntorch.cuda.synchronize()\ndef f(:\n")
+    git(repo, "commit", "-q", "-am", "broken, committed")
+    (repo / "pipe" / "moved_later.py").write_text(OLD + "torch.cuda.synchronize()\n")
+    result = run("--diff-base", "HEAD", "--statistics", "pipe")
+    assert result.exit_code == 1, result.output
+    assert result.stdout == "    1\tLL005 \t[*] hard-coded-cuda-call\n"
+    assert "E999" not in result.output
 
 
 def test_bad_revision_and_no_repository(repo, tmp_path_factory, monkeypatch):

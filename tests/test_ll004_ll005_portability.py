@@ -94,13 +94,18 @@ def _project(root: Path, config: str = "") -> None:
 
 
 def _check(root: Path, *flags: str) -> tuple[list[dict], str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "lifetime_lint", "check", "--no-cache", "--exit-zero",
-         "--select", "LL004,LL005", "--format", "json", "--statistics", *flags, "."],
-        capture_output=True, text=True, timeout=300, cwd=root,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout), done.stderr
+    """The findings (JSON) and the `--statistics` table of one tree."""
+    base = [sys.executable, "-m", "lifetime_lint", "check", "--no-cache", "--exit-zero",
+            "--select", "LL004,LL005", *flags, "."]  # fmt: skip
+    found = subprocess.run(
+        base + ["--format", "json"], capture_output=True, text=True, timeout=300, cwd=root
+    )
+    assert found.returncode == 0, found.stderr
+    counted = subprocess.run(
+        base + ["--statistics"], capture_output=True, text=True, timeout=300, cwd=root
+    )
+    assert counted.returncode == 0, counted.stderr
+    return json.loads(found.stdout), counted.stdout + counted.stderr
 
 
 def test_default_scope_is_library_code_and_statistics_count_the_rest(tmp_path: Path) -> None:

@@ -127,3 +127,37 @@ def test_check_and_fix_hooks_under_real_pre_commit(tmp_path: Path) -> None:
     again = _run_hook(project, env, "lifetime-lint")
     assert again.returncode == 0, again.stdout
     assert "Passed" in again.stdout
+
+
+def _readme_snippet() -> str:
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("# .pre-commit-config.yaml\n")
+    return readme[start : readme.index("```", start)]
+
+
+def test_readme_snippet_works_as_written(tmp_path: Path) -> None:
+    """The README's .pre-commit-config.yaml, byte for byte except the repository URL (no
+    network here): its `rev` is the release tag, which must be the project's version."""
+    snippet = _readme_snippet()
+    rev = snippet.split("rev: ", 1)[1].split()[0]
+    version = next(line.split('"')[1] for line in (ROOT / "pyproject.toml").read_text().splitlines()
+                   if line.startswith("version = "))  # fmt: skip
+    assert rev == f"v{version}", "the README must document the release in pyproject.toml"
+
+    env = _environ(tmp_path)
+    hook_repo, _ = _hook_repository(tmp_path)
+    _git(hook_repo, "tag", rev)
+    url = snippet.split("- repo: ", 1)[1].split()[0]
+    project = tmp_path / "model-repo"
+    (project / "pipelines").mkdir(parents=True)
+    (project / "pipelines" / "decode.py").write_text(VIOLATING)
+    (project / ".pre-commit-config.yaml").write_text(snippet.replace(url, str(hook_repo)))
+    _git(project, "init", "-q")
+    _git(project, "add", ".")
+
+    fix = _run_hook(project, env, "lifetime-lint-fix")
+    assert fix.returncode == 1, fix.stdout
+    assert "files were modified by this hook" in fix.stdout, fix.stdout
+    assert "    reclaim()\n" in (project / "pipelines" / "decode.py").read_text()
+    again = _run_hook(project, env, "lifetime-lint-fix")
+    assert again.returncode == 0 and "Passed" in again.stdout, again.stdout
