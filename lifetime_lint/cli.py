@@ -604,6 +604,8 @@ def _report(results: list[FileResult], rules: Sequence[RuleInfo], run: Run) -> i
         color=run.color,
     )
     for r in results:
+        for key, count in r.left_out.items():
+            summary.left_out[key] = summary.left_out.get(key, 0) + count
         for code, count in r.fixed_by_code.items():
             summary.fixed_by_code[code] = summary.fixed_by_code.get(code, 0) + count
         if mode.apply and r.fixed_by_code:

@@ -79,6 +79,10 @@ GLOBAL_KEYS: dict[str, tuple[type, str]] = {
     "cache-dir": (str, "where the result cache lives, relative to the config file's folder"),
     "respect-gitignore": (bool, "skip files ignored by git (.gitignore, info/exclude, global)"),
     "runtime-module": (str, "module the fixes import their helpers from (see vendor-runtime)"),
+    # LL004/LL005 (lifetime_lint.devices): what the portability rules check.
+    "portability": (str, '"library" (default: library code only) or "strict" (everything)'),
+    "non-library": (list, "globs of tests, examples, scripts... (replaces the defaults)"),
+    "extend-non-library": (list, "more globs of non-library code, in addition to the defaults"),
 }
 
 
@@ -397,6 +401,8 @@ def _apply_table(
                 raise _KeyError(path, f"{error}") from None
         elif key == "respect-gitignore":
             settings.respect_gitignore = value
+        elif key == "portability" and value not in ("library", "strict"):
+            raise _KeyError(path, f'must be "library" or "strict", got {value!r}')
         else:
             problem = KEY_VALIDATORS[key](value) if key in KEY_VALIDATORS else None
             if problem:

@@ -1,38 +1,147 @@
 """Shared knowledge about device APIs, for the rules that flag hard-coded CUDA calls.
 
-- `cuda_function`: which `torch.cuda` function a call resolves to, through any import form.
+- `resolve_cuda_call`: which `torch.cuda` function a call runs, through any import form,
+  alias or star import, with Python's scoping (a parameter or local named `torch` is not the
+  module), and whether it is certain or comes from a backend ladder that covers only some
+  accelerators (`try: from torch_npu... except ImportError: from torch.cuda import ...`).
 - `in_multi_backend_dispatch`: whether a node sits in a branch of code that chooses between
   CUDA and another backend (`if cuda ... elif mps ... elif npu ...`): that code *is* the
   platform abstraction and is left alone.
+- `platform_layer`: whether a node is in the project's own platform layer (a `platforms/`
+  package, a `CudaPlatform`-style class, a module that dispatches between backends).
+- `cuda_bound`: why the code around a node is already CUDA-only by intent (`device="cuda"`,
+  `.cuda()`, `autocast("cuda")`, a CUDA-only kernel module, a test skipped without CUDA).
+- `cuda_guard`: the `if torch.cuda.is_available():` statement a call is the whole body of.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import libcst as cst
 
+from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import FileContext
+from lifetime_lint.scopes import Binding, ScopeTable
 
 CUDA_MODULE = "torch.cuda"
 
 # Backends other than CUDA that a dispatch might name. CPU is deliberately absent: a CUDA
 # branch with a CPU fallback is still CUDA-only code on every other accelerator.
 _OTHER_BACKEND = re.compile(
-    r"\b(mps|npu|xpu|hpu|mlu|musa|mtia|tpu|xla|neuron|habana|ascend|gaudi|torch_npu|"
-    r"privateuse1|intel_extension_for_pytorch|ipex)\b",
+    r"(?<![A-Za-z0-9])(mps|npu|xpu|hpu|mlu|musa|mtia|tpu|xla|neuron|habana|ascend|gaudi|"
+    r"privateuse1|intel_extension_for_pytorch|ipex|hip|rocm)(?![A-Za-z0-9])",
     re.IGNORECASE,
-)
+)  # `_` separates words here: `is_npu()`, `torch_npu`, `npu_format_cast` all name NPU
+
+# What `from torch.cuda import *` binds among the names these rules ask about.
+TORCH_CUDA_EXPORTS = frozenset(
+    {
+        "empty_cache", "synchronize", "device_count", "current_device", "set_device",
+        "device", "memory_allocated", "max_memory_allocated", "memory_reserved",
+        "max_memory_reserved", "reset_peak_memory_stats", "memory_stats", "mem_get_info",
+        "manual_seed", "manual_seed_all", "is_available",
+    }
+)  # fmt: skip
 
 
-def cuda_function(context: FileContext, call: cst.Call) -> str | None:
-    """`"empty_cache"` for `torch.cuda.empty_cache()`, `tc.empty_cache()`, `empty_cache()`..."""
-    qualified = context.qualified_name(call.func)
-    if qualified is None or not qualified.startswith(CUDA_MODULE + "."):
+def scope_table(context: FileContext) -> ScopeTable:
+    """The file's scope table, built once."""
+    table: ScopeTable = context.imports.scope_table
+    return table
+
+
+@dataclass(frozen=True)
+class CudaCall:
+    """A call that runs `torch.cuda.<function>` on at least one path."""
+
+    function: str
+    # The bindings that make it another backend's function on other paths (a ladder);
+    # empty when the call is `torch.cuda.<function>` wherever it runs.
+    ladder: tuple[Binding, ...] = ()
+
+    @property
+    def certain(self) -> bool:
+        return not self.ladder
+
+
+def resolve_cuda_call(
+    context: FileContext,
+    call: cst.Call,
+    ancestors: Sequence[cst.CSTNode],
+    functions: Iterable[str],
+) -> CudaCall | None:
+    """The `torch.cuda` function among `functions` that `call` runs, or None.
+
+    None also when a name on the way is rebound to something this cannot follow (a
+    parameter named `torch`, `torch = make_stub()`, a loop target): then it cannot tell,
+    and a rewrite could change what the program does.
+    """
+    dotted = dotted_name(call.func)
+    if dotted is None:
         return None
-    name = qualified[len(CUDA_MODULE) + 1 :]
-    return name if name.isidentifier() else None
+    wanted = set(functions)
+    if not _may_name_a_device_function(context, call.func, wanted):
+        return None
+    table = scope_table(context)
+    values = table.values_of(call.func, table.scope_at(ancestors))
+    cuda: set[str] = set()
+    ladder: list[Binding] = []
+    for value in values:
+        qualified = value.qualified
+        if qualified is None:
+            return None
+        if value.star is not None:
+            module, _, name = qualified.rpartition(".")
+            if module != CUDA_MODULE or name not in TORCH_CUDA_EXPORTS:
+                return None  # another star import may provide it
+        if qualified.startswith(CUDA_MODULE + "."):
+            cuda.add(qualified[len(CUDA_MODULE) + 1 :])
+        elif value.via is not None and _OTHER_BACKEND.search(qualified):
+            ladder.append(value.via)
+        else:
+            return None
+    if len(cuda) != 1:
+        return None
+    (function,) = cuda
+    if function not in wanted:
+        return None
+    return CudaCall(function, tuple(ladder))
+
+
+def _may_name_a_device_function(
+    context: FileContext, func: cst.BaseExpression, wanted: set[str]
+) -> bool:
+    """A cheap filter before the scope table: most calls stop here."""
+    if isinstance(func, cst.Attribute):
+        return func.attr.value in wanted  # only a bare name can be renamed
+    if not isinstance(func, cst.Name):
+        return False
+    name = func.value
+    if name in wanted or context.imports.is_bound_locally(name):
+        return True
+    source = context.source
+    return "import *" in source or re.search(rf"\b{re.escape(name)}\s*=[^=]", source) is not None
+
+
+def describe_ladder(context: FileContext, call: CudaCall) -> str:
+    """`on every backend but npu (the ladder at line 3)`: what a ladder covers."""
+    rows = sorted({context.position(b.line_node).start.line for b in call.ladder})
+    names = sorted(
+        {
+            match.group(1).lower()
+            for b in call.ladder
+            for match in [_OTHER_BACKEND.search(context.code_for(b.line_node))]
+            if match
+        }
+    )
+    lines = ", ".join(str(row) for row in rows)
+    plural = "s" if len(rows) > 1 else ""
+    backends = ", ".join(names) if names else "the one it names"
+    return f"on every backend but {backends} (the ladder at line{plural} {lines})"
 
 
 def in_multi_backend_dispatch(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -45,7 +154,9 @@ def in_multi_backend_dispatch(context: FileContext, ancestors: Sequence[cst.CSTN
             head = index
             while head > 0 and _is_elif_of(chain[head - 1], chain[head]):
                 head -= 1
-            if _mentions_other_backend(context, _if_chain_parts(chain[head], chain)):
+            head_if = chain[head]
+            assert isinstance(head_if, cst.If)
+            if _mentions_other_backend(context, _if_chain_parts(head_if, chain)):
                 return True
         elif isinstance(node, cst.IfExp):
             parts: list[cst.CSTNode] = [node.test]
@@ -78,6 +189,7 @@ def _if_chain_parts(head: cst.If, ancestors: Sequence[cst.CSTNode]) -> list[cst.
                 parts.append(branch.body)
             branch = branch.orelse
         else:  # Else
+            assert isinstance(branch, cst.Else)
             if not _contains(ancestors, branch):
                 parts.append(branch.body)
             branch = None
@@ -90,3 +202,447 @@ def _contains(ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> bool:
 
 def _mentions_other_backend(context: FileContext, parts: Sequence[cst.CSTNode]) -> bool:
     return any(_OTHER_BACKEND.search(context.code_for(part)) for part in parts)
+
+
+# -- the project's own platform layer ------------------------------------------------------
+
+# Folders that hold a project's device abstraction (`vllm_omni/platforms/cuda/platform.py`,
+# `fastvideo/platforms/cuda.py`): the one place that is meant to call `torch.cuda`.
+PLATFORM_FOLDERS = frozenset({"platforms", "platform", "hardware_backend", "device_backends"})
+_PLATFORM_CLASS = re.compile(r"Platform|DeviceInterface|Accelerator(Backend|Interface)")
+
+
+def platform_layer(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | None:
+    """Why the node is part of the project's platform layer, or None.
+
+    That layer implements one backend's side of a device interface (a `CudaPlatform`
+    class, a `platforms/` package), so calling that backend's API is its job.
+    """
+    folders = context.settings.relative(context.path).split("/")[:-1]
+    for folder in folders:
+        if folder.lower() in PLATFORM_FOLDERS:
+            return f"the platform package `{folder}/`"
+    for node in ancestors:
+        if isinstance(node, cst.ClassDef):
+            names = [node.name.value] + [dotted_name(arg.value) or "" for arg in node.bases]
+            if any(_PLATFORM_CLASS.search(name) for name in names):
+                return f"the platform class `{node.name.value}`"
+    return None
+
+
+# -- code that is CUDA-only by intent ------------------------------------------------------
+
+_CUDA_BOUND_CODE = (
+    (re.compile(r"""\bdevice(_type)?\s*=\s*(f?["'])cuda"""), 'an explicit `device="cuda"`'),
+    (re.compile(r"""torch\.device\(\s*(f?["'])cuda"""), '`torch.device("cuda")`'),
+    (re.compile(r"""\.to\(\s*(f?["'])cuda"""), '`.to("cuda")`'),
+    (re.compile(r"""\.cuda\(\s*\)|\.cuda\(\s*(non_blocking|device)"""), "`.cuda()`"),
+    (re.compile(r"""autocast\(\s*(f?["'])cuda|torch\.cuda\.amp\b"""), '`autocast("cuda")`'),
+    (re.compile(r"""CUDAGraph\b|torch\.cuda\.(graph|graphs|graph_pool_handle)\b"""), "CUDA graphs"),
+)
+# A decorator or marker that skips a test without CUDA (`@require_torch_gpu`,
+# `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`, `@unittest.skipUnless(
+# torch.cuda.device_count() > 1, ...)`, `pytestmark = pytest.mark.cuda`).
+_CUDA_SKIP = re.compile(
+    r"(skip|require|needs|only)\w*\W[^\n]*\b(cuda|gpu|gpus)\b|"
+    r"\b(requires?|needs)_(torch_)?(multi_)?(cuda|gpu)\w*|\bmark\.(cuda|gpu)\b|"
+    r"\b(cuda|gpu)_only\b",
+    re.IGNORECASE,
+)
+# Only a raise or a skip makes the rest CUDA-only: an early `return` is a fallback path.
+_EARLY_EXIT = re.compile(r"\b(skip|skipTest|SkipTest|raise)\b")
+# Libraries that exist only for NVIDIA GPUs: a module that imports one is CUDA-only.
+CUDA_ONLY_LIBRARIES = frozenset(
+    {"cupy", "pycuda", "pynvml", "nvidia", "cuda", "flash_attn", "flashinfer", "cutlass",
+     "deep_gemm", "tensorrt", "apex", "nvtx", "transformer_engine"}
+)  # fmt: skip
+# Names of CUDA-only kernels and libraries, in a folder, file or function name
+# (`flashinfer_autotune.py`, `deep_gemm_wrapper/`, `_process_weights_for_sm90_cutlass`).
+_CUDA_ONLY_NAME = re.compile(
+    r"(?<![A-Za-z0-9])(cudagraph|cuda_graph|nccl|pynccl|graph_runner|flashinfer|cutlass|cute|"
+    r"deep_gemm|deepgemm|trtllm|tensorrt|cudnn|nvshmem|symm_mem|nunchaku|nvfp4|sm\d{2,3})"
+    r"(?![A-Za-z])",
+    re.IGNORECASE,
+)
+# The same for function names, less NCCL (a `_prewarm_nccl` often serves RCCL/HCCL too).
+_CUDA_ONLY_FUNCTION = re.compile(_CUDA_ONLY_NAME.pattern.replace("nccl|pynccl|", ""), re.I)
+# A module named for CUDA itself (`cuda_graph_wrapper.py`, `custom_cuda_ops.py`).
+_CUDA_MODULE_NAME = re.compile(r"(?<![A-Za-z0-9])cuda(?![A-Za-z])", re.IGNORECASE)
+# ROCm runs the `torch.cuda` API: code written only for it is already right there.
+_ROCM = re.compile(r"(?<![A-Za-z0-9])(hip|rocm|aiter|gfx\d+)(?![A-Za-z0-9])", re.IGNORECASE)
+# Branch tests that pick CUDA (or ROCm) specifically, beyond "is an accelerator there".
+_CUDA_SPECIFIC_TEST = re.compile(
+    r"is_cuda|==\s*[\"']cuda[\"':]|get_device_capability|version\.cuda|is_sm\d+|"
+    r"is_blackwell|is_hopper|is_ampere",
+    re.IGNORECASE,
+)
+
+
+def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | None:
+    """Why the code around a node is CUDA-only by intent, or None.
+
+    Checked, innermost first: the enclosing functions (an explicit CUDA device, `.cuda()`,
+    CUDA autocast or graphs in their code; a skip-without-CUDA decorator, or an early
+    `if not torch.cuda.is_available(): skip/return`), the enclosing classes' decorators,
+    and the module (a CUDA-only kernel module: a file named for CUDA or NCCL, an import of
+    a CUDA-only library, a module-level `pytestmark` that needs CUDA).
+    """
+    chain = list(ancestors)
+    for index in range(len(chain) - 1, -1, -1):
+        node = chain[index]
+        if isinstance(node, cst.If) and index + 1 < len(chain) and chain[index + 1] is node.body:
+            test = context.code_for(node.test)
+            if _ROCM.search(test):
+                return f"a ROCm-only branch (`{test.strip()[:60]}`), where torch.cuda is right"
+            if _CUDA_SPECIFIC_TEST.search(test):
+                return f"a CUDA-only branch (`{test.strip()[:60]}`)"
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            if _ROCM.search(node.name.value):
+                return f"ROCm-only code (`{node.name.value}`), where torch.cuda is right"
+            if _CUDA_ONLY_FUNCTION.search(node.name.value):
+                return f"code for a CUDA-only kernel (`{node.name.value}`)"
+            reason = _memo(context, node, _scope_binding)
+            if reason:
+                return reason
+            if isinstance(node, cst.FunctionDef):
+                reason = _device_evidence(context, node, _own_statement_span(context, chain))
+                if reason:
+                    return reason
+    return _memo(context, context.module, _module_binding)
+
+
+def _own_statement_span(context: FileContext, chain: Sequence[cst.CSTNode]) -> tuple[int, int]:
+    """The call's own statement (a compound statement's header only): a hard-coded device
+    there is the finding itself (`torch.device(f"cuda:{torch.cuda.current_device()}")`),
+    not evidence that the code around it is CUDA-only."""
+    for node in reversed(chain):
+        if isinstance(node, cst.SimpleStatementLine):
+            return context.span(node)
+        if isinstance(node, cst.BaseCompoundStatement):
+            start, _ = context.span(node)
+            body_start, _ = context.span(node.body)
+            return start, body_start
+    return 0, 0
+
+
+def _device_evidence(
+    context: FileContext, function: cst.FunctionDef, excluded: tuple[int, int]
+) -> str | None:
+    cache = context.memo.setdefault("devices.device_evidence", {})
+    matches = cache.get(id(function))
+    if matches is None:
+        start, _ = context.span(function)
+        text = context.source_of(function)
+        matches = cache[id(function)] = [
+            (start + match.start(), reason)
+            for pattern, reason in _CUDA_BOUND_CODE
+            for match in pattern.finditer(text)
+        ]
+    for offset, reason in matches:
+        if not excluded[0] <= offset < excluded[1]:
+            return f"code bound to CUDA by {reason}"
+    return None
+
+
+def _memo(context: FileContext, node: cst.CSTNode, compute) -> str | None:
+    cache = context.memo.setdefault("devices.cuda_bound", {})
+    key = id(node)
+    if key not in cache:
+        cache[key] = compute(context, node)
+    return cache[key]
+
+
+def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -> str | None:
+    for decorator in node.decorators:
+        text = context.code_for(decorator.decorator)
+        if _CUDA_SKIP.search(text) and not _OTHER_BACKEND.search(text):
+            return f"a test skipped without CUDA (`@{text.strip()[:60]}`)"
+    if isinstance(node, cst.ClassDef):
+        return None
+    for statement in _body_statements(node):
+        if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
+            return "code that raises or skips without CUDA"
+    return None
+
+
+def _body_statements(node: cst.FunctionDef) -> Sequence[cst.CSTNode]:
+    body = node.body
+    return body.body if isinstance(body, cst.IndentedBlock) else ()
+
+
+def _is_cuda_skip_guard(context: FileContext, statement: cst.If) -> bool:
+    test = context.code_for(statement.test)
+    negated = test.lstrip().startswith("not") and "cuda" in test
+    if not (negated or re.search(r"!=\s*[\"']cuda", test)):
+        return False
+    return bool(_EARLY_EXIT.search(context.code_for(statement.body)))
+
+
+def _module_binding(context: FileContext, module: cst.Module) -> str | None:
+    relative = context.settings.relative(context.path)
+    name = relative.rsplit("/", 1)[-1]
+    if _CUDA_MODULE_NAME.search(name.rsplit(".", 1)[0]):
+        return f"a CUDA-only module (`{name}`)"
+    for part in relative.split("/"):
+        if _CUDA_ONLY_NAME.search(part.rsplit(".", 1)[0] if part == name else part):
+            return f"a CUDA-only kernel module (`{part}`)"
+    if _ROCM.search(name.rsplit(".", 1)[0]):
+        return f"a ROCm-only module (`{name}`), where torch.cuda is right"
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            root = _imported_root(small)
+            if root in CUDA_ONLY_LIBRARIES:
+                return f"a CUDA-only kernel module (imports `{root}`)"
+            if (
+                isinstance(small, cst.Assign)
+                and any(
+                    isinstance(t.target, cst.Name) and t.target.value == "pytestmark"
+                    for t in small.targets
+                )
+                and _CUDA_SKIP.search(context.code_for(small.value))
+            ):
+                return "a test module skipped without CUDA (`pytestmark`)"
+    return None
+
+
+def _imported_root(small: cst.BaseSmallStatement) -> str | None:
+    if isinstance(small, cst.Import):
+        for alias in small.names:
+            name = dotted_name(alias.name)
+            if name:
+                return name.split(".")[0]
+    if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+        name = dotted_name(small.module)
+        if name:
+            return name.split(".")[0]
+    return None
+
+
+# -- calls under a CUDA-only guard ----------------------------------------------------------
+
+
+def cuda_guard(
+    context: FileContext, call: cst.Call, ancestors: Sequence[cst.CSTNode]
+) -> cst.If | cst.IfExp | None:
+    """The guard a call is the whole of, when that guard only tests for CUDA.
+
+    `if torch.cuda.is_available(): torch.cuda.empty_cache()` (no `else`, nothing else in
+    the body, not an `elif`) gives the `If`; `torch.cuda.empty_cache() if
+    torch.cuda.is_available() else None` as a statement gives the `IfExp`.
+    """
+    chain = list(ancestors)
+    if len(chain) < 3 or chain[-1] is not call:
+        return None
+    parent = chain[-2]
+    if isinstance(parent, cst.IfExp) and parent.body is call:
+        if (
+            isinstance(parent.orelse, cst.Name)
+            and parent.orelse.value == "None"
+            and isinstance(chain[-3], cst.Expr)
+            and _is_cuda_availability(context, parent.test, chain)
+        ):
+            return parent
+        return None
+    if not (isinstance(parent, cst.Expr) and len(chain) >= 5):
+        return None
+    line, block, guard = chain[-3], chain[-4], chain[-5]
+    if not (
+        isinstance(line, cst.SimpleStatementLine)
+        and len(line.body) == 1
+        and isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite))
+        and isinstance(guard, cst.If)
+        and guard.body is block
+        and guard.orelse is None
+        and len(block.body) == 1
+    ):
+        return None
+    if len(chain) >= 6 and isinstance(chain[-6], cst.If) and chain[-6].orelse is guard:
+        return None  # an `elif`: the statement is the chain, not this branch
+    if "#" in context.source_of(guard):
+        return None  # a comment in the guard would be lost
+    return guard if _is_cuda_availability(context, guard.test, chain) else None
+
+
+def under_cuda_availability_test(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Whether an enclosing `if` (or conditional expression) only runs the node when
+    `torch.cuda.is_available()` / `is_initialized()` says so, in a compound test the
+    guarded-call fix does not rewrite."""
+    chain = list(ancestors)
+    for index in range(len(chain) - 1):
+        node, child = chain[index], chain[index + 1]
+        if (isinstance(node, cst.If) and child is node.body) or (
+            isinstance(node, cst.IfExp) and child is node.body
+        ):
+            if _AVAILABILITY.search(context.code_for(node.test)):
+                return True
+    return False
+
+
+GUARD_NOTE = (
+    " (the enclosing `torch.cuda` availability test still skips other accelerators: "
+    "drop it from the condition)"
+)
+_AVAILABILITY = re.compile(r"cuda\.(is_available|is_initialized)\(")
+
+
+def _is_cuda_availability(
+    context: FileContext, test: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]
+) -> bool:
+    if not (isinstance(test, cst.Call) and not test.args):
+        return False
+    table = scope_table(context)
+    values = table.values_of(test.func, table.scope_at(ancestors))
+    return bool(values) and all(
+        value.qualified == CUDA_MODULE + ".is_available" for value in values
+    )
+
+
+# -- what the portability rules check ------------------------------------------------------
+
+# Code written for a different audience than the library: tests, examples, benchmarks,
+# scripts and notebooks are CUDA-only by design (they run on the developers' GPUs) and
+# portability findings there are rarely worth a maintainer's time. A bare name matches any
+# folder or file name in the path; a pattern with a `/` matches the path from the config's
+# folder.
+DEFAULT_NON_LIBRARY = (
+    "tests", "test", "testing", "examples", "example", "benchmarks", "benchmark", "scripts",
+    "notebooks", "docs", "tools", "test_*.py", "*_test.py", "tests.py", "conftest.py", "*.ipynb",
+    "testing_utils.py",
+)  # fmt: skip
+
+PORTABILITY_LEVELS = ("library", "strict")
+
+# Why a call was left out (the `--statistics` labels).
+LEFT_OUT_PLATFORM = "platform layer"
+LEFT_OUT_CUDA_BOUND = "CUDA-bound code"
+LEFT_OUT_SCOPE = "non-library path"
+LEFT_OUT_SCRIPT = "script entry point"
+LEFT_OUT_LOGGING = "logging only"
+
+_LOGGING_CALL = re.compile(
+    r"^(logger|logging|log|_logger|LOGGER)\.\w+$|^(print|warnings\.warn|print_rank_0|"
+    r"log_info_on_rank0|logger\.\w+_once)$"
+)
+
+
+def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The call feeds a log message only: an argument of `logger.info(...)`/`print(...)`,
+    or the test of an `if` whose body only logs or warns. Wrong off CUDA, it changes a
+    message, not what the program does."""
+    chain = list(ancestors)
+    for index in range(len(chain) - 2, -1, -1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, cst.Call) and child is not node.func:
+            if _LOGGING_CALL.match(dotted_name(node.func) or ""):
+                return True
+        if isinstance(node, cst.If) and child is node.test:
+            return node.orelse is None and _only_logs(node.body)
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            if not (isinstance(node, cst.If) and child is node.test):
+                return False
+    return False
+
+
+def _only_logs(body: cst.BaseSuite) -> bool:
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    for statement in statements:
+        smalls = (
+            statement.body
+            if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+            else None
+        )
+        if not smalls:
+            return False
+        for small in smalls:
+            if not (
+                isinstance(small, cst.Expr)
+                and isinstance(small.value, cst.Call)
+                and _LOGGING_CALL.match(dotted_name(small.value.func) or "")
+            ):
+                return False
+    return True
+
+
+@dataclass(frozen=True)
+class Portability:
+    """What LL004 and LL005 check in one file, from `portability` and `non-library`."""
+
+    strict: bool
+    library: bool  # the file is library code (not a test, example, script, ...)
+
+    @classmethod
+    def of(cls, context: FileContext) -> Portability:
+        cached = context.memo.get("devices.portability")
+        if cached is None:
+            extra = context.settings.extra
+            patterns = list(extra.get("non-library", DEFAULT_NON_LIBRARY))
+            patterns += list(extra.get("extend-non-library", ()))
+            strict = extra.get("portability", "library") == "strict"
+            library = not is_non_library(context.settings, context.path, patterns)
+            cached = context.memo["devices.portability"] = cls(strict, library)
+        return cached
+
+    def leaves_out(self, context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | None:
+        """None: report the call. "": not a finding at all (a multi-backend dispatch
+        branch). Otherwise the reason it is left out (counted by `--statistics`)."""
+        if in_multi_backend_dispatch(context, ancestors):
+            return ""
+        if platform_layer(context, ancestors):
+            return LEFT_OUT_PLATFORM
+        if self.strict:
+            return None
+        if not self.library:
+            return LEFT_OUT_SCOPE
+        if _in_script_entry_point(ancestors):
+            return LEFT_OUT_SCRIPT
+        if only_for_logging(context, ancestors):
+            return LEFT_OUT_LOGGING
+        if cuda_bound(context, ancestors):
+            return LEFT_OUT_CUDA_BOUND
+        return None
+
+
+def _in_script_entry_point(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Code under `if __name__ == "__main__":`, or in a top-level `main()` of a module that
+    has such a block: a script, whatever folder it lives in."""
+    if not ancestors or not isinstance(ancestors[0], cst.Module):
+        return False
+    module = ancestors[0]
+    top = ancestors[1] if len(ancestors) > 1 else None
+    if isinstance(top, cst.If) and _is_main_guard(top):
+        return True
+    if isinstance(top, cst.FunctionDef) and top.name.value == "main":
+        return any(isinstance(s, cst.If) and _is_main_guard(s) for s in module.body)
+    return False
+
+
+def _is_main_guard(statement: cst.If) -> bool:
+    test = statement.test
+    return (
+        isinstance(test, cst.Comparison)
+        and isinstance(test.left, cst.Name)
+        and test.left.value == "__name__"
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Equal)
+        and isinstance(test.comparisons[0].comparator, cst.SimpleString)
+        and test.comparisons[0].comparator.evaluated_value == "__main__"
+    )
+
+
+def is_non_library(settings, path: str, patterns: Sequence[str]) -> bool:
+    rel = settings.relative(path)
+    parts = [part for part in rel.split("/") if part not in ("..", ".")]
+    for pattern in patterns:
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        if "/" in pattern.rstrip("/"):
+            if fnmatch.fnmatchcase(rel, pattern.replace("**/", "*").replace("/**", "/*")):
+                return True
+            if rel.startswith(pattern.rstrip("/*") + "/"):
+                return True
+        elif any(fnmatch.fnmatchcase(part, pattern.rstrip("/")) for part in parts):
+            return True
+    return False

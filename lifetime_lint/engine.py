@@ -103,6 +103,7 @@ class Linter:
         self.rules = settings.enabled_rules(rules if rules is not None else all_rules())
         self.options = {rule.code: settings.options_for(rule) for rule in self.rules}
         self._subscriptions = {rule: _subscriptions(rule) for rule in self.rules}
+        self.last_left_out: dict[str, int] = {}  # of the latest `lint_text`
 
     # -- one file --------------------------------------------------------------------
     def check_file(self, path: str, mode: FixMode = FixMode()) -> FileResult:
@@ -124,6 +125,7 @@ class Linter:
             result.diagnostics.append(error)
             return result
         result.found = list(diagnostics)
+        result.left_out = dict(self.last_left_out)  # as found, like `found`
         if mode.fixing and any(d.fix and mode.allows(d.fix) for d in diagnostics):
             text, diagnostics = self._fix_loop(path, source, diagnostics, mode, result)
             if text != source.text:
@@ -172,6 +174,7 @@ class Linter:
         self, path: str, text: str, newline: str | None = None
     ) -> tuple[list[Diagnostic], Diagnostic | None]:
         """Diagnostics for one source text, or a file-level error diagnostic."""
+        self.last_left_out = {}
         ignored = self.settings.ignored_codes(path)
         rules = [
             rule
@@ -212,6 +215,7 @@ class Linter:
         walk(context.module, dispatcher.on_visit, dispatcher.on_leave)
         for instance in instances:
             instance.finish()
+        self.last_left_out = context.left_out
         if not context.reports:
             return []
         return self._to_diagnostics(context, context.reports)

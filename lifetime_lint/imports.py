@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from lifetime_lint.traversal import subclass_test, walk
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lifetime_lint.scopes import ScopeTable
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
@@ -49,6 +53,7 @@ class ImportMap:
 
     def __init__(self, bindings: Sequence[ImportBinding], module: cst.Module) -> None:
         self.module = module
+        self._scopes: ScopeTable | None = None  # built when a rule or fix first asks
         self.bindings = list(bindings)
         self._by_local: dict[str, list[ImportBinding]] = {}
         for binding in self.bindings:
@@ -91,13 +96,33 @@ class ImportMap:
 
         Module-level imports and imports in an enclosing function are visible; imports in
         classes or sibling functions are not.
+        A name that is shadowed at that point (a parameter or local of the same name, a
+        rebinding anywhere in the scope that owns it) is not visible: code written there
+        with it would mean something else.
         """
         enclosing = {id(node) for node in ancestors if isinstance(node, cst.FunctionDef)}
         for binding in self.locals_for(qualified):
             if binding.scope is None or id(binding.scope) in enclosing:
-                if len(self._by_local.get(binding.local, ())) == 1:
+                if len(self._by_local.get(binding.local, ())) == 1 and self._means_at(
+                    binding.local, qualified, ancestors
+                ):
                     return binding.local
         return None
+
+    @property
+    def scope_table(self) -> ScopeTable:
+        """The module's `scopes.ScopeTable` (Python's scoping rules), built on first use."""
+        from lifetime_lint.scopes import ScopeTable  # scopes builds on this module
+
+        if self._scopes is None:
+            self._scopes = ScopeTable(self.module)
+        return self._scopes
+
+    def _means_at(self, local: str, qualified: str, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Whether `local`, read at this point, can only be `qualified`."""
+        table = self.scope_table
+        values = table.values_of(cst.Name(local), table.scope_at(ancestors))
+        return bool(values) and all(value.qualified == qualified for value in values)
 
     def is_bound_locally(self, name: str) -> bool:
         return name in self._by_local
@@ -151,7 +176,7 @@ class _ImportCollector(cst.CSTVisitor):
             if full is None:
                 continue
             if alias.asname is not None:
-                local = dotted_name(alias.asname.name)  # type: ignore[arg-type]
+                local = dotted_name(alias.asname.name)
                 if local:
                     self.bindings.append(ImportBinding(local, full, node, alias, scope))
             else:
@@ -173,6 +198,6 @@ class _ImportCollector(cst.CSTVisitor):
                 continue
             local = name
             if alias.asname is not None:
-                local = dotted_name(alias.asname.name) or name  # type: ignore[arg-type]
+                local = dotted_name(alias.asname.name) or name
             self.bindings.append(ImportBinding(local, f"{base}.{name}", node, alias, scope))
         return False

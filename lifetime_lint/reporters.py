@@ -51,6 +51,8 @@ class RunSummary:
     show_fixes: bool = False  # list the fixes applied, per file and rule
     fixed_by_path: dict[str, dict[str, int]] = field(default_factory=dict)
     color: bool = False  # ANSI colours, as Ruff's on a terminal (see `--color`)
+    # Findings left out by design, "CODE reason" -> count (shown by --statistics).
+    left_out: dict[str, int] = field(default_factory=dict)
 
 
 def display_path(path: str) -> str:
@@ -133,6 +135,9 @@ def render_statistics(diagnostics: Sequence[Diagnostic], summary: RunSummary) ->
         name = summary.rule_names.get(code, "")
         marker = "[*]" if fixable[code] else "   "
         rows.append(f"{count:>5}\t{code:<6}\t{marker} {name}")
+    for key, count in sorted(summary.left_out.items()):
+        code, _, reason = key.partition(" ")
+        rows.append(f"{count:>5}\t{code:<6}\t    left out: {reason}")
     return rows
 
 

@@ -42,6 +42,9 @@ class FileResult:
     # The findings in the file as it was before any fix (None: same as `diagnostics`).
     # `--statistics` counts these, so check, --fix and --diff agree on the same tree.
     found: list[Diagnostic] | None = None
+    # Findings the rules left out by design ("LL005 non-library path" -> count), for
+    # `--statistics`; not diagnostics.
+    left_out: dict[str, int] = field(default_factory=dict)
 
     @property
     def has_error(self) -> bool:

@@ -79,6 +79,13 @@ class Rule:
         `min-significance` are counted in `FileContext.below_bar`, not reported."""
         self.context.report(self, node, message, fix, statement, significance)
 
+    def leave_out(self, reason: str) -> None:
+        """Count a finding this run does not report by design (outside the configured
+        scope, the platform layer, ...): `--statistics` shows the counts, so nothing is
+        hidden silently."""
+        key = f"{self.code} {reason}"
+        self.context.left_out[key] = self.context.left_out.get(key, 0) + 1
+
     def finish(self) -> None:
         """Called once after the traversal, for rules that analyse whole functions."""
 
@@ -135,6 +142,8 @@ class FileContext:
         self.reports: list[RawReport] = []
         # Findings left out because they are below `min-significance`.
         self.below_bar = 0
+        # Findings left out by design, by "CODE reason" (see `Rule.leave_out`).
+        self.left_out: dict[str, int] = {}
         # Facts about this file that a rule or fix helper computes once and reuses, keyed
         # by a name of the helper's choosing (e.g. "fixes.taken_names").
         self.memo: dict[str, Any] = {}

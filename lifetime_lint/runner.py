@@ -105,7 +105,7 @@ class Checker:
             result = self.linter.check_source(source, self.mode, result)
         except Exception as error:  # a bug in a rule must not abort a run over 4,000 files
             return FileResult(path, [internal_error(path, error)])
-        if self.cache is not None:
+        if self.cache is not None and not result.left_out:  # the cache keeps no counts
             self._store(path, key, source, result)
         return result
 

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
 
-from lifetime_lint.devices import CUDA_MODULE, cuda_function, in_multi_backend_dispatch
+from lifetime_lint.devices import (
+    CUDA_MODULE,
+    GUARD_NOTE,
+    Portability,
+    cuda_guard,
+    describe_ladder,
+    resolve_cuda_call,
+    under_cuda_availability_test,
+)
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import (
     Target,
@@ -58,6 +67,29 @@ NO_EQUIVALENT_ADVICE: dict[str, str] = {
     "manual_seed": "`torch.manual_seed` seeds every device",
     "manual_seed_all": "`torch.manual_seed` seeds every device",
 }
+
+# What each call does wrong away from CUDA (what the message says).
+_STATISTICS = "reads the CUDA allocator's statistics only (0 on other accelerators)"
+CUDA_ONLY_EFFECT: dict[str, str] = {
+    "synchronize": "waits for CUDA streams only (and raises where CUDA is missing)",
+    "device_count": "counts CUDA devices only (0 on other accelerators)",
+    "current_device": "returns the CUDA device index (and raises where CUDA is missing)",
+    "set_device": "selects a CUDA device (and raises where CUDA is missing)",
+    "device": "selects a CUDA device (and raises where CUDA is missing)",
+    "memory_allocated": _STATISTICS,
+    "max_memory_allocated": _STATISTICS,
+    "memory_reserved": _STATISTICS,
+    "max_memory_reserved": _STATISTICS,
+    "memory_stats": _STATISTICS,
+    "reset_peak_memory_stats": "resets the CUDA allocator's statistics only",
+    "mem_get_info": "queries CUDA memory only (and raises where CUDA is missing)",
+    "manual_seed": "seeds the CUDA generators only",
+    "manual_seed_all": "seeds the CUDA generators only",
+}
+
+SEEDING = frozenset({"manual_seed", "manual_seed_all"})
+_TORCH_SEED = re.compile(r"(?<![\w.])torch\.manual_seed\(")
+LEFT_OUT_REDUNDANT_SEED = "seeding beside torch.manual_seed"
 
 DEFAULT_BANNED = (
     "synchronize", "device_count", "current_device", "set_device", "device",
@@ -205,17 +237,47 @@ class HardCodedCudaCall(Rule):
         allowed = set(options["allowed-calls"]) | {"empty_cache"}
         self.banned = (set(options["banned-calls"]) | set(options["extend-banned-calls"])) - allowed
         self.replacements: dict[str, str] = dict(options["replacements"])
+        self.portability = Portability.of(context)
 
     def visit_Call(self, node: cst.Call) -> None:
-        function = cuda_function(self.context, node)
-        if function is None or function not in self.banned:
-            return
         ancestors = self.context.ancestors
-        if in_multi_backend_dispatch(self.context, ancestors):
+        call = resolve_cuda_call(self.context, node, ancestors, self.banned)
+        if call is None:
+            return
+        left_out = self.portability.leaves_out(self.context, ancestors)
+        if left_out is not None:
+            if left_out:  # "" is a multi-backend dispatch: not a finding at all
+                self.leave_out(left_out)
+            return
+        function = call.function
+        if function in SEEDING and not self.portability.strict and self._seeds_torch(ancestors):
+            self.leave_out(LEFT_OUT_REDUNDANT_SEED)
             return
         written = self.context.source_of(node.func)
+        effect = CUDA_ONLY_EFFECT.get(function, "works on CUDA only")
+        if not call.certain:
+            ladder = describe_ladder(self.context, call)
+            self.report(
+                node,
+                f"`{written}()` is `torch.cuda.{function}` {ladder}: there it {effect}; "
+                "route it through the project's platform layer or `torch.accelerator` (no "
+                "fix: the ladder is the project's choice)",
+            )
+            return
         fix, advice = self._fix(node, function, ancestors)
-        self.report(node, f"`{written}()` is CUDA-only; {advice}", fix)
+        if "torch.accelerator.is_available()" not in advice and under_cuda_availability_test(
+            self.context, ancestors
+        ):
+            advice += GUARD_NOTE
+        self.report(node, f"`{written}()` is CUDA-only: it {effect}; {advice}", fix)
+
+    def _seeds_torch(self, ancestors) -> bool:
+        """Whether the enclosing function also calls `torch.manual_seed`, which seeds every
+        device: the CUDA-only seeding beside it is redundant, not wrong, elsewhere."""
+        function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
+        if function is None:
+            return False
+        return _TORCH_SEED.search(self.context.code_for(function.body)) is not None
 
     def _fix(self, node: cst.Call, function: str, ancestors) -> tuple[Fix | None, str]:
         if function in self.replacements:
@@ -236,7 +298,18 @@ class HardCodedCudaCall(Rule):
         torch_name, imports = module_reference(self.context, "torch", ancestors)
         reference = f"{torch_name}.accelerator.{equivalent.name}"
         applicability = Applicability.SAFE if equivalent.safe else Applicability.UNSAFE
-        return self._rewrite(node, reference, imports, applicability), f"use `{replacement}()`"
+        guard = cuda_guard(self.context, node, ancestors)
+        if guard is not None:
+            # `if torch.cuda.is_available(): torch.cuda.synchronize()` would still skip
+            # other accelerators: the guard becomes `torch.accelerator.is_available()`.
+            test = guard.test
+            assert isinstance(test, cst.Call)
+            span = self.context.span(test.func)
+            imports += (Edit(*span, f"{torch_name}.accelerator.is_available"),)
+            advice = f"use `{replacement}()` under `torch.accelerator.is_available()`"
+        else:
+            advice = f"use `{replacement}()`, which does the same on the active accelerator"
+        return self._rewrite(node, reference, imports, applicability), advice
 
     def _rewrite(
         self,

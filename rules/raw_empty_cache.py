@@ -4,18 +4,32 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lifetime_lint.devices import CUDA_MODULE, cuda_function, in_multi_backend_dispatch
+from lifetime_lint.devices import (
+    CUDA_MODULE,
+    GUARD_NOTE,
+    Portability,
+    cuda_guard,
+    describe_ladder,
+    resolve_cuda_call,
+    under_cuda_availability_test,
+)
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, import_bindings_under, reference_to, target_problem
 from lifetime_lint.rule import Option, Rule
+
+DEFAULT_RECLAIM = "lifetime_lint.runtime.reclaim"
+WHY = "it empties only CUDA's caching allocator, and does nothing on XPU, NPU, MPS or HPU"
 
 
 class RawEmptyCache(Rule):
     """
     ## What it does
-    Flags calls that resolve to `torch.cuda.empty_cache()`, whatever the import form
-    (`import torch as t`, `from torch import cuda`, `from torch.cuda import empty_cache as
-    free`, imports inside functions).
+    Flags calls that run `torch.cuda.empty_cache()`, whatever the import form (`import torch
+    as t`, `from torch import cuda`, `from torch.cuda import empty_cache as free`, `from
+    torch.cuda import *`, imports inside functions, `free = torch.cuda.empty_cache`).
+    Names are resolved with Python's scoping: a parameter, local, loop target or class
+    attribute named `torch` (or `cuda`, or `empty_cache`) is not the module, and a name
+    that is rebound to something the linter cannot follow is not reported.
 
     ## Why is this bad?
     `empty_cache()` returns the caching allocator's unused blocks to the device; it frees no
@@ -24,11 +38,19 @@ class RawEmptyCache(Rule):
     vllm-omni) ban it in pre-commit for that reason. A platform-neutral reclaim does the
     right thing on every backend and nothing on CPU.
 
-    Not flagged: a reference that is not called (`{"cuda": torch.cuda.empty_cache}`), and a
-    call inside a branch of a multi-backend dispatch (an `if`/`elif` chain, conditional
-    expression or `match` that also tests or handles mps, npu, xpu, hpu, ...), which is the
-    platform abstraction itself. A lone `if torch.cuda.is_available():` guard is still
-    CUDA-only code and is flagged.
+    A name bound by a backend ladder (`try: from torch_npu.npu import empty_cache` /
+    `except ImportError: from torch.cuda import empty_cache`, or an `if is_npu(): ... else:`
+    assignment) is still `torch.cuda.empty_cache` on every backend the ladder does not
+    name: the call is reported, with the ladder's line, and not fixed.
+
+    Not flagged by default (see Options): a reference that is not called (`{"cuda":
+    torch.cuda.empty_cache}`); a call inside a branch of a multi-backend dispatch (an
+    `if`/`elif` chain, conditional expression or `match` that also tests or handles mps,
+    npu, xpu, hpu, ...); the project's own platform layer (a `platforms/` package, a
+    `CudaPlatform`-style class); code already bound to CUDA (`device="cuda"`, `.cuda()`,
+    `autocast("cuda")`, CUDA graphs, a CUDA-only kernel module, a test skipped without
+    CUDA); tests, examples, benchmarks, scripts and notebooks. `--statistics` counts what
+    was left out and why.
 
     ## Example
     ```python
@@ -37,6 +59,8 @@ class RawEmptyCache(Rule):
     def decode(self, latents):
         video = self.vae.decode(latents).sample
         torch.cuda.empty_cache()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
         return video
     ```
 
@@ -48,56 +72,99 @@ class RawEmptyCache(Rule):
     def decode(self, latents):
         video = self.vae.decode(latents).sample
         reclaim()
+        reclaim()
         return video
     ```
 
     ## Fix safety
     Safe: on CUDA (and ROCm) `reclaim()` calls `torch.cuda.empty_cache()`; elsewhere it
     calls the active backend's own `empty_cache`, and on a machine without an accelerator it
-    does nothing (where `torch.cuda.empty_cache()` did nothing either). The import is added
-    once, merged into an existing `from ... import`; an import the fix leaves unused
-    (`from torch.cuda import empty_cache`) is removed.
+    does nothing (where `torch.cuda.empty_cache()` did nothing either). A call that is the
+    whole body of an `if torch.cuda.is_available():` guard (no `else`, no comment) is
+    rewritten with its guard, since keeping the guard would still skip other accelerators.
+    The import is added once, merged into an existing `from ... import`; an import the fix
+    leaves unused (`from torch.cuda import empty_cache`) is removed. No fix where the name
+    comes from a backend ladder.
 
     ## Options
     `reclaim-call` names the callable to rewrite to: `"package.module:object.method"`
     imports `object` from `package.module` and calls `object.method()`, e.g.
     `reclaim-call = "vllm_omni.platforms:current_omni_platform.empty_cache"`; a plain dotted
     path (`"lifetime_lint.runtime.reclaim"`, the default) imports its last component.
+
+    What is checked is set by the top-level `portability` and `non-library` settings
+    (shared with LL005; see the README): `portability = "strict"` also reports CUDA-bound
+    code and non-library paths.
     """
 
     code = "LL004"
     name = "raw-empty-cache"
     summary = "`torch.cuda.empty_cache()` is CUDA-only; use a platform-neutral reclaim"
     triggers = ("empty_cache",)
-    fix_availability = "always"
+    fix_availability = "sometimes"
     options = (
         Option(
             "reclaim-call",
             str,
-            "lifetime_lint.runtime.reclaim",
+            DEFAULT_RECLAIM,
             "the callable that replaces `torch.cuda.empty_cache`",
             validate=target_problem,
         ),
     )
 
+    def __init__(self, context, options) -> None:
+        super().__init__(context, options)
+        self.portability = Portability.of(context)
+        self._default_target = options["reclaim-call"] == DEFAULT_RECLAIM
+
     def visit_Call(self, node: cst.Call) -> None:
-        if cuda_function(self.context, node) != "empty_cache":
-            return
         ancestors = self.context.ancestors
-        if in_multi_backend_dispatch(self.context, ancestors):
+        call = resolve_cuda_call(self.context, node, ancestors, ("empty_cache",))
+        if call is None:
+            return
+        left_out = self.portability.leaves_out(self.context, ancestors)
+        if left_out is not None:
+            if left_out:  # "" is a multi-backend dispatch: not a finding at all
+                self.leave_out(left_out)
+            return
+        written = self.context.source_of(node.func)
+        if not call.certain:
+            ladder = describe_ladder(self.context, call)
+            self.report(
+                node,
+                f"`{written}()` is `torch.cuda.empty_cache` {ladder}: there it empties "
+                "only CUDA's caching allocator, so the other accelerators keep their cache "
+                "reserved; route it through the project's platform layer or a "
+                "platform-neutral reclaim (no fix: the ladder is the project's choice)",
+            )
             return
         target = Target.parse(self.settings["reclaim-call"])
         reference, import_edits = reference_to(self.context, target, ancestors)
-        start, end = self.context.span(node.func)
+        # The guard goes with the call only for the default reclaim, which is known to do
+        # nothing without an accelerator; a configured helper keeps the guard.
+        guard = cuda_guard(self.context, node, ancestors) if self._default_target else None
+        replaced = guard if guard is not None else node.func
+        start, end = self.context.span(replaced)
+        content = f"{reference}()" if guard is not None else reference
         fix = Fix(
-            message=f"Replace with `{reference}()`",
-            edits=(Edit(start, end, reference),) + import_edits,
+            message=f"Replace {'the guarded call ' if guard is not None else ''}with "
+            f"`{reference}()`",
+            edits=(Edit(start, end, content),) + import_edits,
             applicability=Applicability.SAFE,
             orphan_import_candidates=import_bindings_under(self.context, node.func, CUDA_MODULE),
         )
-        written = self.context.source_of(node.func)
-        self.report(
-            node,
-            f"`{written}()` is CUDA-only; use the platform-neutral `{reference}()`",
-            fix,
-        )
+        if guard is not None:
+            message = (
+                f"`{written}()` under a CUDA-only guard runs only on CUDA: other "
+                f"accelerators keep their cache reserved; `{reference}()` (replacing the "
+                "guard and the call) empties the active accelerator's cache and does "
+                "nothing without one"
+            )
+        else:
+            message = (
+                f"`{written}()` is CUDA-only: {WHY}; `{reference}()` empties the active "
+                "accelerator's cache and does nothing without one"
+            )
+            if under_cuda_availability_test(self.context, ancestors):
+                message += GUARD_NOTE
+        self.report(node, message, fix)

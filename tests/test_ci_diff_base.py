@@ -62,8 +62,9 @@ def test_old_findings_pass_new_ones_fail(repo):
     result = run("--diff-base", "main", "pipe")
     assert result.exit_code == 1
     assert result.stdout.splitlines()[0] == (
-        "pipe/decode.py:8:5: LL005 [*] `torch.cuda.synchronize()` is CUDA-only; "
-        "use `torch.accelerator.synchronize()`"
+        "pipe/decode.py:8:5: LL005 [*] `torch.cuda.synchronize()` is CUDA-only: it waits "
+        "for CUDA streams only (and raises where CUDA is missing); use "
+        "`torch.accelerator.synchronize()`, which does the same on the active accelerator"
     )
     assert "LL004" not in result.stdout  # old, only moved down a line
     assert "Found 1 error." in result.stdout

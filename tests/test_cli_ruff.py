@@ -153,7 +153,10 @@ def test_git_ignored_files_are_skipped_by_default(ignoring_repo):
 def nested(tmp_path):
     """outer/ ignores LL005 everywhere; outer/proj/ is its own project, ignoring LL004 in tests."""
     outer = tmp_path / "outer"
-    write(outer / "pyproject.toml", '[tool.lifetime-lint]\nignore = ["LL005"]\n')
+    write(
+        outer / "pyproject.toml",
+        '[tool.lifetime-lint]\nignore = ["LL005"]\nportability = "strict"\n',
+    )
     write(outer / "top.py", FINDINGS)
     write(outer / "proj" / "pyproject.toml", textwrap.dedent("""\
         [project]
@@ -162,6 +165,7 @@ def nested(tmp_path):
 
         [tool.lifetime-lint]
         select = ["LL004", "LL005"]
+        portability = "strict"  # report tests/ too (left out by default)
 
         [tool.lifetime-lint.per-file-ignores]
         "tests/*" = ["LL004"]
@@ -191,13 +195,14 @@ def test_nested_project_config_applies_when_linted_from_outside(nested):
     assert 'per-file-ignores = {"tests/*": ["LL004"]}' in settings
 
     # --config: one config for every file; --isolated: none.
-    write(nested / "only4.toml", 'select = ["LL004"]\n')
+    write(nested / "only4.toml", 'select = ["LL004"]\nportability = "strict"\n')
     result = lint(nested, "--config", "only4.toml", "--statistics", "outer")
     assert result.stdout == "    3\tLL004 \t[*] raw-empty-cache\n"
     result = lint(nested, "--isolated", "--statistics", "outer")
-    assert (
-        result.stdout
-        == "    3\tLL004 \t[*] raw-empty-cache\n    3\tLL005 \t[*] hard-coded-cuda-call\n"
+    assert result.stdout == (  # the default scope leaves tests/ out, and says so
+        "    2\tLL004 \t[*] raw-empty-cache\n    2\tLL005 \t[*] hard-coded-cuda-call\n"
+        "    1\tLL004 \t    left out: non-library path\n"
+        "    1\tLL005 \t    left out: non-library path\n"
     )
 
 

@@ -49,6 +49,7 @@ def test_per_file_ignores_and_excludes(repo):
         repo,
         """
         extend-exclude = ["generated"]
+        portability = "strict"  # report tests/ too (left out by default)
         [per-file-ignores]
         "tests/*" = ["LL005"]
         "src/pipe.py" = ["LL00"]

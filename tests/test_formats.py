@@ -119,7 +119,9 @@ def test_github_annotations(project):
     assert lines[0] == (
         "::error title=lifetime-lint (LL004),file=pipelines/video/decode.py,line=6,col=5,"
         "endLine=6,endColumn=29::pipelines/video/decode.py:6:5: LL004 "
-        "`torch.cuda.empty_cache()` is CUDA-only; use the platform-neutral `reclaim()`"
+        "`torch.cuda.empty_cache()` is CUDA-only: it empties only CUDA's caching allocator, "
+        "and does nothing on XPU, NPU, MPS or HPU; `reclaim()` empties the active "
+        "accelerator's cache and does nothing without one"
     )
     assert lines[1].startswith(
         "::error title=lifetime-lint (LL005),file=pipelines/video/decode.py,line=7,"
@@ -145,7 +147,7 @@ def test_full_shows_source_with_the_span_underlined(project):
     assert result.exit_code == 1
     expected = textwrap.dedent(
         """\
-        pipelines/video/decode.py:6:5: LL004 [*] `torch.cuda.empty_cache()` is CUDA-only; use the platform-neutral `reclaim()`
+        pipelines/video/decode.py:6:5: LL004 [*] `torch.cuda.empty_cache()` is CUDA-only: it empties only CUDA's caching allocator, and does nothing on XPU, NPU, MPS or HPU; `reclaim()` empties the active accelerator's cache and does nothing without one
           |
         5 |     video = vae.decode(latents).sample
         6 |     torch.cuda.empty_cache()

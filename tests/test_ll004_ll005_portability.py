@@ -1,0 +1,169 @@
+"""LL004/LL005 portability: guarded-call fixes run the same on CPU, and the scope setting
+leaves tests/examples/scripts out by default while `--statistics` counts what it left out."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Recorder:
+    """A pipe / VAE stand-in: records the calls, decodes to real CPU tensors."""
+
+    def __init__(self) -> None:
+        self.calls: list[object] = []
+        self.text_encoder = self
+
+    def to(self, device):
+        self.calls.append(("to", device))
+        return self
+
+    def decode(self, tile):
+        return SimpleNamespace(sample=tile * 2)
+
+
+@pytest.mark.parametrize("version", ["py", "fixed.py"])
+def test_ll004_guarded_fix_runs_like_the_original(version: str) -> None:
+    module = _load(FIXTURES / "LL004" / f"fix_guarded_call.{version}", f"ll004_guard_{version}")
+    pipe = _Recorder()
+    assert module.offload_text_encoder(pipe) is None
+    assert pipe.calls == [("to", "cpu")]
+    tiles = [torch.arange(4.0), torch.ones(2)]
+    frames = module.decode_tiles(_Recorder(), tiles)
+    assert [f.tolist() for f in frames] == [[0.0, 2.0, 4.0, 6.0], [2.0, 2.0]]
+
+
+def test_ll005_guarded_fix_runs_like_the_original() -> None:
+    original = _load(FIXTURES / "LL005" / "fix_guarded_call.py", "ll005_guard")
+    fixed = _load(FIXTURES / "LL005" / "fix_guarded_call.fixed.py", "ll005_guard_fixed")
+    step = lambda: torch.arange(3).sum().item()  # noqa: E731
+    # On CPU both skip the synchronisation and return the step's value.
+    assert original.timed(step)[0] == fixed.timed(step)[0] == 3
+
+
+def test_guard_fix_text() -> None:
+    fixed = (FIXTURES / "LL004" / "fix_guarded_call.fixed.py").read_text()
+    assert "is_available" not in fixed  # the guard went with the call
+    fixed5 = (FIXTURES / "LL005" / "fix_guarded_call.fixed.py").read_text()
+    assert "torch.cuda" not in fixed5 and fixed5.count("torch.accelerator.is_available()") == 2
+
+
+LIBRARY = """\
+import torch
+
+
+def offload(pipe):
+    pipe.to("cpu")
+    torch.cuda.empty_cache()
+    torch.cuda.synchronize()
+"""
+
+
+def _project(root: Path, config: str = "") -> None:
+    (root / "pyproject.toml").write_text("[tool.lifetime-lint]\n" + config)
+    for relative in (
+        "pkg/pipeline.py",
+        "tests/test_pipeline.py",
+        "examples/run.py",
+        "benchmarks/bench.py",
+        "scripts/convert.py",
+        "pkg/conftest.py",
+    ):
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(LIBRARY)
+
+
+def _check(root: Path, *flags: str) -> tuple[list[dict], str]:
+    """The findings (JSON) and the `--statistics` table of one tree."""
+    base = [sys.executable, "-m", "lifetime_lint", "check", "--no-cache", "--exit-zero",
+            "--select", "LL004,LL005", *flags, "."]  # fmt: skip
+    found = subprocess.run(
+        base + ["--format", "json"], capture_output=True, text=True, timeout=300, cwd=root
+    )
+    assert found.returncode == 0, found.stderr
+    counted = subprocess.run(
+        base + ["--statistics"], capture_output=True, text=True, timeout=300, cwd=root
+    )
+    assert counted.returncode == 0, counted.stderr
+    return json.loads(found.stdout), counted.stdout + counted.stderr
+
+
+def test_default_scope_is_library_code_and_statistics_count_the_rest(tmp_path: Path) -> None:
+    _project(tmp_path)
+    findings, statistics = _check(tmp_path)
+    assert sorted({Path(f["filename"]).as_posix().split("/")[-2] for f in findings}) == ["pkg"]
+    assert {f["filename"].rsplit("/", 1)[-1] for f in findings} == {"pipeline.py"}
+    assert len(findings) == 2
+    # 5 files x 1 call per rule were left out, and the statistics say so.
+    assert "    5\tLL004 \t    left out: non-library path" in statistics
+    assert "    5\tLL005 \t    left out: non-library path" in statistics
+
+
+def test_strict_portability_reports_everything(tmp_path: Path) -> None:
+    _project(tmp_path, 'portability = "strict"\n')
+    findings, statistics = _check(tmp_path)
+    assert len(findings) == 12
+    assert "left out" not in statistics
+
+
+def test_non_library_globs_are_the_users(tmp_path: Path) -> None:
+    _project(tmp_path, 'non-library = ["examples"]\nextend-non-library = ["scripts/*"]\n')
+    findings, statistics = _check(tmp_path)
+    reported = {Path(f["filename"]).parent.name for f in findings}
+    assert reported == {"pkg", "tests", "benchmarks"}
+    assert "    2\tLL004 \t    left out: non-library path" in statistics
+
+
+def test_bad_portability_value_is_a_config_error(tmp_path: Path) -> None:
+    _project(tmp_path, 'portability = "lenient"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "lifetime_lint", "check", "--no-cache", "."],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "portability" in done.stderr and "strict" in done.stderr
+
+
+def test_platform_layer_and_cuda_bound_code_are_counted(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    platforms = tmp_path / "pkg" / "platforms"
+    platforms.mkdir(parents=True)
+    (platforms / "cuda.py").write_text(LIBRARY)
+    (tmp_path / "pkg" / "bench_kernels.py").write_text(
+        textwrap.dedent(
+            """\
+            import torch
+
+
+            def run(kernel, x):
+                x = x.cuda()
+                torch.cuda.synchronize()
+                return kernel(x)
+            """
+        )
+    )
+    findings, statistics = _check(tmp_path)
+    assert findings == []
+    assert "    1\tLL004 \t    left out: platform layer" in statistics
+    assert "    1\tLL005 \t    left out: platform layer" in statistics
+    assert "    1\tLL005 \t    left out: CUDA-bound code" in statistics
