@@ -35,7 +35,6 @@ from lifetime_lint.config import (
 from lifetime_lint.diagnostics import Diagnostic
 from lifetime_lint.file_errors import file_error, read_error
 from lifetime_lint.files import discover
-from lifetime_lint.fixes import configured_runtime_module, fix_report
 from lifetime_lint.gitdiff import ChangedLines, GitDiffError, changed_lines
 from lifetime_lint.reporters import (
     MACHINE_FORMATS,
@@ -48,7 +47,12 @@ from lifetime_lint.reporters import (
 )
 from lifetime_lint.results import IO_ERROR, FileResult, FixMode
 from lifetime_lint.runner import Progress, default_jobs, run_files
-from lifetime_lint.vendor import VendorError, runtime_module_warning
+from lifetime_lint.vendor import (
+    VendorError,
+    configured_runtime_module,
+    fix_report,
+    runtime_module_warning,
+)
 from lifetime_lint.vendor import write as write_vendored_runtime
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2

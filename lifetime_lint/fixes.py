@@ -25,10 +25,10 @@ from lifetime_lint.imports import dotted_name
 from lifetime_lint.project import LOCAL_FOLDER, ImportStyle, project_for
 from lifetime_lint.rule import FileContext, Rule
 from lifetime_lint.traversal import visit
+from lifetime_lint.vendor import RUNTIME_PACKAGE, UNDECLARED, configured_runtime_module
 
 if TYPE_CHECKING:  # pragma: no cover
     from lifetime_lint.config import Settings
-    from lifetime_lint.results import FileResult
 
 
 @dataclass(frozen=True)
@@ -77,16 +77,7 @@ def target_problem(spec: str) -> str | None:
 
 # -- where helpers come from -------------------------------------------------------------
 
-RUNTIME_PACKAGE = "lifetime_lint.runtime"
-RUNTIME_MODULE_SETTING = "runtime-module"  # [tool.lifetime-lint] runtime-module = "pkg.mod"
 _UNDECLARED_RUNTIME_EDITS = "fixes.undeclared_runtime_edits"
-_UNDECLARED = "which this project does not declare as a dependency"  # in the fix's message
-
-
-def configured_runtime_module(settings: Settings) -> str | None:
-    """The project's own copy of the runtime (`runtime-module`), if it configures one."""
-    module = settings.extra.get(RUNTIME_MODULE_SETTING)
-    return module or None
 
 
 def is_runtime_package(module: str) -> bool:
@@ -175,7 +166,7 @@ def review_fix(context: FileContext, rule: Rule, message: str, fix: Fix) -> tupl
     ]
     own_helper = f", or point `{options[0]}` at the project's own helper" if options else ""
     reason = (
-        f"unsafe: it imports `{RUNTIME_PACKAGE}`, {_UNDECLARED}; vendor the helpers with `lifetime-lint vendor-runtime "
+        f"unsafe: it imports `{RUNTIME_PACKAGE}`, {UNDECLARED}; vendor the helpers with `lifetime-lint vendor-runtime "
         "PATH/_lifetime_runtime.py` and set `runtime-module` under [tool.lifetime-lint]"
         f"{own_helper}"
     )
@@ -214,6 +205,8 @@ def _usable_binding(
             continue
         if binding.scope is innermost and context.span(binding.statement)[1] > use:
             continue
+        if not imports.means_at(binding.local, qualified, ancestors):
+            continue  # shadowed at the use (a parameter, a local, a rebinding)
         return binding.local
     return None
 
@@ -577,37 +570,6 @@ def added_imports(before: str, after: str) -> list[str]:
         else:
             new.append(line)
     return new
-
-
-def fix_report(results: Sequence[FileResult], unsafe: bool) -> list[str]:
-    """What `--fix` (or `--diff`) added and what it left, for the closing summary: the
-    imports each file gained, whether they need lifetime-lint installed, and the files with
-    fixes not applied and why."""
-    lines: list[str] = []
-    needs_package = False
-    for result in results:
-        if result.added_imports:
-            lines.append(f"{result.path}: added `" + "`, `".join(result.added_imports) + "`")
-            needs_package = needs_package or any(
-                statement.startswith(f"from {RUNTIME_PACKAGE}")
-                for statement in result.added_imports
-            )
-    if needs_package:
-        lines.append(f"The fixed files import `{RUNTIME_PACKAGE}`: lifetime-lint must be "
-                     "installed wherever they run (or vendor it: `lifetime-lint vendor-runtime`).")  # fmt: skip
-    for result in results:
-        left = [
-            d for d in result.diagnostics if d.fix is not None and not (d.fix.is_safe or unsafe)
-        ]
-        if not left:
-            continue
-        undeclared = sum(1 for d in left if d.fix is not None and _UNDECLARED in d.fix.message)
-        why = "unsafe, need --unsafe-fixes"
-        if undeclared:
-            why += f"; {undeclared} because they would import {RUNTIME_PACKAGE}, which the project does not depend on"
-        noun = "fix" if len(left) == 1 else "fixes"
-        lines.append(f"{result.path}: {len(left)} {noun} not applied ({why})")
-    return lines
 
 
 # -- applying ---------------------------------------------------------------------------

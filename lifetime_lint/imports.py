@@ -118,6 +118,10 @@ class ImportMap:
             self._scopes = ScopeTable(self.module)
         return self._scopes
 
+    def means_at(self, local: str, qualified: str, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Whether `local`, read at this point, can only be `qualified` (not shadowed)."""
+        return self._means_at(local, qualified, ancestors)
+
     def _means_at(self, local: str, qualified: str, ancestors: Sequence[cst.CSTNode]) -> bool:
         """Whether `local`, read at this point, can only be `qualified`."""
         table = self.scope_table

@@ -19,6 +19,7 @@ when the program runs; the linter itself still never needs it.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import fnmatch
 import json
 import os
@@ -213,6 +214,11 @@ class FindingIndex:
         linter = self._linters.get(config)
         if linter is None:
             settings = load_settings(config, all_rules()) if config else Settings()
+            # The run, not the static significance bar, decides what a finding is worth:
+            # profile every finding, down to the lowest level.
+            from lifetime_lint.analysis.significance import SETTING
+
+            settings = dataclasses.replace(settings, extra={**settings.extra, SETTING: "low"})
             linter = self._linters[config] = Linter(settings)
         return linter
 

@@ -19,12 +19,17 @@ import hashlib
 import importlib.util
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lifetime_lint import __version__
+from lifetime_lint.results import FileResult
 
 RUNTIME_PACKAGE = "lifetime_lint.runtime"
+# In the message of a fix made unsafe because the project does not depend on lifetime-lint.
+UNDECLARED = "which this project does not declare as a dependency"
 STAMP = re.compile(r"^# lifetime-lint-runtime: version=(\S+) sha256=([0-9a-f]{64})$", re.M)
 _HEADER = """\
 # Vendored lifetime-lint runtime: the helpers that lifetime-lint's fixes call, in one file.
@@ -37,6 +42,14 @@ _HEADER = """\
 # mypy: ignore-errors
 # lifetime-lint-runtime: version={version} sha256={digest}
 """
+
+RUNTIME_MODULE_SETTING = "runtime-module"  # [tool.lifetime-lint] runtime-module = "pkg.mod"
+
+
+def configured_runtime_module(settings: Any) -> str | None:
+    """The project's own copy of the runtime (`runtime-module`), if it configures one."""
+    module = settings.extra.get(RUNTIME_MODULE_SETTING)
+    return module or None
 
 
 class VendorError(Exception):
@@ -230,3 +243,34 @@ def _top_level_names(node: ast.stmt) -> list[str]:
             if isinstance(sub, ast.Name):
                 names.append(sub.id)
     return names
+
+
+def fix_report(results: Sequence[FileResult], unsafe: bool) -> list[str]:
+    """What `--fix` (or `--diff`) added and what it left, for the closing summary: the
+    imports each file gained, whether they need lifetime-lint installed, and the files with
+    fixes not applied and why."""
+    lines: list[str] = []
+    needs_package = False
+    for result in results:
+        if result.added_imports:
+            lines.append(f"{result.path}: added `" + "`, `".join(result.added_imports) + "`")
+            needs_package = needs_package or any(
+                statement.startswith(f"from {RUNTIME_PACKAGE}")
+                for statement in result.added_imports
+            )
+    if needs_package:
+        lines.append(f"The fixed files import `{RUNTIME_PACKAGE}`: lifetime-lint must be "
+                     "installed wherever they run (or vendor it: `lifetime-lint vendor-runtime`).")  # fmt: skip
+    for result in results:
+        left = [
+            d for d in result.diagnostics if d.fix is not None and not (d.fix.is_safe or unsafe)
+        ]
+        if not left:
+            continue
+        undeclared = sum(1 for d in left if d.fix is not None and UNDECLARED in d.fix.message)
+        why = "unsafe, need --unsafe-fixes"
+        if undeclared:
+            why += f"; {undeclared} because they would import {RUNTIME_PACKAGE}, which the project does not depend on"
+        noun = "fix" if len(left) == 1 else "fixes"
+        lines.append(f"{result.path}: {len(left)} {noun} not applied ({why})")
+    return lines

@@ -88,7 +88,7 @@ CASES: dict[str, str] = {
         import torch
 
 
-        def decode(z):
+        def decode(z: torch.Tensor):
             frames = []
             for k in range(z.shape[1]):
                 frames.append(z[:, k : k + 1] * 2 + 1)
@@ -102,7 +102,7 @@ CASES: dict[str, str] = {
         import torch
 
 
-        def decode(z):
+        def decode(z: torch.Tensor):
             frames = []
             for k in range(z.shape[1]):
                 if k == 1:
@@ -120,7 +120,7 @@ CASES: dict[str, str] = {
         import torch
 
 
-        def batches(z):
+        def batches(z: torch.Tensor):
             for start in range(0, z.shape[0], 2):
                 parts = []
                 for k in range(z.shape[1]):
@@ -137,7 +137,7 @@ CASES: dict[str, str] = {
         import torch
 
 
-        async def decode(z):
+        async def decode(z: torch.Tensor):
             frames = []
             for k in range(z.shape[1]):
                 await asyncio.sleep(0)
@@ -152,7 +152,7 @@ CASES: dict[str, str] = {
         import torch
 
 
-        def decode(z):
+        def decode(z: torch.Tensor):
             frames = []
             try:
                 for k in range(z.shape[1]):
@@ -170,7 +170,7 @@ CASES: dict[str, str] = {
 
 
         @torch.compile(fullgraph=True, backend="eager")
-        def decode(z):
+        def decode(z: torch.Tensor):
             frames = []
             for k in range(z.shape[1]):
                 frames.append(z[:, k : k + 1] * 2)
@@ -184,7 +184,7 @@ CASES: dict[str, str] = {
         import torch
 
 
-        def decode(z):
+        def decode(z: torch.Tensor):
             frames = []
             for k in range(z.shape[1]):
                 frames.append(z[:, k : k + 1] * 2)
@@ -233,6 +233,8 @@ NOT_FIXED: dict[str, str] = {
 def _write(folder: Path) -> dict[str, Path]:
     (folder / "pyproject.toml").write_text(
         '[project]\nname = "cases"\nversion = "0"\ndependencies = ["torch", "lifetime-lint"]\n'
+        # Small programs: every finding, whatever its significance, so every fix is run.
+        '\n[tool.lifetime-lint]\nmin-significance = "low"\nportability = "strict"\n'
     )
     paths = {}
     for name, source in CASES.items():
