@@ -109,19 +109,19 @@ def _exports(module_file: Path) -> set[str]:
     return set()
 
 
-def fixable_files(name: str, select: str) -> list[str]:
+def fixable_files(name: str, select: str, jobs: int) -> list[str]:
     """The files of a repository that have a fix (unsafe included), from one read-only lint
     of the corpus: the modes then fix only those (files without a fix are never written)."""
     code, package, _ = REPOSITORIES[name]
     result = subprocess.run([sys.executable, "-m", "lifetime_lint", "check", "--no-cache",
-                             "--exit-zero", "--unsafe-fixes", "--format", "json", "--select",
-                             select, "."], cwd=CORPUS / code, capture_output=True, text=True)  # fmt: skip
+                             "--exit-zero", "--unsafe-fixes", "--format", "json", "--jobs",
+                             str(jobs), "--select", select, "."], cwd=CORPUS / code, capture_output=True, text=True)  # fmt: skip
     found = {item["filename"] for item in json.loads(result.stdout or "[]") if item.get("fix")}
     return sorted(f"{package}/{os.path.relpath(f, CORPUS / code)}" for f in found)
 
 
 def _run_mode(
-    name: str, mode: str, sdists: Path, work: Path, files: list[str], select: str
+    name: str, mode: str, sdists: Path, work: Path, files: list[str], select: str, jobs: int
 ) -> dict[str, Any]:
     code, package, sdist = REPOSITORIES[name]
     vendored, flags = MODES[mode]
@@ -143,7 +143,7 @@ def _run_mode(
     pristine = work / f"{name}-{mode}-before"
     shutil.copytree(folder, pristine)
     lint = subprocess.run([sys.executable, "-m", "lifetime_lint", "check", "--no-cache",
-                           "--exit-zero", "--jobs", "2", "--select", select, *flags, *files],
+                           "--exit-zero", "--jobs", str(jobs), "--select", select, *flags, *files],
                           cwd=folder, capture_output=True, text=True)  # fmt: skip
     fixed = re.search(r"\((\d+) fixed, (\d+) remaining\)", lint.stdout)
     row["select"] = select
@@ -226,14 +226,17 @@ def main() -> None:
     )
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--select", default="ALL", help="rules to fix (default: all)")
+    parser.add_argument("--jobs", "-j", type=int, default=1, help="lint processes (default 1)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="ruff-clean-") as work:
         for name in args.names:
-            files = fixable_files(name, args.select)
+            files = fixable_files(name, args.select, args.jobs)
             print(f"{name}: {len(files)} files with a fix ({args.select})", flush=True)
             for mode in args.modes.split(","):
-                row = _run_mode(name, mode, Path(args.sdists), Path(work), files, args.select)
+                row = _run_mode(
+                    name, mode, Path(args.sdists), Path(work), files, args.select, args.jobs
+                )
                 row["files_with_a_fix"] = len(files)
                 rows.append(row)
                 print(f"{name:10s} {mode:20s} fixes={row['fixes_applied']:4d} "

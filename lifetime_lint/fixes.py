@@ -411,14 +411,15 @@ def _insert_statement(
     if not block:
         return _new_import_block(context, code)
     section = style.section_of(module)
-    key = _statement_key(style, first_member is not None, module, first_member)
+    is_from = first_member is not None
+    key = _statement_key(style, is_from, module, first_member)
     entries = [_describe(style, statement) for statement in block]
     same = [(k, s) for sec, k, s in entries if sec == section]
     if same:
-        for existing_key, statement in same:
-            if existing_key > key:
-                return Edit(*(_start_with_comments(context, statement),) * 2, code + newline)
-        return Edit(*(context.line_after(same[-1][1]),) * 2, code + newline)
+        index = next((i for i, (k, _) in enumerate(same) if k > key), len(same))
+        previous = same[index - 1][1] if index else None
+        following = same[index][1] if index < len(same) else None
+        return _insert_in_section(context, style, previous, following, is_from, code)
     later = [s for sec, _, s in entries if sec > section]
     if later:
         at = _start_with_comments(context, later[0])
@@ -429,13 +430,60 @@ def _insert_statement(
     return Edit(at, at, newline + code + newline)
 
 
+def _insert_in_section(
+    context: FileContext,
+    style: ImportStyle,
+    previous: cst.SimpleStatementLine | None,
+    following: cst.SimpleStatementLine | None,
+    is_from: bool,
+    code: str,
+) -> Edit:
+    """`code` between two statements of its section (either may be None: first or last),
+    with the blank lines Ruff's isort puts between them: `lines-between-types` where the
+    `import x` run meets the `from x` run, and one more above a statement that has comments
+    on the lines above it (unless it opens its section)."""
+    newline = context.newline
+    gap_above = _blank_lines_between(style, previous, is_from) if previous is not None else 0
+    if following is None:
+        assert previous is not None
+        at = context.line_after(previous)
+        return Edit(at, at, newline * gap_above + code + newline)
+    gap_below = _blank_lines_between(style, following, is_from)
+    if _atop_comments(following):
+        gap_below += 1
+    end = _start_with_comments(context, following)
+    if previous is None:
+        return Edit(end, end, code + newline + newline * gap_below)
+    start = context.line_after(previous)
+    if context.source[start:end].strip():
+        # Something other than blank lines between them (a detached comment): keep it.
+        return Edit(end, end, code + newline + newline * gap_below)
+    # The blank lines between the two neighbours are rewritten to what each side needs.
+    return Edit(start, end, newline * gap_above + code + newline + newline * gap_below)
+
+
+def _blank_lines_between(
+    style: ImportStyle, neighbour: cst.SimpleStatementLine, is_from: bool
+) -> int:
+    """Blank lines `lines-between-types` puts between `neighbour` and a new import."""
+    neighbour_is_from = isinstance(neighbour.body[0], cst.ImportFrom)
+    return style.lines_between_types if neighbour_is_from != is_from else 0
+
+
+def _atop_comments(statement: cst.SimpleStatementLine) -> bool:
+    """Whether comments sit directly above the statement (Ruff's isort keeps them with it)."""
+    lines = statement.leading_lines
+    return bool(lines) and lines[-1].comment is not None
+
+
 def _statement_key(
     style: ImportStyle, is_from: bool, module: str, first_member: str | None
 ) -> tuple[Any, ...]:
     member = style.member_key(first_member) if first_member and style.force_single_line else ()
+    kind = is_from != style.from_first  # which run comes first: `import x` or `from x`
     if style.force_sort_within_sections:
-        return (style.module_key(module), is_from, member)
-    return (is_from, style.module_key(module), member)
+        return (style.module_key(module), kind, member)
+    return (kind, style.module_key(module), member)
 
 
 def _describe(
@@ -448,7 +496,11 @@ def _describe(
     assert isinstance(small, cst.ImportFrom)
     module = (dotted_name(small.module) if small.module is not None else None) or ""
     if small.relative:
-        return LOCAL_FOLDER, (True, ("." * len(small.relative) + (module or ""),) * 2), statement
+        return (
+            LOCAL_FOLDER,
+            (not style.from_first, ("." * len(small.relative) + (module or ""),) * 2),
+            statement,
+        )
     first = None
     if not isinstance(small.names, cst.ImportStar):
         first = dotted_name(small.names[0].name)
@@ -508,6 +560,13 @@ def _new_import_block(context: FileContext, code: str) -> Edit:
     if not following:
         return Edit(at, at, before + code + newline)
     wanted = 2 if following.startswith(("def ", "class ", "@", "async def ")) else 1
+    lines_after = project_for(context.path).style.lines_after_imports
+    if lines_after >= 0 and not following.startswith("#"):
+        # `lines-after-imports`: exactly that many, the blank lines there replaced.
+        end = at
+        for _ in range(blank):
+            end = _line_end_after(source, end)
+        return Edit(at, end, before + code + newline + newline * lines_after)
     return Edit(at, at, before + code + newline + newline * max(0, wanted - blank))
 
 
