@@ -843,33 +843,33 @@ class _OrphanedImportFinder(cst.CSTVisitor):
             self.suites.append((node, kept))
         return False
 
-    def _kept(self, smalls: Sequence[cst.BaseSmallStatement]):  # type: ignore[no-untyped-def]
+    def _kept(
+        self, smalls: Sequence[cst.BaseSmallStatement]
+    ) -> list[tuple[cst.CSTNode, bool]] | None:
         """What the statements keep, or None when none of them changes."""
         kept: list[tuple[cst.CSTNode, bool]] = []
         changed = False
         for small in smalls:
-            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                updated = self._without_unused(small, lambda alias: True)
-            elif isinstance(small, cst.Import):
+            updated: cst.BaseSmallStatement | None = small
+            if isinstance(small, (cst.Import, cst.ImportFrom)):
                 # `import torch` that the fix leaves unused goes too (it would be F401 in a
                 # Ruff-gated project); torch's import side effects happen wherever it is used.
-                updated = self._without_unused(small, lambda alias: True)
-            else:
-                updated = small
+                updated = self._without_unused(small)
             if updated is not small:
                 changed = True
             if updated is not None:
                 kept.append((updated, updated is not small))
         return kept if changed else None
 
-    def _without_unused(self, statement, removable):  # type: ignore[no-untyped-def]
+    def _without_unused(
+        self, statement: cst.Import | cst.ImportFrom
+    ) -> cst.Import | cst.ImportFrom | None:
         """The import statement without its unused aliases (None if none is left)."""
-        kept = [
-            alias
-            for alias in statement.names
-            if not (removable(alias) and _binds(alias) in self.names)
-        ]
-        if len(kept) == len(statement.names):
+        names = statement.names
+        if isinstance(names, cst.ImportStar):
+            return statement
+        kept = [alias for alias in names if _binds(alias) not in self.names]
+        if len(kept) == len(names):
             return statement
         if not kept:
             return None
@@ -916,5 +916,5 @@ def _binds(alias: cst.ImportAlias) -> str | None:
 
 def _bound_name(alias: cst.ImportAlias) -> str | None:
     if alias.asname is not None:
-        return dotted_name(alias.asname.name)  # type: ignore[arg-type]
+        return dotted_name(alias.asname.name)
     return dotted_name(alias.name)

@@ -409,7 +409,9 @@ def render_sarif(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
             if not d.fix.is_safe:
                 result["properties"] = {"fixApplicability": "unsafe"}
         if d.significance is not None:
-            result.setdefault("properties", {})["significance"] = d.significance  # type: ignore[union-attr]
+            properties = result.setdefault("properties", {})
+            assert isinstance(properties, dict)
+            properties["significance"] = d.significance
         results.append(result)
     log = {
         "$schema": SARIF_SCHEMA,

@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -43,15 +43,15 @@ if TYPE_CHECKING:  # pragma: no cover - the engine imports LibCST: only when a f
 PARALLEL_MIN_FILES = 32
 
 
-def default_jobs(file_count: int, environ: dict[str, str] | None = None) -> int:
+def default_jobs(file_count: int, environ: Mapping[str, str] | None = None) -> int:
     """The CPU count; 1 under pre-commit (which parallelises itself) for small file lists."""
-    environ = os.environ if environ is None else environ
-    if environ.get("PRE_COMMIT") == "1" and file_count < 4 * PARALLEL_MIN_FILES:
+    variables = os.environ if environ is None else environ
+    if variables.get("PRE_COMMIT") == "1" and file_count < 4 * PARALLEL_MIN_FILES:
         return 1
-    try:
-        return max(1, len(os.sched_getaffinity(0)))  # type: ignore[attr-defined]
-    except AttributeError:  # pragma: no cover - macOS, Windows
-        return max(1, os.cpu_count() or 1)
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux only; not macOS, Windows
+    if affinity is not None:
+        return max(1, len(affinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 @dataclass
