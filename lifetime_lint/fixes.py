@@ -156,6 +156,7 @@ def review_fix(context: FileContext, rule: Rule, message: str, fix: Fix) -> tupl
     lifetime-lint is unsafe (the module would fail to import wherever the linter is not
     installed); both messages say what to do instead.
     """
+    fix = fit_to_line_length(context, fix)
     undeclared = context.memo.get(_UNDECLARED_RUNTIME_EDITS)
     if not undeclared or not any(edit in undeclared for edit in fix.edits):
         return message, fix
@@ -176,6 +177,115 @@ def review_fix(context: FileContext, rule: Rule, message: str, fix: Fix) -> tupl
     )
     fix = replace(fix, message=f"{fix.message} ({reason})", applicability=Applicability.UNSAFE)
     return message + note, fix
+
+
+# -- rewritten lines within the project's line length ------------------------------------
+
+
+def fit_to_line_length(context: FileContext, fix: Fix) -> Fix:
+    """`fix`, with each rewritten one-line statement that would pass the project's Ruff
+    `line-length` wrapped as `ruff format` wraps it (split at the bracket that closes the
+    line: the body on one indented line if it fits there, else one item a line with a
+    trailing comma). A line that cannot be wrapped so is left as the fix wrote it."""
+    limit = project_for(context.path).style.configured_line_length
+    if limit is None:
+        return fix
+    source = context.source
+    edits = list(fix.edits)
+    rows = [(context.row_of(e.start), context.row_of(max(e.start, e.end - 1))) for e in edits]
+    for index, edit in enumerate(edits):
+        first, last = rows[index]
+        if (
+            not edit.content
+            or "\n" in edit.content
+            or "\r" in edit.content
+            or source[edit.end - 1 : edit.end] in ("\n", "\r")
+            or any(o[0] <= last and first <= o[1] for i, o in enumerate(rows) if i != index)
+        ):
+            continue
+        line_start = context.line_starts[first - 1]
+        line_end = edit.end
+        while line_end < len(source) and source[line_end] not in "\r\n":
+            line_end += 1
+        line = source[line_start : edit.start] + edit.content + source[edit.end : line_end]
+        if len(line) <= limit:
+            continue
+        wrapped = wrap_statement_line(line, limit, context.newline)
+        if wrapped is not None:
+            edits[index] = Edit(line_start, line_end, wrapped)
+    if edits == list(fix.edits):
+        return fix
+    return replace(fix, edits=tuple(edits))
+
+
+_OPENING = {")": "(", "]": "[", "}": "{"}
+
+
+def wrap_statement_line(line: str, limit: int, newline: str = "\n") -> str | None:
+    """A one-line simple statement too long for `limit`, split as `ruff format` splits it
+    at the bracket that closes the line, or None when that does not make it fit (or the line
+    is not one whole statement: a comment, a string continuation, an open bracket)."""
+    import io
+    import tokenize
+
+    indent = line[: len(line) - len(line.lstrip())]
+    code = line[len(indent) :]
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code + "\n").readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    significant = [
+        t for t in tokens if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER)
+    ]
+    if not significant or any(t.type in (tokenize.COMMENT, tokenize.INDENT) for t in tokens):
+        return None
+    last = significant[-1]
+    if last.string not in _OPENING or last.end[0] != 1:
+        return None
+    # The bracket that opens the closing one, and the top-level commas inside it.
+    depth = 0
+    opening = None
+    commas: list[int] = []
+    for token in reversed(significant[:-1]):
+        if token.type != tokenize.OP:
+            continue
+        if token.string in _OPENING:
+            depth += 1
+        elif token.string in _OPENING.values():
+            if depth == 0:
+                opening = token
+                break
+            depth -= 1
+        elif token.string == "," and depth == 0:
+            commas.append(token.start[1])
+    if opening is None or opening.string != _OPENING[last.string]:
+        return None
+    head = code[: opening.end[1]]
+    body = code[opening.end[1] : last.start[1]].strip()
+    if not body or len(indent) + len(head) > limit:
+        return None
+    inner = indent + "    "
+    if len(inner) + len(body) <= limit and not body.endswith(","):
+        pieces = [body]
+    else:
+        items = []
+        cursor = opening.end[1]
+        for comma in sorted(commas):
+            items.append(code[cursor:comma].strip())
+            cursor = comma + 1
+        items.append(code[cursor : last.start[1]].strip())
+        items = [item for item in items if item]
+        if any(len(inner) + len(item) + 1 > limit for item in items):
+            return None
+        pieces = [item + "," for item in items]
+    wrapped = newline.join(
+        [indent + head] + [inner + piece for piece in pieces] + [indent + last.string]
+    )
+    try:  # the same statement, only laid out on several lines
+        same = ast.dump(ast.parse(code)) == ast.dump(ast.parse(wrapped.strip()))
+    except SyntaxError:
+        return None
+    return wrapped if same else None
 
 
 def _use_offset(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> int:

@@ -45,6 +45,9 @@ class ImportStyle:
     known_local_folder: tuple[str, ...] = ()
     src: tuple[str, ...] = ()  # folders whose top-level packages are first-party
     line_length: int = 88
+    # The line length the project's own Ruff/isort settings name (None: no such settings,
+    # so rewritten lines are left as the fix writes them).
+    configured_line_length: int | None = None
     force_single_line: bool = False
     force_sort_within_sections: bool = False
     order_by_type: bool = True
@@ -243,6 +246,7 @@ def _ruff_style(ruff: dict[str, Any], directory: str) -> ImportStyle:
         known_local_folder=tuple(_strings(isort.get("known-local-folder"))),
         src=src or (directory, os.path.join(directory, "src")),
         line_length=int(ruff.get("line-length", 88)),
+        configured_line_length=int(ruff.get("line-length", 88)),
         force_single_line=bool(isort.get("force-single-line", False)),
         force_sort_within_sections=bool(isort.get("force-sort-within-sections", False)),
         order_by_type=bool(isort.get("order-by-type", True)),

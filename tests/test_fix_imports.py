@@ -393,3 +393,61 @@ def _ruff_problems(project: Path, folder: Path) -> dict[str, str]:
             path = os.path.relpath(project / line.split(": ", 1)[1].strip(), project)
             found[path] = found.get(path, "") + " format"
     return found
+
+
+# -- rewritten lines within the project's line length --------------------------------------
+
+LONG_LINES = [
+    "        frames = ChunkWriter(dim=1, count=latents.shape[2] // self.temporal_compression)",
+    "    gathered_samples = gather_to_root(samples.contiguous(), dst=0, group=process_group)",
+    "            step_losses_for_logging.append(loss_of_this_step.detach())",
+    "    return torch.accelerator.device_count() > 1 and torch.accelerator.is_available()",
+    "        self.outputs[index] = some_function(first_argument, second_argument, third_argument_x)",
+    "    value = table[first_key, second_key, third_key, fourth_key_that_is_long, fifth_key_x]",
+    "    total = summarise(item for item in collection_of_items if item is not None and item.ok)",
+    "    print(message)  # a comment that makes the line long enough to pass any line length",
+]
+
+
+@pytest.mark.parametrize("limit", [40, 60, 79])
+def test_long_rewritten_lines_are_wrapped_as_ruff_format_wraps_them(
+    tmp_path: Path, limit: int
+) -> None:
+    """`wrap_statement_line` gives exactly `ruff format`'s layout, or leaves the line (None)
+    where its one-bracket split does not make the line fit; its result is never a
+    different statement."""
+    from lifetime_lint.fixes import wrap_statement_line
+
+    (tmp_path / "ruff.toml").write_text(f"line-length = {limit}\n")
+    wrapped_any = False
+    for index, line in enumerate(LONG_LINES):
+        if len(line) <= limit:
+            continue
+        wrapped = wrap_statement_line(line, limit)
+        depth = (len(line) - len(line.lstrip())) // 4
+        prefix = "".join("    " * level + "if x:\n" for level in range(depth))
+        path = tmp_path / f"case_{index}.py"
+        path.write_text(prefix + line + "\n")
+        subprocess.run([RUFF, "format", "--no-cache", "-q", str(path)], cwd=tmp_path, check=True)
+        formatted = path.read_text()[len(prefix) :].rstrip("\n")
+        if wrapped is None:
+            continue
+        wrapped_any = True
+        assert wrapped == formatted, f"{line!r} at {limit}:\n{wrapped}\n---ruff---\n{formatted}"
+        assert all(len(part) <= limit for part in wrapped.splitlines()), wrapped
+    assert wrapped_any or limit < 60
+
+
+def test_a_fix_line_longer_than_the_line_length_is_wrapped(tmp_path: Path) -> None:
+    module = _project(tmp_path, """
+        import torch
+
+
+        def decode(latents: torch.Tensor) -> torch.Tensor:
+            decoded_frames_for_the_output = []
+            for k in range(latents.shape[1]):
+                decoded_frames_for_the_output.append(latents[:, k : k + 1] * 2)
+            return torch.cat(decoded_frames_for_the_output, dim=1)
+        """, line_length=72)  # fmt: skip
+    after = _fix_and_check(module)
+    assert "ChunkWriter(\n" in after, after
