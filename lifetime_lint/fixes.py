@@ -807,11 +807,12 @@ def _without_stranded_blank_lines(source: str, edit: Edit) -> Edit:
         end = line_end
     if not blank_below:
         return edit
-    if blank_above == 0 and not previous.endswith(":"):
+    at_file_start = cursor == 0
+    if blank_above == 0 and not previous.endswith(":") and not at_file_start:
         return edit
-    # Opening a block: drop every blank line below; between two blank runs: keep the
-    # longer run only.
-    drop = blank_below if blank_above == 0 else min(blank_above, blank_below)
+    # Opening a block or the file: drop every blank line below; between two blank runs:
+    # keep the longer run only.
+    drop = blank_below if blank_above == 0 or at_file_start else min(blank_above, blank_below)
     end = edit.end
     for _ in range(drop):
         end = _line_end_after(source, end)
