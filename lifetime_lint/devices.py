@@ -520,6 +520,8 @@ LEFT_OUT_CUDA_BOUND = "CUDA-bound code"
 LEFT_OUT_SCOPE = "non-library path"
 LEFT_OUT_SCRIPT = "script entry point"
 LEFT_OUT_LOGGING = "logging only"
+# The setting that reports every one of them (what `--statistics` prints beside the counts).
+SHOWS_LEFT_OUT = 'portability = "strict"'
 
 _LOGGING_CALL = re.compile(
     r"^(logger|logging|log|_logger|LOGGER)\.\w+$|^(print|warnings\.warn|print_rank_0|"
@@ -589,10 +591,10 @@ class Portability:
         branch). Otherwise the reason it is left out (counted by `--statistics`)."""
         if in_multi_backend_dispatch(context, ancestors):
             return ""
-        if platform_layer(context, ancestors):
-            return LEFT_OUT_PLATFORM
         if self.strict:
             return None
+        if platform_layer(context, ancestors):
+            return LEFT_OUT_PLATFORM
         if not self.library:
             return LEFT_OUT_SCOPE
         if _in_script_entry_point(ancestors):

@@ -10,6 +10,7 @@ import libcst as cst
 from lifetime_lint.devices import (
     CUDA_MODULE,
     GUARD_NOTE,
+    SHOWS_LEFT_OUT,
     Portability,
     cuda_guard,
     describe_ladder,
@@ -247,11 +248,11 @@ class HardCodedCudaCall(Rule):
         left_out = self.portability.leaves_out(self.context, ancestors)
         if left_out is not None:
             if left_out:  # "" is a multi-backend dispatch: not a finding at all
-                self.leave_out(left_out)
+                self.leave_out(left_out, SHOWS_LEFT_OUT)
             return
         function = call.function
         if function in SEEDING and not self.portability.strict and self._seeds_torch(ancestors):
-            self.leave_out(LEFT_OUT_REDUNDANT_SEED)
+            self.leave_out(LEFT_OUT_REDUNDANT_SEED, SHOWS_LEFT_OUT)
             return
         written = self.context.source_of(node.func)
         effect = CUDA_ONLY_EFFECT.get(function, "works on CUDA only")

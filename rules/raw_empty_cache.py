@@ -7,6 +7,7 @@ import libcst as cst
 from lifetime_lint.devices import (
     CUDA_MODULE,
     GUARD_NOTE,
+    SHOWS_LEFT_OUT,
     Portability,
     cuda_guard,
     describe_ladder,
@@ -125,7 +126,7 @@ class RawEmptyCache(Rule):
         left_out = self.portability.leaves_out(self.context, ancestors)
         if left_out is not None:
             if left_out:  # "" is a multi-backend dispatch: not a finding at all
-                self.leave_out(left_out)
+                self.leave_out(left_out, SHOWS_LEFT_OUT)
             return
         written = self.context.source_of(node.func)
         if not call.certain:
