@@ -76,7 +76,7 @@ class ConfigError(Exception):
 # type, lands in `Settings.extra[key]` (and in the cache key); a check of the value beyond
 # its type goes in KEY_VALIDATORS (returns an error message, or None).
 GLOBAL_KEYS: dict[str, tuple[type, str]] = {
-    "select": (list, 'rule codes or prefixes to enable (default: the default rule set; "ALL": every rule)'),
+    "select": (list, 'rule codes or prefixes to enable (default: the default set; "ALL")'),
     "extend-select": (list, "rule codes or prefixes to enable in addition to `select`"),
     "ignore": (list, "rule codes or prefixes to disable"),
     "exclude": (list, "glob patterns of paths to skip (replaces the defaults)"),

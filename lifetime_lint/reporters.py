@@ -176,7 +176,9 @@ def render_statistics(diagnostics: Sequence[Diagnostic], summary: RunSummary) ->
         shows = f" ({shown_by} reports them)" if shown_by else ""
         rows.append(f"{count:>5}\t{code:<6}\t    left out: {reason}{shows}")
     for code in summary.off_by_default:
-        rows.append(f"{'-':>5}\t{code:<6}\t    off by default ({turn_on_setting(code)} turns it on)")
+        rows.append(
+            f"{'-':>5}\t{code:<6}\t    off by default ({turn_on_setting(code)} turns it on)"
+        )
     return rows
 
 
