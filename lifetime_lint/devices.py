@@ -239,6 +239,12 @@ _CUDA_BOUND_CODE = (
     (re.compile(r"""\.cuda\(\s*\)|\.cuda\(\s*(non_blocking|device)"""), "`.cuda()`"),
     (re.compile(r"""autocast\(\s*(f?["'])cuda|torch\.cuda\.amp\b"""), '`autocast("cuda")`'),
     (re.compile(r"""CUDAGraph\b|torch\.cuda\.(graph|graphs|graph_pool_handle)\b"""), "CUDA graphs"),
+    # Saving or restoring the CUDA generators' state has no device-neutral form: such code
+    # is CUDA's half of an RNG checkpoint (the CPU state is handled beside it).
+    (
+        re.compile(r"""cuda\.(get_rng_state|set_rng_state|default_generators)\b"""),
+        "CUDA RNG state bookkeeping",
+    ),
 )
 # A decorator or marker that skips a test without CUDA (`@require_torch_gpu`,
 # `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`, `@unittest.skipUnless(
@@ -268,8 +274,11 @@ _CUDA_ONLY_NAME = re.compile(
 _CUDA_ONLY_FUNCTION = re.compile(_CUDA_ONLY_NAME.pattern.replace("nccl|pynccl|", ""), re.I)
 # A module named for CUDA itself (`cuda_graph_wrapper.py`, `custom_cuda_ops.py`).
 _CUDA_MODULE_NAME = re.compile(r"(?<![A-Za-z0-9])cuda(?![A-Za-z])", re.IGNORECASE)
+# A function or class named for CUDA (`log_torch_cuda_memory`, `CUDAGraphRunner`,
+# `CudaGraphWrapper`): snake_case words and CamelCase humps, not `barracuda`.
+_CUDA_IDENTIFIER = re.compile(r"(?:^|_)[cC]uda(?=_|\d|$)|(?:^|_|[a-z])(?:CUDA|Cuda)(?=[A-Z_\d]|$)")
 # ROCm runs the `torch.cuda` API: code written only for it is already right there.
-_ROCM = re.compile(r"(?<![A-Za-z0-9])(hip|rocm|aiter|gfx\d+)(?![A-Za-z0-9])", re.IGNORECASE)
+_ROCM = re.compile(r"(?<![A-Za-z0-9])(hip|rocm|amd|aiter|gfx\d+)(?![A-Za-z0-9])", re.IGNORECASE)
 # Branch tests that pick CUDA (or ROCm) specifically, beyond "is an accelerator there".
 _CUDA_SPECIFIC_TEST = re.compile(
     r"is_cuda|==\s*[\"']cuda[\"':]|get_device_capability|version\.cuda|is_sm\d+|"
@@ -301,6 +310,9 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
                 return f"ROCm-only code (`{node.name.value}`), where torch.cuda is right"
             if _CUDA_ONLY_FUNCTION.search(node.name.value):
                 return f"code for a CUDA-only kernel (`{node.name.value}`)"
+            if _CUDA_IDENTIFIER.search(node.name.value):
+                # `log_torch_cuda_memory`, `CudaGraphRunner`: named for CUDA by its author.
+                return f"code named for CUDA (`{node.name.value}`)"
             reason = _memo(context, node, _scope_binding)
             if reason:
                 return reason
@@ -341,6 +353,14 @@ def _device_evidence(
     for offset, reason in matches:
         if not excluded[0] <= offset < excluded[1]:
             return f"code bound to CUDA by {reason}"
+    for statement in _body_statements(function):
+        # An unconditional import of a CUDA-only library in the function's own body (kernel
+        # wrappers import lazily); one under an `if` is a choice among backends.
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                root = _imported_root(small)
+                if root in CUDA_ONLY_LIBRARIES:
+                    return f"code that imports a CUDA-only library (`{root}`)"
     return None
 
 
@@ -372,10 +392,20 @@ def _body_statements(node: cst.FunctionDef) -> Sequence[cst.CSTNode]:
 
 def _is_cuda_skip_guard(context: FileContext, statement: cst.If) -> bool:
     test = context.code_for(statement.test)
+    body = context.code_for(statement.body)
+    if _CUDA_IDENTITY_EXIT.search(test) and " and " not in test:
+        # `if x.device.type != "cuda": return ...`, `if ... or not platform.is_cuda(): return`:
+        # past it the device *is* CUDA (a tensor's or the platform's), so even an early
+        # `return` leaves CUDA-only code behind, unlike a bare availability test.
+        return bool(_EARLY_EXIT.search(body) or re.search(r"\breturn\b", body))
     negated = test.lstrip().startswith("not") and "cuda" in test
     if not (negated or re.search(r"!=\s*[\"']cuda", test)):
         return False
-    return bool(_EARLY_EXIT.search(context.code_for(statement.body)))
+    return bool(_EARLY_EXIT.search(body))
+
+
+# A test that fails unless the device in hand is CUDA (not merely available).
+_CUDA_IDENTITY_EXIT = re.compile(r"\bnot\s+[\w.]*\bis_cuda\b|\.type\s*!=\s*[\"']cuda[\"']")
 
 
 def _module_binding(context: FileContext, module: cst.Module) -> str | None:
