@@ -274,8 +274,8 @@ _CUDA_ONLY_NAME = re.compile(
 _CUDA_ONLY_FUNCTION = re.compile(_CUDA_ONLY_NAME.pattern.replace("nccl|pynccl|", ""), re.I)
 # A module named for CUDA itself (`cuda_graph_wrapper.py`, `custom_cuda_ops.py`).
 _CUDA_MODULE_NAME = re.compile(r"(?<![A-Za-z0-9])cuda(?![A-Za-z])", re.IGNORECASE)
-# A function or class named for CUDA (`log_torch_cuda_memory`, `CUDAGraphRunner`,
-# `CudaGraphWrapper`): snake_case words and CamelCase humps, not `barracuda`.
+# A class named for CUDA (`CUDAGraphRunner`, `CudaGraphWrapper`, `Cuda_IPC`): snake_case
+# words and CamelCase humps, not `barracuda`.
 _CUDA_IDENTIFIER = re.compile(r"(?:^|_)[cC]uda(?=_|\d|$)|(?:^|_|[a-z])(?:CUDA|Cuda)(?=[A-Z_\d]|$)")
 # ROCm runs the `torch.cuda` API: code written only for it is already right there.
 _ROCM = re.compile(r"(?<![A-Za-z0-9])(hip|rocm|amd|aiter|gfx\d+)(?![A-Za-z0-9])", re.IGNORECASE)
@@ -310,9 +310,10 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
                 return f"ROCm-only code (`{node.name.value}`), where torch.cuda is right"
             if _CUDA_ONLY_FUNCTION.search(node.name.value):
                 return f"code for a CUDA-only kernel (`{node.name.value}`)"
-            if _CUDA_IDENTIFIER.search(node.name.value):
-                # `log_torch_cuda_memory`, `CudaGraphRunner`: named for CUDA by its author.
-                return f"code named for CUDA (`{node.name.value}`)"
+            if isinstance(node, cst.ClassDef) and _CUDA_IDENTIFIER.search(node.name.value):
+                # `CUDAGraphRunner`, `CudaIpcBuffer`: a class its author named for CUDA. (Not
+                # functions: a `_empty_cuda_cache()` helper in shared code runs everywhere.)
+                return f"a class named for CUDA (`{node.name.value}`)"
             reason = _memo(context, node, _scope_binding)
             if reason:
                 return reason
@@ -559,11 +560,19 @@ _LOGGING_CALL = re.compile(
 )
 
 
+# A function whose name says it logs or prints (`log_torch_cuda_memory`, `print_memory`).
+_LOGGING_FUNCTION = re.compile(r"^_*(log|print|report|dump)(_|$)", re.IGNORECASE)
+
+
 def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
     """The call feeds a log message only: an argument of `logger.info(...)`/`print(...)`,
-    or the test of an `if` whose body only logs or warns. Wrong off CUDA, it changes a
-    message, not what the program does."""
+    the test of an `if` whose body only logs or warns, or any call in a function named for
+    logging (`log_memory_stats`). Wrong off CUDA, it changes a message, not what the program
+    does."""
     chain = list(ancestors)
+    function = next((n for n in reversed(chain) if isinstance(n, cst.FunctionDef)), None)
+    if function is not None and _LOGGING_FUNCTION.match(function.name.value):
+        return True
     for index in range(len(chain) - 2, -1, -1):
         node, child = chain[index], chain[index + 1]
         if isinstance(node, cst.Call) and child is not node.func:
