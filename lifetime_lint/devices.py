@@ -379,10 +379,22 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         if _CUDA_SKIP.search(text) and not _OTHER_BACKEND.search(text):
             return f"a test skipped without CUDA (`@{text.strip()[:60]}`)"
     if isinstance(node, cst.ClassDef):
-        return None
+        return _built_on_cuda_only_object(node)
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
             return "code that raises or skips without CUDA"
+    return None
+
+
+def _built_on_cuda_only_object(node: cst.ClassDef) -> str | None:
+    """A class whose constructor takes a CUDA-only library object (`pynccl_comm`, a
+    `flashinfer_workspace`, a `cutlass_plan`): every method works on that object."""
+    for statement in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+            params = statement.params
+            for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
+                if _CUDA_ONLY_NAME.search(param.name.value):
+                    return f"a class built on a CUDA-only object (`{param.name.value}`)"
     return None
 
 
