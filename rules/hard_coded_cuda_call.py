@@ -158,6 +158,15 @@ class HardCodedCudaCall(Rule):
     dispatch (an `if`/`elif` chain, conditional expression or `match` that also tests or
     handles mps, npu, xpu, hpu, ...), which is the platform abstraction itself.
 
+    What the default run reports: LL005 is in the default rule set, and reports calls in
+    library code that may run on another accelerator. Left out by default, counted by
+    `--statistics` with the reason, and reported under `portability = "strict"`: the same
+    platform layer, CUDA-bound code and non-library paths as LL004 (see its documentation);
+    a call whose result only feeds a log message, or any call in a function named for
+    logging (`log_memory_stats`); seeding beside a `torch.manual_seed` in the same function
+    (redundant, not wrong); a `main()` beside `if __name__ == "__main__":`. A CUDA-only
+    project turns the rule off with one line, `ignore = ["LL005"]`.
+
     ## Example
     ```python
     torch.cuda.synchronize()
@@ -185,7 +194,10 @@ class HardCodedCudaCall(Rule):
     RuntimeError). Unsafe: the memory statistics (`torch.cuda` returns 0 or `{}` on a
     machine without CUDA, `torch.accelerator` raises) and `device(...)` (takes only an int
     or None). `manual_seed`/`manual_seed_all` have no equivalent: the diagnostic advises
-    `torch.manual_seed` (which seeds every device) or a project helper.
+    `torch.manual_seed` (which seeds every device) or a project helper. A call that is the
+    whole body of an `if torch.cuda.is_available():` guard gets the guard rewritten too
+    (`torch.accelerator.is_available()`), since keeping it would still skip other
+    accelerators. These fixes import only `torch`, never the runtime.
 
     ## Options
     - `banned-calls`: the `torch.cuda` function names to flag (default: the list above).
@@ -194,6 +206,9 @@ class HardCodedCudaCall(Rule):
     - `replacements`: `{name = "package.module:object.method"}` rewrites that call to a
       project helper instead, e.g. `synchronize = "vllm.platforms:current_platform.synchronize"`;
       applied as a safe fix (you declare it equivalent) whatever the torch version.
+
+    What is checked is set by the top-level `portability` and `non-library` settings
+    (shared with LL004; see the README): `portability = "strict"` reports every call above.
     """
 
     code = "LL005"
