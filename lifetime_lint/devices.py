@@ -407,8 +407,9 @@ def _is_cuda_skip_guard(context: FileContext, statement: cst.If) -> bool:
     test = context.code_for(statement.test)
     body = context.code_for(statement.body)
     if _CUDA_IDENTITY_EXIT.search(test) and " and " not in test:
-        # `if x.device.type != "cuda": return ...`, `if ... or not platform.is_cuda(): return`:
-        # past it the device *is* CUDA (a tensor's or the platform's), so even an early
+        # `if x.device.type != "cuda": return ...`, `if ... or not platform.is_cuda(): return`,
+        # `if ... or torch.version.cuda is None: return False` (a CUDA build): past it the
+        # device *is* CUDA (a tensor's, the platform's, the build's), so even an early
         # `return` leaves CUDA-only code behind, unlike a bare availability test.
         return bool(_EARLY_EXIT.search(body) or re.search(r"\breturn\b", body))
     negated = test.lstrip().startswith("not") and "cuda" in test
@@ -418,7 +419,9 @@ def _is_cuda_skip_guard(context: FileContext, statement: cst.If) -> bool:
 
 
 # A test that fails unless the device in hand is CUDA (not merely available).
-_CUDA_IDENTITY_EXIT = re.compile(r"\bnot\s+[\w.]*\bis_cuda\b|\.type\s*!=\s*[\"']cuda[\"']")
+_CUDA_IDENTITY_EXIT = re.compile(
+    r"\bnot\s+[\w.]*\bis_cuda\b|\.type\s*!=\s*[\"']cuda[\"']|\bversion\.cuda\s+is\s+None\b"
+)
 
 
 def _module_binding(context: FileContext, module: cst.Module) -> str | None:
