@@ -579,15 +579,19 @@ _LOGGING_CALL = re.compile(
 _LOGGING_FUNCTION = re.compile(r"^_*(log|print|report|dump)(_|$)", re.IGNORECASE)
 
 
+def in_logging_function(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The innermost enclosing function is named for logging (`log_torch_cuda_memory`): a
+    query there (memory statistics, the device index) feeds its message. Not for calls
+    that act (`synchronize`, `empty_cache`): `_log_validation` also runs the validation."""
+    function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
+    return function is not None and _LOGGING_FUNCTION.match(function.name.value) is not None
+
+
 def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
     """The call feeds a log message only: an argument of `logger.info(...)`/`print(...)`,
-    the test of an `if` whose body only logs or warns, or any call in a function named for
-    logging (`log_memory_stats`). Wrong off CUDA, it changes a message, not what the program
-    does."""
+    or the test of an `if` whose body only logs or warns. Wrong off CUDA, it changes a
+    message, not what the program does."""
     chain = list(ancestors)
-    function = next((n for n in reversed(chain) if isinstance(n, cst.FunctionDef)), None)
-    if function is not None and _LOGGING_FUNCTION.match(function.name.value):
-        return True
     for index in range(len(chain) - 2, -1, -1):
         node, child = chain[index], chain[index + 1]
         if isinstance(node, cst.Call) and child is not node.func:
@@ -640,9 +644,12 @@ class Portability:
             cached = context.memo["devices.portability"] = cls(strict, library)
         return cached
 
-    def leaves_out(self, context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | None:
+    def leaves_out(
+        self, context: FileContext, ancestors: Sequence[cst.CSTNode], query: bool = False
+    ) -> str | None:
         """None: report the call. "": not a finding at all (a multi-backend dispatch
-        branch). Otherwise the reason it is left out (counted by `--statistics`)."""
+        branch). Otherwise the reason it is left out (counted by `--statistics`). `query`:
+        the call only reads state (memory statistics, the device index or count)."""
         if in_multi_backend_dispatch(context, ancestors):
             return ""
         if self.strict:
@@ -653,7 +660,7 @@ class Portability:
             return LEFT_OUT_SCOPE
         if _in_script_entry_point(ancestors):
             return LEFT_OUT_SCRIPT
-        if only_for_logging(context, ancestors):
+        if only_for_logging(context, ancestors) or (query and in_logging_function(ancestors)):
             return LEFT_OUT_LOGGING
         if cuda_bound(context, ancestors):
             return LEFT_OUT_CUDA_BOUND

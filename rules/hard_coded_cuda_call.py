@@ -89,6 +89,11 @@ CUDA_ONLY_EFFECT: dict[str, str] = {
 }
 
 SEEDING = frozenset({"manual_seed", "manual_seed_all"})
+# Calls that only read state: in a function named for logging they feed its message.
+QUERIES = frozenset({
+    "device_count", "current_device", "memory_allocated", "max_memory_allocated",
+    "memory_reserved", "max_memory_reserved", "memory_stats", "mem_get_info",
+})  # fmt: skip
 _TORCH_SEED = re.compile(r"(?<![\w.])torch\.manual_seed\(")
 LEFT_OUT_REDUNDANT_SEED = "seeding beside torch.manual_seed"
 
@@ -162,8 +167,8 @@ class HardCodedCudaCall(Rule):
     library code that may run on another accelerator. Left out by default, counted by
     `--statistics` with the reason, and reported under `portability = "strict"`: the same
     platform layer, CUDA-bound code and non-library paths as LL004 (see its documentation);
-    a call whose result only feeds a log message, or any call in a function named for
-    logging (`log_memory_stats`); seeding beside a `torch.manual_seed` in the same function
+    a call whose result only feeds a log message, or a query (memory statistics, device
+    index or count) in a function named for logging (`log_memory_stats`); seeding beside a `torch.manual_seed` in the same function
     (redundant, not wrong); a `main()` beside `if __name__ == "__main__":`. A CUDA-only
     project turns the rule off with one line, `ignore = ["LL005"]`.
 
@@ -260,7 +265,9 @@ class HardCodedCudaCall(Rule):
         call = resolve_cuda_call(self.context, node, ancestors, self.banned)
         if call is None:
             return
-        left_out = self.portability.leaves_out(self.context, ancestors)
+        left_out = self.portability.leaves_out(
+            self.context, ancestors, query=call.function in QUERIES
+        )
         if left_out is not None:
             if left_out:  # "" is a multi-backend dispatch: not a finding at all
                 self.leave_out(left_out, SHOWS_LEFT_OUT)
