@@ -348,8 +348,8 @@ class _Builder:
                         self.scan(element.key, node)
                     self.scan(element.value, node)
             else:
-                for element in expr.elements:  # type: ignore[attr-defined]
-                    self.scan(element.value, node)
+                for item in expr.elements:
+                    self.scan(item.value, node)
             return
         if kind is cst.NamedExpr:
             self.scan(expr.value, node)  # type: ignore[attr-defined]
@@ -459,11 +459,11 @@ class _Builder:
             node.escapes.add(value.value)
         elif isinstance(value, _DISPLAYS):
             if isinstance(value, cst.Dict):
-                for element in value.elements:
-                    self.escape_value(element.value, node)
+                for entry in value.elements:
+                    self.escape_value(entry.value, node)
             else:
-                for element in value.elements:
-                    self.escape_value(element.value, node)
+                for item in value.elements:
+                    self.escape_value(item.value, node)
         elif isinstance(value, cst.IfExp):
             self.escape_value(value.body, node)
             self.escape_value(value.orelse, node)
@@ -502,6 +502,7 @@ class _Builder:
     ) -> list[Node]:
         if isinstance(body, cst.IndentedBlock):
             return self.block(list(body.body), preds, parent, True)
+        assert isinstance(body, cst.SimpleStatementSuite)
         # `if x: a; b` on one line: its statements cannot be followed by a new line.
         return self.small_statements(list(body.body), preds, parent, body, False, ())
 
@@ -597,7 +598,9 @@ class _Builder:
             self.declared.update(item.name.value for item in small.names)
         elif isinstance(small, cst.Import):
             for alias in small.names:
-                bound = alias.asname.name if alias.asname is not None else alias.name
+                bound: cst.BaseExpression = (
+                    alias.asname.name if alias.asname is not None else alias.name
+                )
                 while isinstance(bound, cst.Attribute):
                     bound = bound.value
                 if isinstance(bound, cst.Name):
@@ -836,16 +839,18 @@ class _Builder:
                 self.define(node, pattern.rest, "match")
         elif isinstance(pattern, cst.MatchClass):
             self.scan(pattern.cls, node)
-            for element in pattern.patterns:
-                self._pattern(element.value, node)
+            for positional in pattern.patterns:
+                self._pattern(positional.value, node)
             for keyword in pattern.kwds:  # `Point(x=b)`: x is an attribute, not a read
                 self._pattern(keyword.pattern, node)
         elif isinstance(pattern, (cst.MatchSequence, cst.MatchList, cst.MatchTuple)):
-            for element in pattern.patterns:
-                self._pattern(element.value if hasattr(element, "value") else element, node)
+            for item in pattern.patterns:
+                self._pattern(
+                    item.value if isinstance(item, cst.MatchSequenceElement) else item, node
+                )
         elif isinstance(pattern, cst.MatchOr):
-            for element in pattern.patterns:
-                self._pattern(element.pattern, node)
+            for choice in pattern.patterns:
+                self._pattern(choice.pattern, node)
         elif isinstance(pattern, cst.MatchValue):
             self.scan(pattern.value, node)
         elif isinstance(pattern, cst.MatchSingleton):
