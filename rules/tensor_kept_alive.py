@@ -333,6 +333,8 @@ class _Analysis:
                 for origin, site in zip(origins, real)
             ) or all(origin is None for origin in origins):
                 continue
+            if self._shared_live(info, real):
+                continue
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
             origin = S.domain_origin(origin, self.context.path, self._owner_name)
             if S.size_class(origin) == S.TINY:
@@ -365,8 +367,8 @@ class _Analysis:
         if site.kind not in _ASSIGNED:
             return None
         fact = facts.value(site)
-        if facts.owner_of_storage(site):
-            return fact.origin
+        if facts.owner_of_storage(site) or facts.storage_partners(site) is not None:
+            return fact.origin  # (partners: checked dead where the name dies, `_shared_live`)
         if fact.kind == F.CONTAINER and not site.unpacked:
             if facts.escaped(site) or facts.truth_tested(site) or facts.aliases.get(site.index):
                 return None
@@ -379,6 +381,17 @@ class _Analysis:
                 return None
             return F.CACHE_ENTRY if S.size_class(fact.origin) != S.LARGE else fact.origin
         return None
+
+    def _shared_live(self, info: StatementInfo, sites: list[DefSite]) -> bool:
+        """Whether another name of a view chain (`q_sbhd = query.view(...)` ...
+        `query = q_sbhd.view(shape)`) is still live after `info`: then `del` frees nothing."""
+        assert self.flow is not None and info.exit is not None
+        live = self.flow.live_out[info.exit.index]
+        for site in sites:
+            for partner in self.facts.storage_partners(site) or ():
+                if live & self.flow.name_bit(partner):
+                    return True
+        return False
 
     def _caller_owned(self, site: DefSite) -> bool:
         """A parameter nothing in the function shares: on paths where the parameter is still

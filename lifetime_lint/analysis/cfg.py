@@ -279,6 +279,13 @@ class _Builder:
         if isinstance(target, cst.Name):
             self.define(node, target, kind, value=value, unpacked=unpacked, annotation=annotation)
         elif isinstance(target, (cst.Tuple, cst.List)):
+            paired = _paired_elements(target, value) if kind == "assign" else None
+            if paired is not None:
+                # `q, k = (rope(q), rope(k))`: each name gets its own element, not a piece of
+                # one value.
+                for element, item in paired:
+                    self.bind_target(node, element, kind, item, unpacked)
+                return
             for element in target.elements:
                 self.bind_target(node, element.value, kind, value, True)
         elif isinstance(target, cst.StarredElement):
@@ -1002,3 +1009,18 @@ _SKIP_TYPES = (
     cst.EmptyLine,
     cst.Comment,
 )
+
+
+def _paired_elements(
+    target: cst.Tuple | cst.List, value: cst.BaseExpression | None
+) -> list[tuple[cst.BaseExpression, cst.BaseExpression]] | None:
+    """`a, b = x, y`: the (target, value) pairs when both sides are displays of the same
+    length without starred elements (None otherwise)."""
+    if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != len(target.elements):
+        return None
+    pairs = []
+    for element, item in zip(target.elements, value.elements):
+        if isinstance(element, cst.StarredElement) or isinstance(item, cst.StarredElement):
+            return None
+        pairs.append((element.value, item.value))
+    return pairs

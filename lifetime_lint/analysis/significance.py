@@ -177,6 +177,8 @@ def name_origin(name: str, origin: str) -> str:
         return origin
     if words & {"logits"}:
         return F.LOGITS  # (router and gate logits are small: caught above)
+    if words & {"noise", "pred"}:
+        return F.LATENTS  # `noise_pred_text`: a prediction in latent space, not text
     if words & _CONDITIONING_WORDS or {"encoder", "hidden"} <= words:
         return F.CONDITIONING  # `image_embeds` before `image`; `encoder_hidden_states`
     if words & _MODALITY_WORDS and words & _FEATURE_WORDS:
