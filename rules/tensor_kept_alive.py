@@ -24,6 +24,7 @@ from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import Option, Rule
+from lifetime_lint.rules.autograd_history_kept import held_by_autograd
 
 
 def _validate_patterns(value: list[str]) -> str | None:
@@ -307,6 +308,8 @@ class _Analysis:
         if not any(site.kind in _ASSIGNED for site in cfg.defs):
             return
         excluded = set(cfg.declared) | set(cfg.captured) | {"_"}  # `_`: thrown away on purpose
+        # A graph held into the next forward of a loop with grad on: LL006's finding.
+        excluded |= held_by_autograd(self.context, facts.function)
         candidates: set[str] = set()
         for site in cfg.defs:
             if site.kind in _ASSIGNED and site.name not in excluded:
