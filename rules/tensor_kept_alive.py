@@ -396,14 +396,25 @@ class _Analysis:
                     return True
         return False
 
-    def _caller_owned(self, site: DefSite) -> bool:
-        """A parameter nothing in the function shares: on paths where the parameter is still
-        the binding (`if latents is None: video = preprocess(video)`), `del` frees nothing
-        and costs nothing; the finding is about the other paths."""
-        facts = self.facts
-        return (
-            site.kind == "param" and not facts.escaped(site) and not facts.aliases.get(site.index)
-        )
+    def _caller_owned(self, site: DefSite, depth: int = 0) -> bool:
+        """A parameter, or a display of parameters (`control_video = [control_video]`): on
+        paths where such a binding is current (`if latents is None: video =
+        preprocess(video)`), `del` frees nothing and costs nothing; the finding is about the
+        other paths."""
+        if site.kind == "param":
+            return True
+        value = site.value
+        if depth > 2 or site.kind != "assign" or not isinstance(value, (cst.List, cst.Tuple)):
+            return False
+        if site.unpacked or not value.elements or site.node is None:
+            return False
+        for element in value.elements:
+            if not isinstance(element.value, cst.Name):
+                return False
+            sites = self.facts.reaching(site.node, element.value.value)
+            if not sites or not all(self._caller_owned(s, depth + 1) for s in sites):
+                return False
+        return True
 
     # -- where names die -------------------------------------------------------------
     def _dead_points(self, flow: Dataflow, candidates: set[str]):

@@ -869,7 +869,7 @@ class FunctionFacts:
         result = _combined_returns(facts)
         unseen = [fact.kind == UNKNOWN or (fact.kind == VIEW and not fact.tensor) for fact in facts]
         opaque = any(unseen) and all(  # only calls the analysis cannot see into are unknown
-            isinstance(value, cst.Call) or not blind for (value, _), blind in zip(values, unseen)
+            not blind or _from_calls(value, fact) for (value, fact), blind in zip(values, unseen)
         )
         if result.kind == UNKNOWN and opaque and function.returns is not None:
             annotation = function.returns.annotation
@@ -1536,6 +1536,18 @@ class FunctionFacts:
         if best.level <= LIGHT:
             return _NO_WORK
         return Work(best.level, "loop", best.by_pattern, best.parts)
+
+
+def _from_calls(value: cst.BaseExpression, fact: ValueFact) -> bool:
+    """A call's result (`return kernel(x)`), or a local bound only to calls (`out =
+    kernel(x)`; `return out`): not a value the analysis has seen to be borrowed."""
+    if isinstance(value, cst.Call):
+        return True
+    return (
+        isinstance(value, cst.Name)
+        and bool(fact.sources)
+        and all(s.kind == "assign" and isinstance(s.value, cst.Call) for s in fact.sources)
+    )
 
 
 def _combined_returns(facts: list[ValueFact]) -> ValueFact:
