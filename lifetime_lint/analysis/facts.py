@@ -1297,8 +1297,14 @@ class FunctionFacts:
             # `self.blocks[i](x)`: one element of a submodule list.
             base = dotted_name(func.value)
             if base is not None and base.startswith("self.") and owner is not None:
-                name = base.split(".")[1]
+                pieces = base.split(".")
+                name = pieces[1]
                 if name in owner.submodules:
+                    if len(pieces) > 2:
+                        # `self.attn1.to_out[0](x)`: one piece of a sublayer, not all of it.
+                        last = pieces[-1].lower()
+                        level = LIGHT if _glob_any(last, T.LIGHT_SUBMODULES) else LAYER
+                        return Work(level, "submodule", parts=tuple(pieces))
                     return self._submodule_work(name, ("self", name), PEAK)
             return _NO_WORK
         dotted = dotted_name(func)
