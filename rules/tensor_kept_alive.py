@@ -66,8 +66,11 @@ class TensorKeptAlive(Rule):
       cache entry) held across model-level work or the sublayer that sets a block's peak
       (feed-forward, self-attention, a convolution stack); large values held across one
       other sublayer;
-    - `low`: activations held across one other sublayer (cross-attention), embeddings of
-      unknown size and latents (usually a few MiB) held across anything.
+    - `low`: activations held across one other sublayer (cross-attention, a piece of a
+      sublayer such as `self.attn1.to_out[0]`), embeddings of unknown size and latents
+      (usually a few MiB) held across anything, and the previous chunk of decoded frames
+      held across the next decoder call (the decoder's activations dwarf one chunk).
+    Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not heavy work.
     The default run reports `medium` and `high`; `min-significance = "low"` under
     `[tool.lifetime-lint]` shows the rest.
 
@@ -83,7 +86,13 @@ class TensorKeptAlive(Rule):
       declared `global`/`nonlocal`, stored into a container or attribute, or shared with
       another binding (`a, b = x.chunk(2)`, `y = x`, `x[0]`, `x.contiguous()`): there `del`
       frees nothing. Sharing is judged per binding: an earlier `parts = torch.split(x)`
-      does not hide a later `x = torch.cat(...)`. A value taken out of a container slot
+      does not hide a later `x = torch.cat(...)`. A view chain through another name
+      (`q_sbhd = query.view(...)` ... `query = q_sbhd.view(shape)`) is reported where both
+      names are dead; on the path where the other name is still bound, it holds the
+      storage too.
+    - a tensor held into the next forward of a loop that runs with grad enabled and never
+      calls backward is LL006's finding (its fix, `torch.no_grad()`, frees the graph too),
+      never LL001's. A value taken out of a container slot
       (`cache = cache_list[i]`) counts once the slot is overwritten (`cache_list[i] = new`):
       from there the local is the only owner. Nothing in TorchScript or `torch.compile`d
       functions, nor in functions too large to analyse within the cost budget.
@@ -91,7 +100,11 @@ class TensorKeptAlive(Rule):
     Tensor-ness comes from dataflow, not from names: a binding counts when its value comes
     from torch, from a tensor method on a tensor, from a module call (`self.norm_q(q)` too),
     from an operator over tensors, or from a subscript or attribute of such a call
-    (`self.vae.decode(z).sample`), or when it is annotated `torch.Tensor`. Never a
+    (`self.vae.decode(z).sample`), or when it is annotated `torch.Tensor`. A tensor name
+    rebound to an opaque function that takes it (`query = apply_rotary_emb(query, cos,
+    sin)`) still holds what it held; unpacking a helper of the same file gives each name
+    its own returned value (`video, mask = self.preprocess(...)`), and a helper annotated
+    `-> tuple[torch.Tensor, ...]` over an opaque kernel returns tensors. Never a
     parameter, loop target, literal, `len(...)`, `math.ceil(...)`, `a // b` over numbers,
     `.shape[i]`, `.item()`, a string or path, a JSON or msgpack decode, an awaited RPC
     result, a value tested for truth (`if x:`), or the result of an unknown function. Small
@@ -133,7 +146,8 @@ class TensorKeptAlive(Rule):
     ```
 
     ## Fix safety
-    Safe: `del name` is inserted right after the outermost statement after which the name
+    The safe fix only adds `del` statements: nothing else in the function changes. Safe:
+    `del name` is inserted right after the outermost statement after which the name
     is dead on every path and definitely bound (so the `del` can never raise), with the
     block's indentation and the file's newline; names that die at the same point share one
     `del a, b`. Deleting a local that nothing reads again cannot change what the function
