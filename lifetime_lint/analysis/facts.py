@@ -447,6 +447,20 @@ class FunctionFacts:
             return fact
         return fact
 
+    def _conditioning_input(self, call: cst.Call, node: Node) -> str | None:
+        """`k = self.to_k(encoder_hidden_states)`: a sublayer keeps its input's token
+        count, so a projection of conditioning (text tokens) is conditioning-sized."""
+        from lifetime_lint.analysis.significance import name_origin  # (it imports this module)
+
+        first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+        if not isinstance(first, cst.Name):
+            return None
+        fact = self._name_value(first.value, node)
+        if not fact.is_tensor:
+            return None
+        origin = name_origin(first.value, fact.origin)
+        return CONDITIONING if origin == CONDITIONING else None
+
     def _rebound_through_call(self, site: DefSite, call: cst.Call, node: Node) -> ValueFact | None:
         """`query = apply_rotary_emb(query, cos, sin)`, `q, k = rope_inplace(q, k, cache)`:
         a tensor name rebound to an unknown function that takes it still holds a tensor
@@ -726,7 +740,10 @@ class FunctionFacts:
                 return self._name_value(call.args[1].value.value, node)
         work = self.work(call)
         if work.level >= LIGHT and work.kind not in ("collective", "none", "helper"):
-            return ValueFact(TENSOR, _origin_of_work(work))
+            origin = _origin_of_work(work)
+            if origin == ACTIVATION and work.kind in ("submodule", "module-parameter"):
+                origin = self._conditioning_input(call, node) or origin
+            return ValueFact(TENSOR, origin)
         callee = self.local_callee(call)
         if callee is not None:
             returned = self.helper_return(callee)
