@@ -455,10 +455,8 @@ class FunctionFacts:
         first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
         if not isinstance(first, cst.Name):
             return None
-        fact = self._name_value(first.value, node)
-        if not fact.is_tensor:
-            return None
-        origin = name_origin(first.value, fact.origin)
+        fact = self._name_value(first.value, node)  # (tensor-ness is the call's; size the input's)
+        origin = name_origin(first.value, fact.origin if fact.is_tensor else ACTIVATION)
         return CONDITIONING if origin == CONDITIONING else None
 
     def _rebound_through_call(self, site: DefSite, call: cst.Call, node: Node) -> ValueFact | None:
