@@ -1176,9 +1176,7 @@ def _single_element(value: cst.BaseExpression) -> cst.BaseExpression | None:
     return value if isinstance(value, cst.Name) else None
 
 
-def _loop_carried(
-    name: str, cat_assign: cst.Assign, loop: cst.CSTNode, index: NameUses
-) -> bool:
+def _loop_carried(name: str, cat_assign: cst.Assign, loop: cst.CSTNode, index: NameUses) -> bool:
     """The value concatenated onto comes from the previous iteration: no other binding of
     the name in the loop except under a first-iteration or `is None` branch."""
     for use in index.of(name):
@@ -1690,5 +1688,7 @@ def _assigned_in(statements: Sequence[cst.CSTNode], index: NameUses) -> set[str]
     return {
         name
         for name, uses in index.names.items()
-        if any((use.binding or use.deleted) and any(use.inside(s) for s in statements) for use in uses)
+        if any(
+            (use.binding or use.deleted) and any(use.inside(s) for s in statements) for use in uses
+        )
     }

@@ -10,7 +10,9 @@ module records it once per function, memoised on the file context next to the fa
 - `NameUses.of(name)`: the occurrences of `name` in source order, each a `Use` with the
   ancestor chain from the function down to the name's parent, whether it sits in a nested
   function, lambda or class (another scope), whether it binds or deletes the name;
-- `NameUses.loop_targets`: names bound by a `for` or a comprehension's `for`.
+- `NameUses.loop_targets`: names bound by a `for` or a comprehension's `for`;
+- `load_nodes(context, facts)`: the CFG node of every name read, to ask the dataflow
+  which binding a read sees.
 
 Names that are not references are left out: attribute names (`x.append` is no use of
 `append`), keyword names of calls, the names of nested `def`/`class` statements and import
@@ -23,9 +25,11 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from lifetime_lint.analysis.cfg import Node
 from lifetime_lint.traversal import walk
 
 MEMO_KEY = "analysis.uses"
+LOADS_KEY = "analysis.uses.loads"
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
 
@@ -143,3 +147,14 @@ def _is_loop_target(chain: list[cst.CSTNode]) -> bool:
         if not isinstance(parent, (cst.Tuple, cst.List, cst.StarredElement, cst.Element)):
             return False
     return False
+
+
+def load_nodes(context, facts) -> dict[int, Node]:  # type: ignore[no-untyped-def]
+    """The CFG node that reads each name node of a function (by node identity): where to
+    ask the dataflow which binding a read sees (`facts.reaching(node, name)`)."""
+    memo = context.memo.setdefault(LOADS_KEY, {})
+    found = memo.get(id(facts))
+    if found is None or found[0] is not facts:
+        found = (facts, {id(load): node for node in facts.cfg.nodes for load in node.loads})
+        memo[id(facts)] = found
+    return found[1]
