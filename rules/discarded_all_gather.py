@@ -208,7 +208,7 @@ class DiscardedAllGather(Rule):
             for rank in (_unwrap_int(g.rank) for g in guards if g.rank is not None)
         ):
             return  # `for rank in range(world_size): if rank == 0:` is not this rank
-        keys = {guard.root for guard in guards}  # type: ignore[union-attr]
+        keys = {guard.root for guard in guards}
         if len(keys) > 1:
             return
         if kind in BUFFER_KINDS and _ranks_of_another_group(ranks, call, guards):
@@ -823,7 +823,7 @@ def _given_test(context, test: cst.BaseExpression, truth: bool) -> str | None:
 
 
 def _mirrored(operator: cst.BaseCompOp) -> cst.BaseCompOp:
-    swaps = {
+    swaps: dict[type[cst.BaseCompOp], type[cst.BaseCompOp]] = {
         cst.GreaterThan: cst.LessThan,
         cst.LessThan: cst.GreaterThan,
         cst.GreaterThanEqual: cst.LessThanEqual,
@@ -1006,9 +1006,11 @@ class _Ranks:
             value = _attribute_value(rank, self.function, self.context)
             return _rank_call_kind(self.context, value) if isinstance(value, cst.Call) else None
         bound = self.binding(rank)
-        if bound is None or not isinstance(bound[0], cst.Call):
+        if bound is None:
             return None
         value, position = bound
+        if not isinstance(value, cst.Call):
+            return None
         if position is None:
             direct = _rank_call_kind(self.context, value)
             if direct is not None:

@@ -149,7 +149,7 @@ def _is_loop_target(chain: list[cst.CSTNode]) -> bool:
     return False
 
 
-def load_nodes(context, facts) -> dict[int, Node]:  # type: ignore[no-untyped-def]
+def load_nodes(context, facts) -> dict[int, Node]:
     """The CFG node that reads each name node of a function (by node identity): where to
     ask the dataflow which binding a read sees (`facts.reaching(node, name)`)."""
     memo = context.memo.setdefault(LOADS_KEY, {})
