@@ -13,6 +13,7 @@ from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import DefSite, Node
 from lifetime_lint.analysis.uses import NameUses, Use, uses_for
+from lifetime_lint.devices import LEFT_OUT_SCOPE, Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.rule import Option, Rule
@@ -356,6 +357,9 @@ class AccumulateThenConcat(Rule):
                 )
         if structure is not None:
             level = S.LOW
+        level, structure = self._scoped(level, structure)
+        if level is None:
+            return
         written = self.context.source_of(call.func)
         across = _describe_work(work)
         also = f" (and {len(cats) - 1} more)" if len(cats) > 1 else ""
@@ -529,6 +533,9 @@ class AccumulateThenConcat(Rule):
         )
         if structure is not None:
             level = S.LOW
+        level, structure = self._scoped(level, structure)
+        if level is None:
+            return
         written = self.context.source_of(call.func)
         message = (
             f"`{out} = {written}([{out}, ...])` in a loop ({S.describe(origin)}; across the "
@@ -708,6 +715,10 @@ class AccumulateThenConcat(Rule):
         level, reason = _accumulation_level(origin, work)
         if any(_iterable_is_small_or_model_axis(c.iter, min_count, index) for c in clauses):
             level = S.LOW
+        scoped, reason = self._scoped(level, reason)
+        if scoped is None:
+            return
+        level = scoped
         written = self.context.source_of(call.func)
         self.report(
             call,
@@ -718,6 +729,18 @@ class AccumulateThenConcat(Rule):
             + f" (significance: {level})",
             significance=level,
         )
+
+    def _scoped(self, level: str, reason: str | None) -> tuple[str | None, str | None]:
+        """Tests, examples, benchmarks and scripts (the `non-library` globs shared with the
+        portability rules) are another audience: small inputs, run once. Their findings are
+        `low`; below the bar they are counted as left out by scope (`--statistics`), never
+        dropped silently. (None: left out.)"""
+        if Portability.of(self.context).library:
+            return level, reason
+        if not S.at_least(S.LOW, S.bar_of(self.context.settings)):
+            self.leave_out(LEFT_OUT_SCOPE)
+            return None, None
+        return S.LOW, reason or _NON_LIBRARY
 
     def _index(self, function: cst.FunctionDef) -> NameUses:
         """Where each local name occurs (the shared flow facts of `analysis.uses`)."""
@@ -934,6 +957,8 @@ def _encoder_output(function: cst.FunctionDef, origin: str) -> str:
         return F.LATENTS if origin != F.LOGITS else origin
     return origin
 
+
+_NON_LIBRARY = "in a non-library path (tests, examples, benchmarks, scripts)"
 
 _MODEL_IN_LOOP = (
     "each chunk comes from model-level work in the loop, whose own activations likely "
@@ -1287,7 +1312,10 @@ def _walks_the_batch(iterable: cst.BaseExpression, facts, header) -> bool:  # ty
         if method == "unbind" and (not args or _literal_int(args[0].value) == 0):
             return True
     if isinstance(iterable, cst.Name) and facts is not None and header is not None:
-        return facts.expression(iterable, header).is_tensor
+        # A tensor iterated along dim 0; not an element of a list of lists (`for tile in
+        # row` over a row of decoded tiles walks tiles, not samples).
+        fact = facts.expression(iterable, header)
+        return fact.is_tensor and not fact.element_of
     return False
 
 
