@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from lifetime_lint.analysis import facts as F
+from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.uses import NameUses, load_nodes, uses_for
 from lifetime_lint.devices import in_multi_backend_dispatch
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
@@ -214,12 +215,14 @@ class DiscardedAllGather(Rule):
         if kind in BUFFER_KINDS and _ranks_of_another_group(ranks, call, guards):
             return  # `sp_rank == 0` around a world all_gather: one reader per group, not one
         written = self.context.source_of(call.func)
+        level, small = _significance(ranks, _sent_tensor(call, kind))
         if not guards:
             self.report(
                 call,
                 f"`{written}` fills `{result}` on every rank, but nothing reads it: every rank "
-                f"allocates world_size receive buffers for nothing",
+                f"allocates world_size receive buffers for nothing{small}",
                 statement=statement,
+                significance=level,
             )
             return
         root = keys.pop()
@@ -244,9 +247,10 @@ class DiscardedAllGather(Rule):
         self.report(
             call,
             f"`{written}` fills `{result}` on every rank, but only {where} reads it{when}{via}; "
-            f"{advice}",
+            f"{advice}{small}",
             fix,
             statement=statement,
+            significance=level,
         )
 
     def _derived(self, ranks: _Ranks, chain: Sequence[cst.CSTNode]) -> _Derived | None:
@@ -391,6 +395,36 @@ class DiscardedAllGather(Rule):
             applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
             orphan_import_candidates=import_bindings_under(self.context, call.func, _DIST),
         )
+
+
+def _sent_tensor(call: cst.Call, kind: str) -> cst.BaseExpression | None:
+    """What each rank contributes: `all_gather(buffers, tensor)`, `wrapper(tensor, ...)`."""
+    if kind in BUFFER_KINDS:
+        return _arguments(call, ("tensor_list", "tensor")).get("tensor")
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    return positional[0] if positional else None
+
+
+def _significance(ranks: _Ranks, sent: cst.BaseExpression | None) -> tuple[str, str]:
+    """How much the wasted receive buffers are worth, from what each rank sends (the facts
+    layer's origin, refined by its name): world_size copies of a latent-sized prediction or
+    an embedding are a few MiB (`low`, below the default bar), of decoded frames `high`,
+    of anything else (an activation, a tensor of unknown origin) `medium`. And, when low,
+    the words that say so in the message."""
+    origin = F.ACTIVATION
+    name = sent.value if isinstance(sent, cst.Name) else ""
+    node = ranks.loads.get(id(sent)) if sent is not None else None
+    if ranks.facts is not None and sent is not None and node is not None:
+        fact = ranks.facts.expression(sent, node)
+        if fact.is_tensor or fact.kind == F.CONTAINER:
+            origin = fact.origin
+        elif fact.kind == F.METADATA:
+            origin = F.SMALL
+    origin = S.name_origin(name, origin)
+    size = S.size_class(origin)
+    if size in (S.SMALL_SIZED, S.TINY):
+        return S.LOW, f"; each rank sends little ({S.describe(origin)}), so the waste is small"
+    return (S.HIGH if size == S.LARGE else S.MEDIUM), ""
 
 
 def _has_comment(statement: cst.SimpleStatementLine) -> bool:
