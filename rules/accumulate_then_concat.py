@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -18,6 +19,9 @@ from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.rule import Option, Rule
 from lifetime_lint.traversal import visit, walk
+
+if TYPE_CHECKING:  # Python 3.9 has no typing.TypeGuard; annotations are not evaluated
+    from typing_extensions import TypeGuard
 
 
 def _validate_count(value: int) -> str | None:
@@ -201,7 +205,7 @@ class AccumulateThenConcat(Rule):
         ),
     )
 
-    def __init__(self, context, options) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, context, options) -> None:
         super().__init__(context, options)
         self._loads: dict[int, dict[int, Node]] = {}
 
@@ -335,7 +339,7 @@ class AccumulateThenConcat(Rule):
             if isinstance(expr, cst.Name):
                 origin = S.name_origin(expr.value, origin)
         origin = _encoder_output(function, origin)
-        named = [name.value] + [e.value for e in chunk_exprs if isinstance(e, cst.Name)]  # type: ignore[union-attr]
+        named = [name.value] + [e.value for e in chunk_exprs if isinstance(e, cst.Name)]
         if S.size_class(origin) == S.TINY or any(_per_item(n) for n in named):
             return
         work = _loop_work(facts, header, loop_statement)
@@ -357,9 +361,10 @@ class AccumulateThenConcat(Rule):
                 )
         if structure is not None:
             level = S.LOW
-        level, structure = self._scoped(level, structure)
-        if level is None:
+        scoped, structure = self._scoped(level, structure)
+        if scoped is None:
             return
+        level = scoped
         written = self.context.source_of(call.func)
         across = _describe_work(work)
         also = f" (and {len(cats) - 1} more)" if len(cats) > 1 else ""
@@ -533,9 +538,10 @@ class AccumulateThenConcat(Rule):
         )
         if structure is not None:
             level = S.LOW
-        level, structure = self._scoped(level, structure)
-        if level is None:
+        scoped, structure = self._scoped(level, structure)
+        if scoped is None:
             return
+        level = scoped
         written = self.context.source_of(call.func)
         message = (
             f"`{out} = {written}([{out}, ...])` in a loop ({S.describe(origin)}; across the "
@@ -804,7 +810,7 @@ _MODEL_COUNT = re.compile(
 _READS = ("len", "truth", "element")
 
 
-def _role(use: Use, context) -> str:  # type: ignore[no-untyped-def]
+def _role(use: Use, context) -> str:
     """What one occurrence of the list's name does: init, append, extend, cat, the reads
     that neither keep nor hand out chunks (`len(xs)`, `if not xs:`, `xs[0].shape`), del,
     rebind, or escape."""
@@ -879,7 +885,7 @@ def _role(use: Use, context) -> str:  # type: ignore[no-untyped-def]
     return "escape"
 
 
-def _kind_of(context, call: cst.Call) -> str | None:  # type: ignore[no-untyped-def]
+def _kind_of(context, call: cst.Call) -> str | None:
     """ "cat" for `torch.cat` / `concat` / `concatenate`, else the concatenation's name
     (`stack`, `hstack`, ...); None for other calls."""
     qualified = context.qualified_name(call.func) or ""
@@ -889,13 +895,13 @@ def _kind_of(context, call: cst.Call) -> str | None:  # type: ignore[no-untyped-
     return "cat" if last in ("cat", "concat", "concatenate") else last
 
 
-def _same_dim(context, a: cst.Call, b: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+def _same_dim(context, a: cst.Call, b: cst.Call) -> bool:
     da, db = _argument(a, 1, ("dim", "axis")), _argument(b, 1, ("dim", "axis"))
     code = lambda d: "0" if d is None else context.source_of(d).strip()  # noqa: E731
     return code(da) == code(db)
 
 
-def _list_family(facts: F.FunctionFacts, sites) -> tuple[DefSite, dict[int, DefSite]] | None:  # type: ignore[no-untyped-def]
+def _list_family(facts: F.FunctionFacts, sites) -> tuple[DefSite, dict[int, DefSite]] | None:
     """The empty-list binding these bindings come from, through `xs += [chunk]` (which
     grows the same list in place), and every binding of that family; None otherwise."""
     init: DefSite | None = None
@@ -925,7 +931,7 @@ def _list_family(facts: F.FunctionFacts, sites) -> tuple[DefSite, dict[int, DefS
     return (init, family) if init is not None else None
 
 
-def _observed_dynamically(facts: F.FunctionFacts, site) -> bool:  # type: ignore[no-untyped-def]
+def _observed_dynamically(facts: F.FunctionFacts, site) -> bool:
     """A `locals()` / `vars()` / `eval` that runs while this binding is current may read
     it; one elsewhere in the function (before the list exists, after it is rebound) does
     not switch the rule off."""
@@ -1070,7 +1076,7 @@ def _chunk(
     return None
 
 
-def _made_this_iteration(facts: F.FunctionFacts, site: DefSite, body, depth: int) -> bool:  # type: ignore[no-untyped-def]
+def _made_this_iteration(facts: F.FunctionFacts, site: DefSite, body, depth: int) -> bool:
     """A binding made in the loop body that holds a new tensor, or a view of one through a
     short rebinding chain (`out = vae.decode(z)`, then `out = out[:, :, k:]`)."""
     if site.node is None or not any(site.node is member for member in body):
@@ -1149,7 +1155,7 @@ def _describe_work(work: F.Work) -> str:
     return f"{level}-level work"
 
 
-def _import_bound(context, func: cst.BaseExpression) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
+def _import_bound(context, func: cst.BaseExpression) -> tuple[str, ...]:
     """`cat` of `from torch import cat`: an import the fix may leave unused."""
     if isinstance(func, cst.Name) and context.imports.bindings_for(func.value):
         return (func.value,)
@@ -1243,7 +1249,7 @@ def _is_first_iteration_test(test: cst.BaseExpression) -> bool:
 
 def _loops_between(chain: Sequence[cst.CSTNode], top: cst.CSTNode) -> list[cst.CSTNode]:
     started = False
-    loops = []
+    loops: list[cst.CSTNode] = []
     for node in chain:
         if node is top:
             started = True
@@ -1284,7 +1290,7 @@ def _loop_targets(chain: Sequence[cst.CSTNode]) -> set[str]:
 
 def _small_loop(
     loop: cst.CSTNode, min_count: int, index: NameUses, facts=None, header=None
-) -> str | None:  # type: ignore[no-untyped-def]
+) -> str | None:
     """Why a loop gives few chunks (issue 12's loop structure), or None: a literal range or
     sequence shorter than `min-constant-count`, model structure (layers, heads, scales,
     `config` counts), or the samples of a batch."""
@@ -1300,11 +1306,11 @@ def _small_loop(
     return None
 
 
-def _walks_the_batch(iterable: cst.BaseExpression, facts, header) -> bool:  # type: ignore[no-untyped-def]
+def _walks_the_batch(iterable: cst.BaseExpression, facts, header) -> bool:
     """`for x in z.split(1)` / `z.unbind(0)` / `for data, pos in zip(x, ids)` over a tensor:
     one step per sample along the batch dimension."""
     if _is_call_to(iterable, "zip") or _is_call_to(iterable, "enumerate"):
-        return any(_walks_the_batch(a.value, facts, header) for a in iterable.args)  # type: ignore[attr-defined]
+        return any(_walks_the_batch(a.value, facts, header) for a in iterable.args)
     if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
         method, args = iterable.func.attr.value, iterable.args
         if method == "split" and len(args) == 1 and _literal_int(args[0].value) == 1:
@@ -1335,7 +1341,7 @@ def _iterable_is_small_or_model_axis(
         or _is_call_to(iterable, "zip")
         or _is_call_to(iterable, "reversed")
     ):
-        if any(_iterable_is_small_or_model_axis(a.value, min_count, index) for a in iterable.args):  # type: ignore[attr-defined]
+        if any(_iterable_is_small_or_model_axis(a.value, min_count, index) for a in iterable.args):
             return True
     if isinstance(iterable, cst.Name):
         literal = _literal_binding(iterable.value, index)
@@ -1428,7 +1434,7 @@ class _JumpFinder(cst.CSTVisitor):
 
 
 def _count_expression(
-    context,  # type: ignore[no-untyped-def]
+    context,
     loop: cst.For,
     index: NameUses,
     before_loop: Sequence[cst.CSTNode],
@@ -1615,7 +1621,7 @@ def _enclosing_statement(chain: Sequence[cst.CSTNode]) -> cst.CSTNode:
     raise AssertionError("a use outside any statement")
 
 
-def _is_call_to(node: cst.BaseExpression, name: str) -> bool:
+def _is_call_to(node: cst.BaseExpression, name: str) -> TypeGuard[cst.Call]:
     return (
         isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name
     )
@@ -1655,10 +1661,10 @@ def _is_simple(node: cst.BaseExpression) -> bool:
         return _is_simple(node.expression)
     if isinstance(node, cst.BinaryOperation):
         return _is_simple(node.left) and _is_simple(node.right)
-    if _is_call_to(node, "len") and len(node.args) == 1 and node.args[0].keyword is None:  # type: ignore[attr-defined]
+    if _is_call_to(node, "len") and len(node.args) == 1 and node.args[0].keyword is None:
         return isinstance(node.args[0].value, (cst.Name, cst.Attribute)) and _is_simple(
             node.args[0].value
-        )  # type: ignore[attr-defined]
+        )
     if isinstance(node, cst.Subscript):
         return _is_simple(node.value) and all(
             isinstance(s.slice, cst.Index) and _is_simple(s.slice.value) for s in node.slice
