@@ -29,7 +29,6 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -215,6 +214,8 @@ def write_file_atomic(target: str, data: bytes, cache_root: str | None = None) -
             _PREPARED.add(root)
         folder = os.path.dirname(target)
         os.makedirs(folder, exist_ok=True)
+        import tempfile  # only when writing: a warm run reads and skips the import
+
         fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
         try:
             with os.fdopen(fd, "wb") as handle:
