@@ -433,12 +433,15 @@ def render_sarif(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
                     ],
                 }],
             }]  # fmt: skip
-            if not d.fix.is_safe:
-                result["properties"] = {"fixApplicability": "unsafe"}
+        properties: dict[str, object] = {}
+        if d.fix is not None and locations and not d.fix.is_safe:
+            properties["fixApplicability"] = "unsafe"
         if d.significance is not None:
-            result.setdefault("properties", {})["significance"] = d.significance  # type: ignore[union-attr]
-        if "measured" in d.extra:
-            result.setdefault("properties", {})["measured"] = measured_json(d)  # type: ignore[union-attr]
+            properties["significance"] = d.significance
+        if "measured" in d.extra:  # from `profile` or `check --profile`
+            properties["measured"] = measured_json(d)
+        if properties:
+            result["properties"] = properties
         results.append(result)
     log = {
         "$schema": SARIF_SCHEMA,
