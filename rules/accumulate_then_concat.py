@@ -744,7 +744,7 @@ class AccumulateThenConcat(Rule):
         if Portability.of(self.context).library:
             return level, reason
         if not S.at_least(S.LOW, S.bar_of(self.context.settings)):
-            self.leave_out(LEFT_OUT_SCOPE)
+            self.leave_out(LEFT_OUT_SCOPE, 'min-significance = "low"')
             return None, None
         return S.LOW, reason or _NON_LIBRARY
 
