@@ -71,6 +71,7 @@ def _edits(text: str) -> list[tuple[str, str]]:
     edits.append(("new finding inside a function", with_lines(current)))
     current.insert(3, "import torch.distributed as dist\n")
     edits.append(("import added", with_lines(current)))
+
     def top_level_boundary() -> int:  # a top-level `def` in the middle of the module
         starts = [i for i, line in enumerate(current) if line.startswith(("def ", "class "))]
         return starts[len(starts) // 2]
@@ -105,10 +106,10 @@ def _full_parse(text: str) -> cst.Module | None:
 
 def test_every_edit_gives_the_tree_and_positions_of_a_full_parse() -> None:
     parser = DocumentParser()
-    text = _module_text()
-    parser.parse(text)
+    original = _module_text()
+    parser.parse(original)
     reused = 0
-    for label, text in _edits(text):
+    for label, text in _edits(original):
         full = _full_parse(text)
         if full is None:
             with pytest.raises(cst.ParserSyntaxError):
@@ -141,10 +142,10 @@ def test_the_server_lints_each_edit_exactly_as_a_full_lint(tmp_path: Path) -> No
     path = str(tmp_path / "model.py")
     service = LintService()
     full_linter = Linter(Settings())
-    text = _module_text()
-    assert service.lint(path, text)  # the module has findings
+    original = _module_text()
+    assert service.lint(path, original)  # the module has findings
     errors = 0
-    for label, text in _edits(text):
+    for label, text in _edits(original):
         incremental = service.lint(path, text)
         full, error = full_linter.lint_text(path, text)
         expected = [error] if error is not None else full
@@ -157,9 +158,10 @@ def test_server_result_equals_check_of_the_same_text(tmp_path: Path) -> None:
     """Against the real command line, after a series of edits."""
     path = tmp_path / "model.py"
     service = LintService()
-    text = _module_text()
-    service.lint(str(path), text)
-    for _, text in _edits(text):
+    original = _module_text()
+    service.lint(str(path), original)
+    text, incremental = original, []
+    for _, text in _edits(original):
         incremental = service.lint(str(path), text)
     path.write_text(text)
     completed = subprocess.run(
