@@ -235,13 +235,13 @@ class DocumentParser:
 
 
 def _whole(text: str, module: cst.Module) -> _Document | None:
-    """The chunks of a fully parsed module, or None if they do not add up to the text."""
+    """The chunks of a fully parsed module, or None unless their code is exactly the text."""
     header = _Chunk.of(module.header, module)
     statements = [_Chunk.of([statement], module) for statement in module.body]
     footer = _Chunk.of(module.footer, module)
-    total = header.length + sum(chunk.length for chunk in statements) + footer.length
-    if total != len(text) or not module.has_trailing_newline:
-        return None
+    code = header.code + "".join(chunk.code for chunk in statements) + footer.code
+    if code != text or not module.has_trailing_newline:
+        return None  # LibCST does not reproduce it: positions as a full lint finds them
     return _Document(text, module, header, statements, footer)
 
 
