@@ -1,13 +1,15 @@
 """Latency of `lifetime-lint server`: didChange -> publishDiagnostics on a large model file.
 
-    python benchmarks/lsp_latency.py [FILE] [--changes 20] [--debounce 0]
+    python benchmarks/lsp_latency.py [FILE] [--changes 20] [--debounce 0] [--pythonpath DIR]
 
 FILE defaults to the largest diffusers pipeline in .corpus/ (benchmarks/corpus.py prepares it)
 over 1,500 lines. Each round edits one line of the buffer (a comment that changes the text, so
 no cache can answer) and times from sending didChange to receiving the publishDiagnostics of
 that version, with the server's debounce set as given (default 0: the debounce is a choice of
 the editor's, not the linter's cost). Prints the median, min and max in milliseconds and the
-number of diagnostics, as JSON.
+number of diagnostics, as JSON. `--pythonpath DIR` runs the server from another checkout
+(e.g. a `git archive` of an earlier commit, with `rules/` and `runtime/` copied under
+`lifetime_lint/`), for a before/after pair on the same machine.
 """
 
 from __future__ import annotations
@@ -46,7 +48,10 @@ def main() -> None:
     parser.add_argument("file", nargs="?", type=Path)
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--debounce", type=float, default=0.0)
+    parser.add_argument("--pythonpath", help="import lifetime_lint from here (a snapshot)")
     args = parser.parse_args()
+    if args.pythonpath:
+        os.environ["PYTHONPATH"] = os.path.abspath(args.pythonpath)
     path = (args.file or default_file()).resolve()
     text = path.read_text(encoding="utf-8")
     client = LspClient(cwd=str(path.parent))
@@ -82,6 +87,7 @@ def main() -> None:
                 "diagnostics": len(first),
                 "changes": args.changes,
                 "debounce_s": args.debounce,
+                "server_from": args.pythonpath or "this checkout",
                 "median_ms": round(statistics.median(timings), 1),
                 "min_ms": round(min(timings), 1),
                 "max_ms": round(max(timings), 1),

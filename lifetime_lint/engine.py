@@ -20,7 +20,7 @@ import ast
 import difflib
 import os
 from collections.abc import Sequence
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
@@ -47,7 +47,10 @@ from lifetime_lint.registry import all_rules
 from lifetime_lint.results import IO_ERROR, SYNTAX_ERROR, FileResult, FixMode
 from lifetime_lint.rule import FileContext, RawReport, Rule
 from lifetime_lint.source import SourceError, SourceFile, detect_newline
-from lifetime_lint.traversal import walk
+from lifetime_lint.traversal import NodeOffsets, walk
+
+if TYPE_CHECKING:
+    from lifetime_lint.incremental import DocumentParser
 
 MAX_FIX_ROUNDS = 10
 
@@ -171,9 +174,17 @@ class Linter:
         return result
 
     def lint_text(
-        self, path: str, text: str, newline: str | None = None
+        self,
+        path: str,
+        text: str,
+        newline: str | None = None,
+        parser: DocumentParser | None = None,
     ) -> tuple[list[Diagnostic], Diagnostic | None]:
-        """Diagnostics for one source text, or a file-level error diagnostic."""
+        """Diagnostics for one source text, or a file-level error diagnostic.
+
+        `parser`: the document's incremental parser (the language server's), which gives
+        the same tree as a full parse while re-parsing only what changed since its last text.
+        """
         self.last_left_out = {}
         ignored = self.settings.ignored_codes(path)
         rules = [
@@ -184,14 +195,18 @@ class Linter:
         ]
         if not rules:
             return [], None
+        offsets: NodeOffsets | None = None
         try:
-            parsed = parse_exact(text)
+            if parser is None:
+                parsed = parse_exact(text)
+            else:
+                parsed, offsets = parser.parse(text)
         except cst.ParserSyntaxError as error:
             return [], _syntax_error(path, text, error)
         except ParseRefused as refused:
             return [], file_error(path, IO_ERROR, f"Failed to parse {path}: {refused}")
         try:
-            return self._lint_parsed(path, text, parsed, newline, rules), None
+            return self._lint_parsed(path, text, parsed, newline, rules, offsets), None
         except RoundTripError as error:
             return [], file_error(path, IO_ERROR, f"Failed to parse {path}: {error}; not checked")
 
@@ -202,8 +217,9 @@ class Linter:
         parsed: ParsedSource,
         newline: str | None,
         rules: Sequence[type[Rule]],
+        offsets: NodeOffsets | None = None,
     ) -> list[Diagnostic]:
-        context = self._context(path, text, parsed, newline)
+        context = self._context(path, text, parsed, newline, offsets)
         instances = [rule(context, self.options[rule.code]) for rule in rules]
         visits: dict[str, list[Callable]] = {}
         leaves: dict[str, list[Callable]] = {}
@@ -221,7 +237,12 @@ class Linter:
         return self._to_diagnostics(context, context.reports)
 
     def _context(
-        self, path: str, text: str, parsed: ParsedSource, newline: str | None
+        self,
+        path: str,
+        text: str,
+        parsed: ParsedSource,
+        newline: str | None,
+        offsets: NodeOffsets | None = None,
     ) -> FileContext:
         return FileContext(
             path,
@@ -231,6 +252,7 @@ class Linter:
             self.settings,
             parsed.parse_text,
             parsed.offsets,
+            offsets,
         )
 
     # -- reports -> diagnostics ------------------------------------------------------

@@ -135,6 +135,7 @@ class FileContext:
         settings: Settings,
         parsed_text: str | None = None,
         offset_map: OffsetMap = IDENTITY,
+        offsets: NodeOffsets | None = None,
     ) -> None:
         self.path = path
         self.source = source  # the file's text, exactly; every offset a rule sees is into it
@@ -156,7 +157,9 @@ class FileContext:
         # by a name of the helper's choosing (e.g. "fixes.taken_names").
         self.memo: dict[str, Any] = {}
         self._imports: ImportMap | None = None
-        self._offsets: NodeOffsets | None = None
+        # Node offsets the caller already knows (the language server's incremental parse);
+        # None: computed on first use.
+        self._offsets: NodeOffsets | None = offsets
         self._line_starts: list[int] | None = None
 
     # -- names ----------------------------------------------------------------------

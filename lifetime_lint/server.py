@@ -24,7 +24,7 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lifetime_lint import __version__
 from lifetime_lint.config import ConfigError, Settings, find_config, load_settings
@@ -34,6 +34,9 @@ from lifetime_lint.noqa import add_noqa_to_line
 from lifetime_lint.registry import all_rules
 from lifetime_lint.reporters import rule_url
 from lifetime_lint.source import SourceFile, detect_newline
+
+if TYPE_CHECKING:
+    from lifetime_lint.incremental import DocumentParser
 
 logger = logging.getLogger("lifetime_lint.server")
 
@@ -136,6 +139,21 @@ class LintService:
     def __init__(self) -> None:
         self.settings = SettingsCache()
         self._linters: dict[int, tuple[Settings, Linter]] = {}
+        # One incremental parser per open document: a change re-parses only the top-level
+        # statements around the edit (the tree is the one a full parse gives).
+        self._parsers: dict[str, DocumentParser] = {}
+
+    def parser_for(self, path: str) -> DocumentParser:
+        parser = self._parsers.get(path)
+        if parser is None:
+            from lifetime_lint.incremental import DocumentParser
+
+            parser = self._parsers[path] = DocumentParser()
+        return parser
+
+    def forget(self, path: str) -> None:
+        """The document was closed: drop what its parser kept."""
+        self._parsers.pop(path, None)
 
     def _linter(self, settings: Settings) -> Linter:
         key = id(settings)
@@ -154,7 +172,9 @@ class LintService:
         if settings.is_excluded(os.path.abspath(path)):
             return []
         linter = self._linter(settings)
-        diagnostics, error = linter.lint_text(path, text, detect_newline(text))
+        diagnostics, error = linter.lint_text(
+            path, text, detect_newline(text), parser=self.parser_for(path)
+        )
         return [error] if error is not None else diagnostics
 
     def fixed_text(
@@ -313,6 +333,7 @@ def create_server() -> Any:
         state = documents.pop(params.text_document.uri, None)
         if state is not None and state.pending is not None:
             state.pending.cancel()
+        service.forget(path_of(params.text_document.uri))
         server.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
