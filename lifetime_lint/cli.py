@@ -27,6 +27,7 @@ from lifetime_lint.baseline import Baseline, BaselineError, write_baseline
 from lifetime_lint.cache import DEFAULT_CACHE_DIR
 from lifetime_lint.catalog import RuleInfo, configured_cache_dir, load_config, rule_infos
 from lifetime_lint.config import (
+    DEFAULT_SELECTION,
     ConfigError,
     Overrides,
     SettingsResolver,
@@ -246,6 +247,19 @@ class Run:
     help="Processes to check files with (default: the CPU count; 1 under "
     "pre-commit for small file lists).",
 )
+@click.option(
+    "--profile",
+    "profile_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Show each finding's bytes measured by `lifetime-lint profile --save FILE`.",
+)
+@click.option(
+    "--min-bytes",
+    metavar="SIZE",
+    help="With --profile: report only findings measured to hold at least SIZE (64MiB, 1GiB, "
+    "bytes); findings of code the profiled run never executed are left out and counted.",
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option(
     "--cache-dir",
@@ -286,6 +300,8 @@ def check(
     baseline_path: str | None,
     write_baseline_path: str | None,
     jobs: int | None,
+    profile_path: str | None,
+    min_bytes: str | None,
     no_cache: bool,
     cache_dir: str | None,
 ) -> None:
@@ -311,6 +327,12 @@ def check(
             else None,
             respect_gitignore=respect_gitignore,
         )
+        if min_bytes is not None:
+            # The run measured every finding; the bytes, not the static significance bar,
+            # decide what is shown (`profile` lints at every level too).
+            from lifetime_lint.analysis.significance import SETTING
+
+            overrides.extra[SETTING] = "low"
         caches = _CacheRoots(cache_dir, no_cache)
         if config_path is not None and not os.path.isfile(config_path):
             raise ConfigError(f"{config_path}: config file not found")
@@ -332,6 +354,7 @@ def check(
             sys.exit(EXIT_CLEAN)
         changed = changed_lines(diff_base) if diff_base else None
         baseline = Baseline.load(baseline_path) if baseline_path else None
+        saved_profile, min_size = _load_profile(profile_path, min_bytes)
     except (ConfigError, GitDiffError, BaselineError) as error:
         click.echo(f"lifetime-lint: error: {error}", err=True)
         sys.exit(EXIT_ERROR)
@@ -386,7 +409,10 @@ def check(
 
         enabled = {rule.code for s in resolver.all_loaded() for rule in s.enabled_rules(rules)}
         notes = _filter(results, files, sorted(enabled), baseline, baseline_path, changed)
-        code = _report(results, rules, run)
+        if saved_profile is not None:
+            notes.extend(_filter_by_profile(results, saved_profile, min_size, min_bytes))
+        off = {rule.code for s in resolver.all_loaded() for rule in s.off_by_default(rules)}
+        code = _report(results, rules, run, sorted(off - enabled))
         if notes and not quiet:
             for note in notes:
                 click.echo(note, err=True)
@@ -504,6 +530,51 @@ def _filter(
     return notes
 
 
+def _load_profile(path: str | None, min_bytes: str | None) -> tuple[Any, int | None]:
+    """`--profile FILE` and `--min-bytes SIZE`, checked before anything is linted."""
+    from lifetime_lint.profile import ProfileError, SavedProfile, parse_size
+
+    if min_bytes is not None and path is None:
+        raise ConfigError("--min-bytes needs --profile FILE (a run's measurements)")
+    try:
+        size = None if min_bytes is None else parse_size(min_bytes)
+    except ValueError as error:
+        raise ConfigError(f"--min-bytes: {error}") from None
+    if path is None:
+        return None, size
+    try:
+        return SavedProfile.load(path), size
+    except ProfileError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _filter_by_profile(
+    results: list[FileResult], saved: Any, min_size: int | None, min_bytes: str | None
+) -> list[str]:
+    """Attach the profile's measurements; under --min-bytes keep only what it proved."""
+    from lifetime_lint.profile import apply_profile
+
+    kept, counts = apply_profile([r.diagnostics for r in results], saved, min_size)
+    for r, diagnostics in zip(results, kept):
+        r.diagnostics = diagnostics
+        r.found = None
+
+    def findings(count: int) -> str:
+        return f"{count} {'finding' if count == 1 else 'findings'}"
+
+    notes = []
+    if counts.below:
+        notes.append(f"{findings(counts.below)} measured below {min_bytes} not shown "
+                     f"({saved.path}).")  # fmt: skip
+    if counts.not_run:
+        notes.append(f"{findings(counts.not_run)} in code the profiled run never executed not "
+                     f"shown ({saved.path}).")  # fmt: skip
+    if counts.unmeasured:
+        notes.append(f"{findings(counts.unmeasured)} in files the profiled run executed but not "
+                     "in the profile (new or edited since it was saved): shown, unmeasured.")  # fmt: skip
+    return notes
+
+
 def _write_baseline(path: str, results: Sequence[FileResult], quiet: bool) -> int:
     diagnostics = [d for r in results for d in r.diagnostics]
     recorded = write_baseline(path, diagnostics)
@@ -591,7 +662,12 @@ def _file_error(path: str, message: str) -> Diagnostic:
     return file_error(path, IO_ERROR, message)
 
 
-def _report(results: list[FileResult], rules: Sequence[RuleInfo], run: Run) -> int:
+def _report(
+    results: list[FileResult],
+    rules: Sequence[RuleInfo],
+    run: Run,
+    off_by_default: Sequence[str] = (),  # rules left off only by the default rule set
+) -> int:
     mode = run.mode
     diagnostics = sorted((d for r in results for d in r.diagnostics), key=Diagnostic.sort_key)
     found = sorted((d for r in results for d in r.original_diagnostics), key=Diagnostic.sort_key)
@@ -606,6 +682,7 @@ def _report(results: list[FileResult], rules: Sequence[RuleInfo], run: Run) -> i
         show_fixes=run.show_fixes,
         rule_names={rule.code: rule.name for rule in rules},
         color=run.color,
+        off_by_default=list(off_by_default),
     )
     for r in results:
         for key, count in r.left_out.items():
@@ -697,9 +774,12 @@ def _render_settings(target: str, resolver: SettingsResolver, rules: Sequence[Ru
     settings = resolver.for_path(target)
     enabled = settings.enabled_rules(rules)
     values: dict[str, Any] = {
-        "select": settings.select,
+        "select": DEFAULT_SELECTION if settings.select is None else settings.select,
         "extend-select": settings.extend_select,
         "ignore": settings.ignore,
+        # The default rule set: what runs when `select` is not given.
+        "default-rules": [rule.code for rule in rules if rule.default_enabled],
+        "off-by-default": [rule.code for rule in rules if not rule.default_enabled],
         "enabled-rules": [rule.code for rule in enabled],
         "exclude": settings.exclude,
         "extend-exclude": settings.extend_exclude,
@@ -740,7 +820,8 @@ def vendor_runtime(path: str) -> None:
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Print every rule's documentation.")
 def rule(code: str | None, show_all: bool) -> None:
-    """Print the documentation of rule CODE (or of every rule with --all)."""
+    """Print the documentation of rule CODE (of every rule with --all; without either, the
+    list of rules and whether each is on by default)."""
     from lifetime_lint.registry import all_rules, rule_by_selector
 
     if show_all:
@@ -750,15 +831,23 @@ def rule(code: str | None, show_all: bool) -> None:
         if not chosen:
             click.echo(f"lifetime-lint: error: unknown rule {code!r}", err=True)
             sys.exit(EXIT_ERROR)
-    else:
-        click.echo("lifetime-lint: error: give a rule code or --all", err=True)
-        sys.exit(EXIT_ERROR)
+    else:  # the list of rules: code, name, whether it is on by default, fix availability
+        for r in all_rules():
+            default = "on" if r.default_enabled else "off by default"
+            click.echo(f"{r.code}\t{r.name:<32}\t{default:<14}\tfix {r.fix_availability}")
+        return
     click.echo("\n\n".join(render_rule_doc(r) for r in chosen))
 
 
 def render_rule_doc(rule_class) -> str:
     lines = [f"# {rule_class.name} ({rule_class.code})", ""]
     lines.append(f"Fix is {rule_class.fix_availability} available.")
+    if not rule_class.default_enabled:
+        lines.append("")
+        lines.append(
+            f'Off by default: `extend-select = ["{rule_class.code}"]` (or `select = ["ALL"]`) '
+            "turns it on."
+        )
     lines.append("")
     lines.append(rule_class.documentation())
     if rule_class.options:
@@ -805,9 +894,11 @@ def server() -> None:
     "--output-format",
     "--format",
     "output_format",
-    type=click.Choice(["text", "json"]),
+    type=click.Choice(sorted(REPORTERS)),
     default="text",
     show_default=True,
+    help="text: the ranked table; json: the profile (what --save writes); the other formats "
+    "are check's, each finding with its measurement.",
 )
 @click.option("--save", "save_path", metavar="FILE", help="Write the measurements as JSON.")
 @click.option(
@@ -911,8 +1002,13 @@ def profile(
         profiling.dump_output(result, check_output, dump_output)
     if output_format == "json":
         click.echo(json.dumps(profiling.to_json(result), indent=2))
-    else:
+    elif output_format == "text":
         click.echo(profiling.render_text(result, os.getcwd()), nl=False, err=False)
+    else:
+        diagnostics = sorted((f.diagnostic for f in result.findings), key=Diagnostic.sort_key)
+        names = {rule.code: rule.name for rule in rule_infos(None)}
+        summary = RunSummary(rule_names=names, quiet=True, files_checked=len(result.functions))
+        click.echo(REPORTERS[output_format](diagnostics, summary), nl=False)
     sys.exit(result.exit_status)
 
 

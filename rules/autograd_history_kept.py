@@ -1192,9 +1192,12 @@ class _FunctionAnalysis:
                 "train"
             )
             statement = node.statement
-            assert statement is not None  # (an assignment's node)
+            assert statement is not None  # held_into_next_forward keeps assignments only
             self.rule.report(
-                site.target or statement, message, None, statement=_line_of(self, statement)
+                site.target or statement,
+                message,
+                None,
+                statement=_line_of(self, statement),
             )
 
     def _stores_into(self, node: Node) -> set[str]:
