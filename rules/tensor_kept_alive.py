@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 from fnmatch import fnmatchcase
 
 import libcst as cst
@@ -20,6 +21,7 @@ from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.dataflow import Dataflow
 from lifetime_lint.analysis.tables import MODEL_CALLS
+from lifetime_lint.devices import Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.imports import dotted_name
@@ -71,6 +73,8 @@ class TensorKeptAlive(Rule):
       (usually a few MiB) held across anything, and the previous chunk of decoded frames
       held across the next decoder call (the decoder's activations dwarf one chunk).
     Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not heavy work.
+    Findings in tests, examples, benchmarks and scripts (the non-library globs the
+    portability rules share) are `low`: small inputs, run once.
     The default run reports `medium` and `high`; `min-significance = "low"` under
     `[tool.lifetime-lint]` shows the rest.
 
@@ -335,6 +339,7 @@ class _Analysis:
         self.flow = flow
         pending: list[_Pending] = []
         groups: dict[int, list[_Pending]] = {}
+        library = Portability.of(self.context).library
         released = self._consumed_lists(flow, excluded)
         for info, name in self._dead_points(flow, candidates):
             if (id(info.statement), name) in released or self._iterates_released(info, name):
@@ -371,6 +376,10 @@ class _Analysis:
                 <= self.context.position(info.statement).start.line
             )  # held into the next iteration: one chunk's worth
             estimate = S.estimate(origin, held.work, one_chunk=carried)
+            if not library:
+                # Tests, examples, benchmarks, scripts: small inputs, run once (the shared
+                # non-library globs): low, shown with `min-significance = "low"`.
+                estimate = replace(estimate, level=S.LOW)
             finding = _Pending(name, info, status, held, origin, estimate)
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)

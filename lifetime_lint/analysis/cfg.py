@@ -283,8 +283,8 @@ class _Builder:
             if paired is not None:
                 # `q, k = (rope(q), rope(k))`: each name gets its own element, not a piece of
                 # one value.
-                for element, item in paired:
-                    self.bind_target(node, element, kind, item, unpacked)
+                for part, item in paired:
+                    self.bind_target(node, part, kind, item, unpacked)
                 return
             for target_element in target.elements:
                 self.bind_target(node, target_element.value, kind, value, True)

@@ -108,7 +108,12 @@ def estimate(origin: str, across: F.Work, one_chunk: bool = False) -> Estimate:
     """The significance of holding a value of this origin across this work. `one_chunk`: the
     value is the previous iteration's of a loop (one chunk of many: one size class down)."""
     size = size_class(origin)
-    if one_chunk and origin == F.DECODED and across.kind == "decode":
+    decoding = across.kind == "decode" or (
+        across.kind in ("helper", "loop", "closure")
+        and bool(across.parts)
+        and F._model_kind(across.parts) == "decode"
+    )  # (`self._i0_decode(x)`: a helper that runs the decoder)
+    if one_chunk and origin == F.DECODED and decoding:
         # The previous chunk of decoded frames held across the next decoder call: the
         # decoder's own activations (128+ channels at the output's resolution) dwarf one
         # 3-channel chunk, so the saving is max(0, S - A) = 0 (design notes §7).
@@ -178,6 +183,8 @@ def name_origin(name: str, origin: str) -> str:
         words & _TINY_WORDS or lowered.rstrip("0123456789") in _TINY_WORDS
     ):
         return F.SMALL  # (a model-level call's output keeps its class whatever its name)
+    if origin in (F.DECODED, F.MODEL_OUTPUT) and words & _INDEX_WORDS:
+        return F.SMALL  # `video_pos_ids = video_coords.chunk(2)[0]`: positions, not frames
     if origin in (F.DECODED, F.CONDITIONING):
         return origin
     if words & {"logits"}:
@@ -269,6 +276,7 @@ _TINY_WORDS = frozenset(
         "losses",
     ]
 )
+_INDEX_WORDS = frozenset(["ids", "id", "idx", "indices", "pos", "positions", "coords", "offsets"])
 _DECODED_WORDS = frozenset(
     [
         "decoded",
