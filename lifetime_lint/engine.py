@@ -47,7 +47,7 @@ from lifetime_lint.registry import all_rules
 from lifetime_lint.results import IO_ERROR, SYNTAX_ERROR, FileResult, FixMode
 from lifetime_lint.rule import FileContext, RawReport, Rule
 from lifetime_lint.source import SourceError, SourceFile, detect_newline
-from lifetime_lint.traversal import NodeOffsets, walk
+from lifetime_lint.traversal import LEAF_TYPES, NodeOffsets, walk_skipping
 
 if TYPE_CHECKING:
     from lifetime_lint.incremental import DocumentParser
@@ -228,7 +228,13 @@ class Linter:
                 table = visits if attribute.startswith("visit_") else leaves
                 table.setdefault(node_type, []).append(getattr(instance, attribute))
         dispatcher = _Dispatcher(context.ancestors, visits, leaves)
-        walk(context.module, dispatcher.on_visit, dispatcher.on_leave)
+        # A leaf no rule listens to changes nothing (it is nobody's ancestor): not visited.
+        unheard = frozenset(
+            leaf
+            for leaf in LEAF_TYPES
+            if leaf.__name__ not in visits and leaf.__name__ not in leaves
+        )
+        walk_skipping(context.module, dispatcher.on_visit, dispatcher.on_leave, unheard)
         for instance in instances:
             instance.finish()
         self.last_left_out = context.left_out

@@ -110,6 +110,42 @@ def walk(
     leave(node)
 
 
+# Node types that never have children; half of a tree's nodes are SimpleWhitespace or
+# Newline.
+LEAF_TYPES: tuple[type[cst.CSTNode], ...] = (cst.SimpleWhitespace, cst.Newline, cst.Comment)
+
+
+def walk_skipping(
+    node: cst.CSTNode,
+    enter: Callable[[cst.CSTNode], object],
+    leave: Callable[[cst.CSTNode], object],
+    skipped: frozenset[type],
+) -> None:
+    """`walk(node, enter, leave)`, except that descendants whose type is in `skipped` (leaf
+    types nobody listens to, see `LEAF_TYPES`) are passed over without a call."""
+    enter(node)
+    node_type = type(node)
+    fields = _CHILD_FIELDS.get(node_type, _UNKNOWN)
+    if fields is _UNKNOWN:
+        fields = child_fields(node_type)
+    if fields is None:
+        for child in node.children:
+            if type(child) not in skipped:
+                walk_skipping(child, enter, leave, skipped)
+    else:
+        for name in fields:
+            value = getattr(node, name)
+            kind = type(value)
+            if kind is tuple or kind is list:
+                for item in value:
+                    item_type = type(item)
+                    if item_type not in skipped and _is_node(item_type):
+                        walk_skipping(item, enter, leave, skipped)
+            elif kind not in skipped and _is_node(kind):
+                walk_skipping(value, enter, leave, skipped)
+    leave(node)
+
+
 def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """`node.visit(visitor)` for a read-only `CSTVisitor`, without LibCST's node rebuilding.
 
@@ -177,6 +213,47 @@ def _is_node(kind: type) -> bool:
     except KeyError:
         answer = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
         return answer
+
+
+# What a field's value is, by its type: 2 a sequence of values, 1 a node, 0 neither.
+_VALUE_KINDS: dict[type, int] = {}
+
+
+def _value_kind(kind: type) -> int:
+    answer = _VALUE_KINDS[kind] = (
+        2 if issubclass(kind, (tuple, list)) else 1 if issubclass(kind, cst.CSTNode) else 0
+    )
+    return answer
+
+
+def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The child nodes of `node` in `node.visit` order, without LibCST's rebuilding
+    `children` (the analyses' tree scans call this once per node they pass)."""
+    node_type = type(node)
+    fields = _CHILD_FIELDS.get(node_type, _UNKNOWN)
+    if fields is _UNKNOWN:
+        fields = child_fields(node_type)
+    if fields is None:
+        return list(node.children)
+    kinds = _VALUE_KINDS
+    result: list[cst.CSTNode] = []
+    for name in fields:
+        value = getattr(node, name)
+        kind = type(value)
+        value_kind = kinds.get(kind)
+        if value_kind is None:
+            value_kind = _value_kind(kind)
+        if value_kind == 1:
+            result.append(value)
+        elif value_kind == 2:
+            for item in value:
+                item_type = type(item)
+                item_kind = kinds.get(item_type)
+                if item_kind is None:
+                    item_kind = _value_kind(item_type)
+                if item_kind == 1:
+                    result.append(item)
+    return result
 
 
 def subclass_test(*types: type) -> Callable[[cst.CSTNode], bool]:

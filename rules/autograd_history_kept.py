@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -22,6 +23,11 @@ from lifetime_lint.rule import FileContext, Rule
 # `model_engine.backward(loss)`, Lightning's `self.manual_backward(loss)`.
 _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 _AUTOGRAD_CALLS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
+# What the text of a file that calls backward must contain: a `_BACKWARD_METHODS` attribute
+# (`.`, then blanks, line continuations or comments, then the name), or `autograd` (every
+# import binding that resolves into `_AUTOGRAD_CALLS` names it). A text without either can
+# hold no backward call, whatever `backward compatibility` its comments mention.
+_BACKWARD_ATTRIBUTE = re.compile(r"\.(?:[ \t\f\r\n\\]|#[^\r\n]*)*(?:manual_)?backward\b")
 # Context managers and decorators under which no new history is recorded.
 _NO_GRAD = frozenset(
     {
@@ -379,6 +385,18 @@ class _ModuleFacts:
     training_functions: set[int] = field(default_factory=set)
 
 
+def _may_call_backward(context: FileContext) -> bool:
+    """False when the file's text cannot hold a backward call (see `_BACKWARD_ATTRIBUTE`):
+    then no function trains by a backward call of its own, and the file is not scanned."""
+    key = "LL006.may_call_backward"
+    answer = context.memo.get(key)
+    if answer is None:
+        text = context.source
+        answer = "autograd" in text or _BACKWARD_ATTRIBUTE.search(text) is not None
+        context.memo[key] = answer
+    return answer
+
+
 def _module_facts(context: FileContext) -> _ModuleFacts:
     key = "LL006.module_facts"
     facts = context.memo.get(key)
@@ -395,16 +413,17 @@ def _scan_module(
     stack: list[tuple[cst.CSTNode, bool, int]] = [(node, no_grad, 0)]
     while stack:
         current, disabled, function = stack.pop()
-        if isinstance(current, cst.FunctionDef):
+        # Exact types: isinstance against LibCST's abstract base classes is slow.
+        if type(current) is cst.FunctionDef:
             disabled = any(_is_no_grad_context(context, d.decorator) for d in current.decorators)
             function = id(current)
-        elif isinstance(current, cst.With):
+        elif type(current) is cst.With:
             if any(_is_no_grad_context(context, item.item) for item in current.items):
                 for item in current.items:
                     stack.append((item, disabled, function))
                 stack.append((current.body, True, function))
                 continue
-        elif isinstance(current, cst.Call):
+        elif type(current) is cst.Call:
             dotted = dotted_name(current.func)
             if dotted is not None:
                 last = dotted.rsplit(".", 1)[-1]
@@ -423,7 +442,7 @@ def _scan_module(
                 facts.training_functions.add(function)
                 for expression in inputs:
                     facts.backward_reads.update(_dotted_reads(expression))
-        elif isinstance(current, cst.Attribute) and current.attr.value in _GRAD_ATTRIBUTES:
+        elif type(current) is cst.Attribute and current.attr.value in _GRAD_ATTRIBUTES:
             dotted = dotted_name(current.value)
             if dotted is not None:
                 facts.grad_reads.add(dotted)
@@ -566,8 +585,10 @@ def _build_analysis(context: FileContext, node: cst.FunctionDef) -> _FunctionAna
         return None
     if any(_is_no_grad_context(context, d.decorator) for d in node.decorators):
         return None
-    facts = _module_facts(context)
     is_step = name in _TRAINING_STEP_FUNCTIONS
+    if not is_step and not _may_call_backward(context):
+        return None  # no backward call anywhere: nothing says grad is on here
+    facts = _module_facts(context)
     if not is_step and id(node) not in facts.training_functions:
         return None  # no backward call of its own: nothing says grad is on here
     callers = facts.calls_under_no_grad.get(name)

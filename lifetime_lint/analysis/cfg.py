@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from lifetime_lint.imports import dotted_name
-from lifetime_lint.traversal import child_fields
+from lifetime_lint.traversal import child_nodes
 
 # Calls that read every local of the calling frame.
 _DYNAMIC_NAMES = frozenset({"locals", "vars", "eval", "exec", "dir"})
@@ -962,17 +962,7 @@ def _target_names(target: cst.CSTNode) -> set[str]:
 
 def iter_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The child nodes of `node` in source order, without LibCST's rebuilding `children`."""
-    fields = child_fields(type(node))
-    if fields is None:
-        return list(node.children)
-    result: list[cst.CSTNode] = []
-    for name in fields:
-        value = getattr(node, name)
-        if isinstance(value, (tuple, list)):
-            result.extend(item for item in value if isinstance(item, cst.CSTNode))
-        elif isinstance(value, cst.CSTNode):
-            result.append(value)
-    return result
+    return child_nodes(node)
 
 
 def _names_in(node: cst.CSTNode | None) -> set[str]:
