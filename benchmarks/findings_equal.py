@@ -2,6 +2,7 @@
 
     python benchmarks/findings_equal.py                      # against 4d98ff8, 160 files
     python benchmarks/findings_equal.py --base main --per-corpus 50 --seed 7
+    python benchmarks/findings_equal.py --containing backward     # files LL006 may scan
 
 Draws `--per-corpus` files from each corpus under `.corpus/` (a seeded random draw of its
 `.py` files, sorted first so that the draw is the same on every machine), and lints them,
@@ -42,11 +43,13 @@ def corpus_root() -> Path:
     return local if local.is_dir() else Path("/work/main/.corpus")
 
 
-def draw(per_corpus: int, seed: int) -> list[str]:
+def draw(per_corpus: int, seed: int, containing: str | None = None) -> list[str]:
     rng = random.Random(seed)
     chosen: list[str] = []
     for name in CORPORA:
         files = sorted(str(p) for p in (corpus_root() / name).rglob("*.py"))
+        if containing is not None:
+            files = [f for f in files if containing in Path(f).read_text(errors="replace")]
         chosen.extend(rng.sample(files, min(per_corpus, len(files))))
     return chosen
 
@@ -84,8 +87,9 @@ def main() -> int:
     parser.add_argument("--base", default="4d98ff8", help="git revision to compare with")
     parser.add_argument("--per-corpus", type=int, default=40)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--containing", help="draw only files whose text contains this")
     args = parser.parse_args()
-    files = draw(args.per_corpus, args.seed)
+    files = draw(args.per_corpus, args.seed, args.containing)
     base_root = extract_revision(args.base)
     differences = 0
     with tempfile.TemporaryDirectory() as workdir:

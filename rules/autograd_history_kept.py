@@ -23,11 +23,16 @@ from lifetime_lint.rule import FileContext, Rule
 # `model_engine.backward(loss)`, Lightning's `self.manual_backward(loss)`.
 _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 _AUTOGRAD_CALLS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
-# What the text of a file that calls backward must contain: a `_BACKWARD_METHODS` attribute
-# (`.`, then blanks, line continuations or comments, then the name), or `autograd` (every
-# import binding that resolves into `_AUTOGRAD_CALLS` names it). A text without either can
-# hold no backward call, whatever `backward compatibility` its comments mention.
-_BACKWARD_ATTRIBUTE = re.compile(r"\.(?:[ \t\f\r\n\\]|#[^\r\n]*)*(?:manual_)?backward\b")
+# What the text of a file that calls backward must contain (`_may_call_backward`): a
+# `_BACKWARD_METHODS` attribute (`.`, then blanks, line continuations or comments, then the
+# name), or an `_AUTOGRAD_CALLS` name reached from `torch` (`autograd.grad`).
+# (A comment ends at its line break, so the pattern cannot split one: no backtracking.)
+_BLANK = r"(?:[ \t\f\r\n\\]|#[^\r\n]*[\r\n])*"
+_BACKWARD_ATTRIBUTE = re.compile(rf"\.{_BLANK}(?:manual_)?backward\b")
+_AUTOGRAD_ATTRIBUTE = re.compile(rf"autograd{_BLANK}\.{_BLANK}(?:grad|backward)\b")
+# Import bindings under which a shorter name can mean an `_AUTOGRAD_CALLS` function.
+_AUTOGRAD_BINDINGS = _AUTOGRAD_CALLS | {"torch.autograd"}
+
 # Context managers and decorators under which no new history is recorded.
 _NO_GRAD = frozenset(
     {
@@ -386,13 +391,24 @@ class _ModuleFacts:
 
 
 def _may_call_backward(context: FileContext) -> bool:
-    """False when the file's text cannot hold a backward call (see `_BACKWARD_ATTRIBUTE`):
-    then no function trains by a backward call of its own, and the file is not scanned."""
+    """False when the file cannot hold a call that `_backward_inputs` recognises: then no
+    function trains by a backward call of its own, and the file is not scanned.
+
+    Such a call is a `_BACKWARD_METHODS` attribute, or a name whose import binding makes it
+    an `_AUTOGRAD_CALLS` function: `torch.autograd.grad` (text `autograd.grad`), `ag.grad`
+    after `from torch import autograd as ag`, `grad` after `from torch.autograd import
+    grad` (the last two: bindings in `_AUTOGRAD_BINDINGS`). Star and relative imports bind
+    nothing (`imports.ImportMap`), so no other spelling resolves to one.
+    """
     key = "LL006.may_call_backward"
     answer = context.memo.get(key)
     if answer is None:
         text = context.source
-        answer = "autograd" in text or _BACKWARD_ATTRIBUTE.search(text) is not None
+        answer = (
+            _BACKWARD_ATTRIBUTE.search(text) is not None
+            or _AUTOGRAD_ATTRIBUTE.search(text) is not None
+            or any(b.qualified in _AUTOGRAD_BINDINGS for b in context.imports.bindings)
+        )
         context.memo[key] = answer
     return answer
 
