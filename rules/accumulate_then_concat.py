@@ -54,8 +54,12 @@ class AccumulateThenConcat(Rule):
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
     batch: `z.split(1)`, `unbind()`, iterating a tensor), in processor or scheduler classes,
-    and for one row of an outer accumulation (`rows.append(torch.cat(row))`). The default run reports `medium` and `high`;
-    `min-significance = "low"` under `[tool.lifetime-lint]` shows the rest.
+    and for one row of an outer accumulation (`rows.append(torch.cat(row))`). Findings in
+    non-library paths (tests, examples, benchmarks, scripts, notebooks: the top-level
+    `non-library` globs, shared with LL004/LL005) are `low` too: another audience, small
+    inputs. The default run reports `medium` and `high`; `--statistics` counts the
+    non-library findings it left out ("left out: non-library path"), and
+    `min-significance = "low"` under `[tool.lifetime-lint]` shows every finding.
 
     ## Why is this bad?
     At the `torch.cat`, every chunk and the full result are alive together: the peak is
@@ -148,6 +152,13 @@ class AccumulateThenConcat(Rule):
     (`len()` and truth work on the writer until `result()` empties it); `chunks[0].shape`
     keeps the finding report-only (a writer has no elements).
 
+    Applicability comes from the rewrite, then from where the writer is imported: a fix
+    that adds `from lifetime_lint.runtime import ChunkWriter` to a project that neither
+    declares lifetime-lint as a dependency nor sets the top-level `runtime-module` (a
+    vendored copy: `lifetime-lint vendor-runtime`) is offered as unsafe, since the fixed
+    code would not import elsewhere; a `chunk-writer` of the project's own is imported as
+    configured.
+
     Safe when the chunk is a fresh result (a call, or a local bound to one and not read
     after the append) and the count is known to support `len`; the peak can rise by at
     most one chunk, and only where the chunk cannot be released (see above). Where a list
@@ -178,7 +189,8 @@ class AccumulateThenConcat(Rule):
     `(dim=..., count=..., stack=True)` and offer `append`, `extend`, `+=` and `result()`.
     `min-constant-count` (default 8): loops over a literal range or sequence with fewer
     elements give few chunks (significance `low`). The global `min-significance` (`"low"`,
-    `"medium"` by default, `"high"`) sets which findings are reported.
+    `"medium"` by default, `"high"`) sets which findings are reported; the global
+    `non-library` / `extend-non-library` globs say which paths are not library code.
     """
 
     code = "LL002"
