@@ -45,13 +45,16 @@ def tree(tmp_path, monkeypatch):
 @pytest.fixture
 def pools(monkeypatch):
     started = []
-    real = runner.ProcessPoolExecutor
+    import concurrent.futures
+
+    real = concurrent.futures.ProcessPoolExecutor
 
     def spy(*args, **kwargs):
         started.append(kwargs.get("max_workers"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "ProcessPoolExecutor", spy)
+    # The runner imports the pool when it starts one (a cached run never does).
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", spy)
     return started
 
 
