@@ -17,7 +17,7 @@ from lifetime_lint.analysis.uses import NameUses, Use, uses_for
 from lifetime_lint.devices import LEFT_OUT_SCOPE, Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
-from lifetime_lint.rule import Option, Rule
+from lifetime_lint.rule import SHOWS_BELOW_BAR, Option, Rule
 from lifetime_lint.traversal import visit, walk
 
 if TYPE_CHECKING:  # Python 3.9 has no typing.TypeGuard; annotations are not evaluated
@@ -756,7 +756,7 @@ class AccumulateThenConcat(Rule):
         if Portability.of(self.context).library:
             return level, reason
         if not S.at_least(S.LOW, S.bar_of(self.context.settings)):
-            self.leave_out(LEFT_OUT_SCOPE)
+            self.leave_out(LEFT_OUT_SCOPE, SHOWS_BELOW_BAR)
             return None, None
         return S.LOW, reason or _NON_LIBRARY
 
