@@ -53,7 +53,8 @@ class AccumulateThenConcat(Rule):
     unchanged on Wan's untiled decode), for latent-sized results (encode paths,
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
-    batch: `z.split(1)`, `unbind()`, iterating a tensor), in processor or scheduler classes,
+    batch: `z.split(1)`, `unbind()`, iterating a tensor), for chunks copied to the host
+    (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory), in processor or scheduler classes,
     and for one row of an outer accumulation (`rows.append(torch.cat(row))`). Findings in
     non-library paths (tests, examples, benchmarks, scripts, notebooks: the top-level
     `non-library` globs, shared with LL004/LL005) are `low` too: another audience, small
@@ -358,6 +359,11 @@ class AccumulateThenConcat(Rule):
         level, structure = _accumulation_level(origin, work)
         if facts.owner_facts is not None and facts.owner_facts.light:
             structure = "a processor or scheduler class: preprocessing or scheduler math"
+        if structure is None and all(
+            _on_host(facts, expr, nodes.get(id(grow.node)))
+            for expr, grow in zip(chunk_exprs, grows)
+        ):
+            structure = "the chunks are copied to the host: CPU memory, not the GPU peak"
         if structure is None and _appended_elsewhere(ancestors):
             # `result_rows.append(torch.cat(result_row, dim=-1))`: one row of a tiled
             # decode; the outer concatenation (its own finding) sets the peak.
@@ -1086,6 +1092,42 @@ def _chunk(
         # A call the layer cannot classify (`renderer(camera)`): a new value per call.
         return _Chunk("fresh" if called else "unknown", F.ACTIVATION)
     return None
+
+
+_HOST_METHODS = frozenset({"cpu", "numpy", "tolist"})
+
+
+def _host_copy(expr: cst.BaseExpression | None) -> bool:
+    """`t.cpu()`, `t.to("cpu")`, `t.detach().cpu().float()`, `t.numpy()`: a host copy."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        method = expr.func.attr.value
+        if method in _HOST_METHODS:
+            return True
+        if method == "to":
+            for arg in expr.args:
+                value = arg.value
+                if (arg.keyword is None or arg.keyword.value == "device") and isinstance(
+                    value, cst.SimpleString
+                ):
+                    if value.evaluated_value in ("cpu", b"cpu"):
+                        return True
+        if method not in T.VIEW_METHODS and method not in T.MAYBE_COPY_METHODS:
+            return False
+        expr = expr.func.value
+    return False
+
+
+def _on_host(facts: F.FunctionFacts, expr: cst.BaseExpression | None, node: Node | None) -> bool:
+    """The appended chunk is a host copy, directly or through the binding that reaches the
+    append (`frame = out.cpu()` ... `frames.append(frame)`)."""
+    if _host_copy(expr):
+        return True
+    if isinstance(expr, cst.Name) and node is not None:
+        sites = facts.reaching(node, expr.value)
+        return bool(sites) and all(
+            site.kind == "assign" and not site.unpacked and _host_copy(site.value) for site in sites
+        )
+    return False
 
 
 def _made_this_iteration(facts: F.FunctionFacts, site: DefSite, body, depth: int) -> bool:
