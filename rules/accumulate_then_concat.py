@@ -261,6 +261,7 @@ class AccumulateThenConcat(Rule):
         if found is None:
             return
         site, family = found
+        assert site.value is not None  # the empty list (`_list_family`)
         # A `locals()` / `eval` while the list is bound may read it: still reported (the
         # memory is the same), but the fix is unsafe (the reader would get the writer).
         dynamic = any(_observed_dynamically(facts, member) for member in family.values())
@@ -404,7 +405,7 @@ class AccumulateThenConcat(Rule):
             # `len(chunks)` / `if not chunks:` work on the writer until `result()` empties it.
             fix = self._accumulate_fix(
                 [c for _, c in cats], kind, name, init, grows, loops, kinds, index, block,
-                init_at, min(cat_positions), ancestors, facts.cfg.parameters,
+                init_at, min(cat_positions), ancestors, facts.cfg.parameters, site.value,
             )  # fmt: skip
             if fix is not None and dynamic:
                 fix = Fix(
@@ -436,6 +437,7 @@ class AccumulateThenConcat(Rule):
         cat_at: int,
         ancestors: list[cst.CSTNode],
         parameters: set[str],
+        init_value: cst.BaseExpression,
     ) -> Fix | None:
         if kind not in ("cat", "stack") or len(grows) != 1 or _role(grows[0], None) != "append":
             return None
@@ -471,7 +473,6 @@ class AccumulateThenConcat(Rule):
         target = Target.parse(self.settings["chunk-writer"])
         reference, import_edits = reference_to(self.context, target, ancestors)
         stack = ", stack=True" if kind == "stack" else ""
-        init_value = _assigned_value(init)
         start, end = self.context.span(init_value)
         edits: list[Edit] = [
             Edit(start, end, f"{reference}(dim={dim_code}, count={count_code}{stack})"),
@@ -1225,16 +1226,6 @@ def _is_empty_list(node: cst.BaseExpression) -> bool:
         and node.func.value == "list"
         and not node.args
     )
-
-
-def _assigned_value(use: Use) -> cst.BaseExpression:
-    """The empty list an `init` use binds (`xs = []` or `xs: list[Tensor] = []`)."""
-    parent = use.ancestors[-1]
-    if isinstance(parent, cst.AnnAssign) and parent.value is not None:
-        return parent.value
-    assign = use.ancestors[-2]
-    assert isinstance(assign, cst.Assign)
-    return assign.value
 
 
 def _grown_value(use: Use) -> cst.BaseExpression | None:
