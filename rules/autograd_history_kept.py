@@ -1191,11 +1191,13 @@ class _FunctionAnalysis:
                 "and never calls backward; run it under `torch.no_grad()` if it does not "
                 "train"
             )
+            statement = node.statement
+            assert statement is not None  # held_into_next_forward keeps assignments only
             self.rule.report(
-                site.target or node.statement,
+                site.target or statement,
                 message,
                 None,
-                statement=_line_of(self, node.statement),
+                statement=_line_of(self, statement),
             )
 
     def _stores_into(self, node: Node) -> set[str]:

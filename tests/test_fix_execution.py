@@ -626,4 +626,6 @@ def test_ll003_fix_keeps_results_on_gloo_world_and_subgroup(tmp_path: Path) -> N
     # The world, the subgroup and the generator's loop (break/continue) are fixed; the
     # async function's try/finally may or may not be: it runs either way.
     assert fixed.count("gather_to_root(") >= 3, fixed
-    run_gloo(_gather_worker, 3, str(tmp_path), timeout=240.0)  # 3 spawned torch ranks, a shared machine
+    run_gloo(
+        _gather_worker, 3, str(tmp_path), timeout=240.0
+    )  # 3 spawned torch ranks, a shared machine

@@ -8,7 +8,6 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from lifetime_lint import runner
 from lifetime_lint.cli import main
 from lifetime_lint.runner import PARALLEL_MIN_FILES, Progress, default_jobs
 

@@ -286,8 +286,8 @@ class _Builder:
                 for element, item in paired:
                     self.bind_target(node, element, kind, item, unpacked)
                 return
-            for element in target.elements:
-                self.bind_target(node, element.value, kind, value, True)
+            for target_element in target.elements:
+                self.bind_target(node, target_element.value, kind, value, True)
         elif isinstance(target, cst.StarredElement):
             self.bind_target(node, target.value, "starred", value, True)
         elif isinstance(target, cst.Attribute):
