@@ -437,7 +437,8 @@ def _significance(ranks: _Ranks, sent: cst.BaseExpression | None) -> tuple[str, 
             origin = fact.origin
         elif fact.kind == F.METADATA:
             origin = F.SMALL
-    origin = S.name_origin(name, origin)
+    if len(name) > 1:  # a one-letter name (`t`, `x`) says nothing about size
+        origin = S.name_origin(name, origin)
     size = S.size_class(origin)
     if size in (S.SMALL_SIZED, S.TINY):
         return S.LOW, f"; each rank sends little ({S.describe(origin)}), so the waste is small"
