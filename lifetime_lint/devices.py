@@ -420,7 +420,7 @@ def _is_cuda_skip_guard(context: FileContext, statement: cst.If) -> bool:
 
 # A test that fails unless the device in hand is CUDA (not merely available).
 _CUDA_IDENTITY_EXIT = re.compile(
-    r"\bnot\s+[\w.]*\bis_cuda\b|\.type\s*!=\s*[\"']cuda[\"']|\bversion\.cuda\s+is\s+None\b"
+    r"\bnot\s+[\w.]*\bis_cuda\b|\.type\s*!=\s*[\"']cuda[\"']|version\.cuda\s+is\s+None\b"
 )
 
 
