@@ -401,8 +401,10 @@ def _built_on_cuda_only_object(node: cst.ClassDef) -> str | None:
         if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
             params = statement.params
             for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
-                if _CUDA_ONLY_NAME.search(param.name.value):
-                    return f"a class built on a CUDA-only object (`{param.name.value}`)"
+                name = param.name.value
+                # Not a bare `nccl_*` (`nccl_port` names a rendezvous that HCCL uses too).
+                if _CUDA_ONLY_FUNCTION.search(name) or name.startswith("pynccl"):
+                    return f"a class built on a CUDA-only object (`{name}`)"
     return None
 
 
