@@ -247,6 +247,19 @@ class Run:
     help="Processes to check files with (default: the CPU count; 1 under "
     "pre-commit for small file lists).",
 )
+@click.option(
+    "--profile",
+    "profile_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Show each finding's bytes measured by `lifetime-lint profile --save FILE`.",
+)
+@click.option(
+    "--min-bytes",
+    metavar="SIZE",
+    help="With --profile: report only findings measured to hold at least SIZE (64MiB, 1GiB, "
+    "bytes); findings of code the profiled run never executed are left out and counted.",
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option(
     "--cache-dir",
@@ -287,6 +300,8 @@ def check(
     baseline_path: str | None,
     write_baseline_path: str | None,
     jobs: int | None,
+    profile_path: str | None,
+    min_bytes: str | None,
     no_cache: bool,
     cache_dir: str | None,
 ) -> None:
@@ -312,6 +327,12 @@ def check(
             else None,
             respect_gitignore=respect_gitignore,
         )
+        if min_bytes is not None:
+            # The run measured every finding; the bytes, not the static significance bar,
+            # decide what is shown (`profile` lints at every level too).
+            from lifetime_lint.analysis.significance import SETTING
+
+            overrides.extra[SETTING] = "low"
         caches = _CacheRoots(cache_dir, no_cache)
         if config_path is not None and not os.path.isfile(config_path):
             raise ConfigError(f"{config_path}: config file not found")
@@ -333,6 +354,7 @@ def check(
             sys.exit(EXIT_CLEAN)
         changed = changed_lines(diff_base) if diff_base else None
         baseline = Baseline.load(baseline_path) if baseline_path else None
+        saved_profile, min_size = _load_profile(profile_path, min_bytes)
     except (ConfigError, GitDiffError, BaselineError) as error:
         click.echo(f"lifetime-lint: error: {error}", err=True)
         sys.exit(EXIT_ERROR)
@@ -387,6 +409,8 @@ def check(
 
         enabled = {rule.code for s in resolver.all_loaded() for rule in s.enabled_rules(rules)}
         notes = _filter(results, files, sorted(enabled), baseline, baseline_path, changed)
+        if saved_profile is not None:
+            notes.extend(_filter_by_profile(results, saved_profile, min_size, min_bytes))
         off = {rule.code for s in resolver.all_loaded() for rule in s.off_by_default(rules)}
         code = _report(results, rules, run, sorted(off - enabled))
         if notes and not quiet:
@@ -503,6 +527,51 @@ def _filter(
                 if d.is_error or changed.touches(d.path, d.start.row, d.end.row)
             ]
             r.found = None
+    return notes
+
+
+def _load_profile(path: str | None, min_bytes: str | None) -> tuple[Any, int | None]:
+    """`--profile FILE` and `--min-bytes SIZE`, checked before anything is linted."""
+    from lifetime_lint.profile import ProfileError, SavedProfile, parse_size
+
+    if min_bytes is not None and path is None:
+        raise ConfigError("--min-bytes needs --profile FILE (a run's measurements)")
+    try:
+        size = None if min_bytes is None else parse_size(min_bytes)
+    except ValueError as error:
+        raise ConfigError(f"--min-bytes: {error}") from None
+    if path is None:
+        return None, size
+    try:
+        return SavedProfile.load(path), size
+    except ProfileError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _filter_by_profile(
+    results: list[FileResult], saved: Any, min_size: int | None, min_bytes: str | None
+) -> list[str]:
+    """Attach the profile's measurements; under --min-bytes keep only what it proved."""
+    from lifetime_lint.profile import apply_profile
+
+    kept, counts = apply_profile([r.diagnostics for r in results], saved, min_size)
+    for r, diagnostics in zip(results, kept):
+        r.diagnostics = diagnostics
+        r.found = None
+
+    def findings(count: int) -> str:
+        return f"{count} {'finding' if count == 1 else 'findings'}"
+
+    notes = []
+    if counts.below:
+        notes.append(f"{findings(counts.below)} measured below {min_bytes} not shown "
+                     f"({saved.path}).")  # fmt: skip
+    if counts.not_run:
+        notes.append(f"{findings(counts.not_run)} in code the profiled run never executed not "
+                     f"shown ({saved.path}).")  # fmt: skip
+    if counts.unmeasured:
+        notes.append(f"{findings(counts.unmeasured)} in files the profiled run executed but not "
+                     "in the profile (new or edited since it was saved): shown, unmeasured.")  # fmt: skip
     return notes
 
 
@@ -825,9 +894,11 @@ def server() -> None:
     "--output-format",
     "--format",
     "output_format",
-    type=click.Choice(["text", "json"]),
+    type=click.Choice(sorted(REPORTERS)),
     default="text",
     show_default=True,
+    help="text: the ranked table; json: the profile (what --save writes); the other formats "
+    "are check's, each finding with its measurement.",
 )
 @click.option("--save", "save_path", metavar="FILE", help="Write the measurements as JSON.")
 @click.option(
@@ -931,8 +1002,13 @@ def profile(
         profiling.dump_output(result, check_output, dump_output)
     if output_format == "json":
         click.echo(json.dumps(profiling.to_json(result), indent=2))
-    else:
+    elif output_format == "text":
         click.echo(profiling.render_text(result, os.getcwd()), nl=False, err=False)
+    else:
+        diagnostics = sorted((f.diagnostic for f in result.findings), key=Diagnostic.sort_key)
+        names = {rule.code: rule.name for rule in rule_infos(None)}
+        summary = RunSummary(rule_names=names, quiet=True, files_checked=len(result.functions))
+        click.echo(REPORTERS[output_format](diagnostics, summary), nl=False)
     sys.exit(result.exit_status)
 
 

@@ -521,6 +521,9 @@ class Overrides:
     extend_exclude: list[str] = field(default_factory=list)
     target_torch_version: tuple[int, int] | None = None
     respect_gitignore: bool | None = None
+    # Keys of `Settings.extra` set on the command line (`check --min-bytes` lowers the
+    # significance bar: the measured bytes decide instead).
+    extra: dict[str, object] = field(default_factory=dict)
 
     def validate(self, known_codes: Sequence[str]) -> None:
         for flag, values in (("--select", self.select or []),
@@ -538,6 +541,8 @@ class Overrides:
             settings.target_torch_version = self.target_torch_version
         if self.respect_gitignore is not None:
             settings.respect_gitignore = self.respect_gitignore
+        if self.extra:
+            settings.extra = {**settings.extra, **self.extra}
         return settings
 
     def fingerprint(self) -> str:

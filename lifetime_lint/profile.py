@@ -358,6 +358,7 @@ class ProfileResult:
     seconds: float = 0.0
     namespace: dict[str, Any] = field(default_factory=dict)  # the program's __main__ globals
     missed: list[dict[str, Any]] = field(default_factory=list)  # dead, no finding, measured
+    executed_files: list[str] = field(default_factory=list)  # in scope, linted because they ran
 
 
 def run_program(
@@ -431,6 +432,7 @@ def run_program(
                         "bytes": size,
                     }
                 )
+    result.executed_files = sorted(index.files)
     for findings in index.files.values():
         for finding in findings:
             measured = by_key.get(finding.key)
@@ -445,6 +447,9 @@ def run_program(
                     "names": list(finding.names),
                 }
                 finding.diagnostic.extra["measured"] = finding.measured
+            else:
+                finding.diagnostic.extra["measured"] = None
+                finding.diagnostic.extra["measured_status"] = "not executed"
             result.findings.append(finding)
     result.findings.sort(
         key=lambda f: (
@@ -505,13 +510,24 @@ def render_text(result: ProfileResult, root: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_json(result: ProfileResult) -> dict[str, Any]:
+def to_json(result: ProfileResult, root: str | None = None) -> dict[str, Any]:
+    """The saved profile. Each finding carries the fingerprint `--baseline` uses (rule, file
+    relative to `root`, the flagged line and its neighbours; no line numbers), so that
+    `check --profile` matches it to the current findings after code moves."""
+    from lifetime_lint.baseline import _relative, fingerprint
     from lifetime_lint.reporters import diagnostic_to_json
+    from lifetime_lint.source import SourceLines
 
+    root = os.path.abspath(root or os.getcwd())
+    lines = SourceLines()
     items = []
     for finding in result.findings:
-        item = diagnostic_to_json(finding.diagnostic)
+        d = finding.diagnostic
+        relative = _relative(d.path, root)
+        item = diagnostic_to_json(d)
         item["measured"] = finding.measured
+        item["path"] = relative
+        item["fingerprint"] = fingerprint(d, relative, lines.get(d.path))
         items.append(item)
     return {
         "version": PROFILE_FORMAT_VERSION,
@@ -519,6 +535,9 @@ def to_json(result: ProfileResult) -> dict[str, Any]:
         "exit_status": result.exit_status,
         "error": result.error,
         "seconds": round(result.seconds, 3),
+        # Every file linted because it ran (relative to `root`): a finding of another file
+        # never ran in this workload.
+        "files": sorted({_relative(f, root) for f in result.executed_files}),
         "findings": items,
         "functions": result.functions,
         "missed": result.missed,
@@ -526,28 +545,129 @@ def to_json(result: ProfileResult) -> dict[str, Any]:
 
 
 def save(result: ProfileResult, path: str) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(to_json(result), handle, indent=2)
-        handle.write("\n")
+    """Write the profile atomically; paths and fingerprints are relative to its folder, so
+    the file stays valid in another checkout (as a baseline does)."""
+    from lifetime_lint.source import write_atomic
+
+    document = to_json(result, os.path.dirname(os.path.abspath(path)))
+    write_atomic(path, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
 
 
-def load_measurements(path: str) -> dict[tuple[str, int, str], dict[str, Any]]:
-    """A saved profile's measurements by (absolute file, row, code)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{path}: not a saved profile ({error})") from None
-    if not isinstance(data, dict) or data.get("version") != PROFILE_FORMAT_VERSION:
-        raise ValueError(
-            f"{path}: not a saved lifetime-lint profile (version {PROFILE_FORMAT_VERSION})"
-        )
-    found = {}
-    for item in data.get("findings", []):
-        if item.get("measured") is not None:
-            key = (os.path.abspath(item["filename"]), item["location"]["row"], item["code"])
-            found[key] = item["measured"]
-    return found
+class ProfileError(Exception):
+    """The saved profile is missing, unreadable or not a profile."""
+
+
+@dataclass
+class SavedProfile:
+    """A saved profile, read for `check --profile`: measurements by fingerprint."""
+
+    path: str
+    root: str  # the folder the saved paths are relative to (the profile's)
+    files: set[str]  # relative paths of the files the profiled run executed
+    measured: dict[str, list[dict[str, Any] | None]]  # fingerprint -> measurements, by row
+
+    @classmethod
+    def load(cls, path: str) -> SavedProfile:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except FileNotFoundError:
+            raise ProfileError(
+                f"{path}: profile not found (write one with `lifetime-lint profile --save`)"
+            ) from None
+        except (OSError, ValueError) as error:
+            raise ProfileError(f"{path}: cannot read the profile: {error}") from None
+        if not isinstance(data, dict) or data.get("version") != PROFILE_FORMAT_VERSION:
+            raise ProfileError(
+                f"{path}: not a saved lifetime-lint profile (version "
+                f"{PROFILE_FORMAT_VERSION}, from `lifetime-lint profile --save`)"
+            )
+        measured: dict[str, list[dict[str, Any] | None]] = {}
+        try:
+            files = {str(name) for name in data["files"]}
+            items = sorted(data["findings"], key=lambda item: item["location"]["row"])
+            for item in items:
+                value = item["measured"]
+                if value is not None and not isinstance(value.get("bytes"), int):
+                    raise TypeError("measured bytes")
+                measured.setdefault(str(item["fingerprint"]), []).append(value)
+        except (KeyError, TypeError, AttributeError):
+            raise ProfileError(
+                f"{path}: malformed profile (saved by an older lifetime-lint? "
+                "save it again with `lifetime-lint profile --save`)"
+            ) from None
+        return cls(path, os.path.dirname(os.path.abspath(path)), files, measured)
+
+
+@dataclass
+class ProfileFilter:
+    """What `check --profile` did: counts for the note it prints."""
+
+    below: int = 0  # measured under --min-bytes
+    not_run: int = 0  # in code the profiled run never executed
+    unmeasured: int = 0  # kept: in a file that ran, but new or edited since the profile
+
+
+def apply_profile(
+    diagnostics_by_file: Sequence[list[Diagnostic]],
+    saved: SavedProfile,
+    min_bytes: int | None,
+) -> tuple[list[list[Diagnostic]], ProfileFilter]:
+    """Attach the saved measurement to each current finding (`extra["measured"]`, None when
+    there is none) and, with `min_bytes`, keep only the findings the run proved to matter.
+
+    A finding is matched by its fingerprint (identical snippets in order of their rows), so
+    code added above it does not break the match. With `min_bytes`:
+    - measured: kept when its `bytes` (held at its function's peak) reach `min_bytes`;
+    - never executed (its function or its whole file did not run in the profiled
+      workload): dropped and counted, since nothing shows it matters there;
+    - in a file that ran but not in the profile (new or edited code): kept, marked
+      unmeasured: the profile is stale for it, and a gate must not hide new code.
+    File errors are always kept.
+    """
+    from lifetime_lint.baseline import _relative, fingerprint
+    from lifetime_lint.source import SourceLines
+
+    lines = SourceLines()
+    remaining = {key: list(values) for key, values in saved.measured.items()}
+    counts = ProfileFilter()
+    kept_by_file: list[list[Diagnostic]] = []
+    for diagnostics in diagnostics_by_file:
+        kept: list[Diagnostic] = []
+        for d in sorted(diagnostics, key=Diagnostic.sort_key):
+            if d.is_error:
+                kept.append(d)
+                continue
+            relative = _relative(d.path, saved.root)
+            key = fingerprint(d, relative, lines.get(d.path))
+            candidates = remaining.get(key)
+            if candidates:
+                measurement = candidates.pop(0)
+                d.extra["measured"] = measurement
+                if measurement is None:
+                    d.extra["measured_status"] = "not executed"
+                    if min_bytes is None:
+                        kept.append(d)
+                    else:
+                        counts.not_run += 1
+                elif min_bytes is None or measurement["bytes"] >= min_bytes:
+                    kept.append(d)
+                else:
+                    counts.below += 1
+                continue
+            d.extra["measured"] = None
+            if relative in saved.files:
+                d.extra["measured_status"] = "not in the profile"
+                counts.unmeasured += 1
+                kept.append(d)
+            else:
+                d.extra["measured_status"] = "not executed"
+                if min_bytes is None:
+                    kept.append(d)
+                else:
+                    counts.not_run += 1
+        kept_by_file.append(kept)
+    return kept_by_file, counts
 
 
 # -- before and after --fix ------------------------------------------------------------------------

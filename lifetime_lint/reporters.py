@@ -92,7 +92,33 @@ def format_line(d: Diagnostic, summary: RunSummary) -> str:
         f"{_style(display_path(d.path), summary, bold=True)}{colon}{cell}{d.start.row}{colon}"
         f"{d.start.column}{colon} {_style(d.code, summary, fg='red', bold=True)} "
         f"{_style(marker.strip(), summary, fg='cyan')}{' ' if marker else ''}{d.message}"
+        f"{_style(measured_suffix(d), summary, fg='yellow')}"
     )
+
+
+def measured_suffix(d: Diagnostic) -> str:
+    """` [measured: 64.0 MiB, 16.7% of its function's peak]` for a finding a profile
+    measured (`profile`, `check --profile`); empty when no profile was given."""
+    if "measured" not in d.extra:
+        return ""
+    measured = d.extra["measured"]
+    if measured is None:
+        return f" [measured: {d.extra.get('measured_status', 'not executed')}]"
+    from lifetime_lint.profile import format_bytes
+
+    peak = measured.get("peak_bytes") or 0
+    share = f", {measured['bytes'] / peak * 100:.1f}% of its function's peak" if peak else ""
+    return f" [measured: {format_bytes(measured['bytes'])}{share}]"
+
+
+def measured_json(d: Diagnostic) -> dict[str, object] | None:
+    """The `measured` object of JSON and SARIF output: bytes held at the function's peak,
+    that peak, the line it was on, and how many times the function ran."""
+    measured = d.extra.get("measured")
+    if measured is None:
+        return None
+    keys = ("bytes", "peak_bytes", "peak_row", "calls", "largest_bytes", "names")
+    return {key: measured[key] for key in keys if key in measured}
 
 
 def render_text(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
@@ -254,6 +280,7 @@ def diagnostic_to_json(d: Diagnostic) -> dict[str, object]:
         "noqa_row": d.noqa_row,
         "url": d.extra.get("url"),
         **({"significance": d.significance} if d.significance is not None else {}),
+        **({"measured": measured_json(d)} if "measured" in d.extra else {}),
     }
 
 
@@ -447,10 +474,15 @@ def render_sarif(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
                     ],
                 }],
             }]  # fmt: skip
-            if not d.fix.is_safe:
-                result["properties"] = {"fixApplicability": "unsafe"}
+        properties: dict[str, object] = {}
+        if d.fix is not None and locations and not d.fix.is_safe:
+            properties["fixApplicability"] = "unsafe"
         if d.significance is not None:
-            result.setdefault("properties", {})["significance"] = d.significance  # type: ignore[union-attr]
+            properties["significance"] = d.significance
+        if "measured" in d.extra:  # from `profile` or `check --profile`
+            properties["measured"] = measured_json(d)
+        if properties:
+            result["properties"] = properties
         results.append(result)
     log = {
         "$schema": SARIF_SCHEMA,

@@ -414,3 +414,111 @@ def test_dead_tensors_without_a_finding_are_reported_as_missed(tmp_path: Path) -
     assert set(found) | reported >= {"cond", "mask"}  # each dead tensor is one or the other
     if found:
         assert "what the rules missed" in completed.stdout
+
+
+def lint(cwd: Path, *arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "lifetime_lint", "check", "--no-cache", *arguments],
+        cwd=str(cwd), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_check_with_a_saved_profile_keeps_what_was_measured_to_matter(tmp_path: Path) -> None:
+    """`check --profile FILE --min-bytes SIZE`: the run's measurement, matched by fingerprint
+    after the code moved, decides what is shown, in every format."""
+    _, data = profile(tmp_path, PIPELINE)
+    assert data["files"] == ["program.py"]
+    script = tmp_path / "program.py"
+    # Code added above both findings shifts every line: the match must not depend on rows.
+    moved = script.read_text(encoding="utf-8").replace(
+        "import torch\n", "import torch\n\nSCALE = 1.0\n\n\ndef helper():\n    return SCALE\n", 1
+    )
+    script.write_text(moved, encoding="utf-8")
+    profile_file = str(tmp_path / "profile.json")
+
+    shown = lint(tmp_path, "--profile", profile_file, "--min-bytes", "32MiB", "program.py")
+    assert shown.returncode == 1, shown.stderr
+    lines = [line for line in shown.stdout.splitlines() if ": LL001" in line]
+    assert len(lines) == 1, shown.stdout
+    assert lines[0].startswith("program.py:23:")  # row 17 before the shift
+    assert "[measured: 64.0 MiB, 16.7% of its function's peak]" in lines[0]
+    assert "1 finding in code the profiled run never executed not shown" in shown.stderr
+
+    above = lint(tmp_path, "--profile", profile_file, "--min-bytes", "1GiB", "program.py")
+    assert above.returncode == 0, above.stdout + above.stderr
+    assert "1 finding measured below 1GiB not shown" in above.stderr
+    exact = lint(tmp_path, "--profile", profile_file, "--min-bytes", str(64 * MIB), "program.py")
+    assert exact.returncode == 1  # a plain byte count; the bar is inclusive
+
+    as_json = lint(tmp_path, "--profile", profile_file, "--min-bytes", "64MiB",
+                   "--output-format", "json", "program.py")  # fmt: skip
+    (item,) = json.loads(as_json.stdout)
+    assert item["location"]["row"] == 23
+    expected = {"bytes": 64 * MIB, "peak_row": 18, "calls": 1}
+    assert {key: item["measured"][key] for key in expected} == expected
+    assert item["measured"]["peak_bytes"] == pytest.approx(384 * MIB, rel=0.05)
+    as_sarif = lint(tmp_path, "--profile", profile_file, "--min-bytes", "64MiB",
+                    "--output-format", "sarif", "program.py")  # fmt: skip
+    (result,) = json.loads(as_sarif.stdout)["runs"][0]["results"]
+    assert result["properties"]["measured"]["bytes"] == 64 * MIB
+
+    # Without --min-bytes: the default run, annotated; code that never ran says so.
+    annotated = lint(tmp_path, "--profile", profile_file, "program.py")
+    assert "[measured: not executed]" in annotated.stdout
+    # Without --profile nothing changes shape.
+    plain = lint(tmp_path, "--output-format", "json", "program.py")
+    assert all("measured" not in item for item in json.loads(plain.stdout))
+
+
+def test_check_profile_keeps_new_code_of_an_executed_file_unmeasured(tmp_path: Path) -> None:
+    profile(tmp_path, PIPELINE)
+    script = tmp_path / "program.py"
+    script.write_text(
+        script.read_text(encoding="utf-8").replace(
+            "        latents = conditioning * 0.5\n",
+            "        latents = conditioning * 0.5\n        extra = torch.ones(n)\n"
+            "        scaled = extra * 2\n        self.vae(scaled)\n",
+        ),
+        encoding="utf-8",
+    )
+    checked = lint(tmp_path, "--profile", "profile.json", "--min-bytes", "1MiB",
+                   "--output-format", "json", "program.py")  # fmt: skip
+    items = json.loads(checked.stdout)
+    new = [item for item in items if item["measured"] is None]
+    assert new, items  # the new finding is shown: the profile knows nothing about it
+    assert "in files the profiled run executed but not in the profile" in checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--profile", "missing.json"], "missing.json: profile not found"),
+        (["--profile", "corrupt.json"], "corrupt.json: cannot read the profile"),
+        (["--profile", "other.json"], "not a saved lifetime-lint profile"),
+        (["--profile", "old.json"], "malformed profile"),
+        (["--profile", "profile.json", "--min-bytes", "64 parsecs"], "--min-bytes: not a size"),
+        (["--profile", "profile.json", "--min-bytes", "-1"], "--min-bytes: not a size"),
+        (["--min-bytes", "64MiB"], "--min-bytes needs --profile"),
+    ],
+)
+def test_check_profile_usage_errors(tmp_path: Path, arguments: list[str], message: str) -> None:
+    (tmp_path / "program.py").write_text("x = 1\n", encoding="utf-8")
+    (tmp_path / "profile.json").write_text(
+        json.dumps({"version": 1, "files": [], "findings": []}), encoding="utf-8"
+    )
+    (tmp_path / "corrupt.json").write_text('{"version": 1, "findi', encoding="utf-8")
+    (tmp_path / "other.json").write_text("[]", encoding="utf-8")
+    (tmp_path / "old.json").write_text(json.dumps({"version": 1, "findings": [{}]}), "utf-8")
+    completed = lint(tmp_path, *arguments, "program.py")
+    assert completed.returncode == 2
+    assert message in completed.stderr, completed.stderr
+
+
+def test_profile_reports_in_sarif_and_concise_text(tmp_path: Path) -> None:
+    completed, _ = profile(tmp_path, PIPELINE, "--output-format", "sarif")
+    results = json.loads(completed.stdout)["runs"][0]["results"]
+    by_row = {r["locations"][0]["physicalLocation"]["region"]["startLine"]: r for r in results}
+    assert by_row[17]["properties"]["measured"]["bytes"] == 64 * MIB
+    assert by_row[24]["properties"]["measured"] is None  # never called
+    concise, _ = profile(tmp_path, PIPELINE, "--output-format", "concise")
+    assert "[measured: 64.0 MiB, 16.7% of its function's peak]" in concise.stdout
