@@ -266,7 +266,7 @@ def vae_verify(cases: list[str], variants: Path, frames: int) -> dict[str, Any]:
             _set_tiling(model, tiling == "tiled", size == "smoke")
             recorder = CallRecorder(torch, model.decoder)
             with torch.no_grad():
-                video, row = _peak_call(torch, lambda m=model: m.decode(z).sample)
+                video, row = _peak_call(torch, lambda m=model, latents=z: m.decode(latents).sample)
             peak = recorder.close()
             if "base" in row:
                 row["peak_above_base"] = peak - row["base"]
@@ -282,11 +282,11 @@ def vae_verify(cases: list[str], variants: Path, frames: int) -> dict[str, Any]:
 
 # -- the pipeline --------------------------------------------------------------------------
 
-TRANSFORMER_1_3B = dict(
-    patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16,
-    out_channels=16, text_dim=4096, freq_dim=256, ffn_dim=8960, num_layers=30,
-    cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6,
-)  # fmt: skip
+TRANSFORMER_1_3B: dict[str, Any] = {
+    "patch_size": (1, 2, 2), "num_attention_heads": 12, "attention_head_dim": 128,
+    "in_channels": 16, "out_channels": 16, "text_dim": 4096, "freq_dim": 256, "ffn_dim": 8960,
+    "num_layers": 30, "cross_attn_norm": True, "qk_norm": "rms_norm_across_heads", "eps": 1e-6,
+}  # fmt: skip
 
 
 def pipe_workload(size: str, frames: int, steps: int) -> dict[str, Any]:
