@@ -420,6 +420,12 @@ class ReferenceCounter:
         # storage id -> [storage, holders (TensorImpls seen), owner key, owner holds the base]
         storages: dict[int, list[Any]] = {}
         seen_tensors: set[int] = set()
+        # A name two findings share sits in both findings' lists: those references are ours.
+        listed: dict[int, int] = {}
+        for values in values_by_key.values():
+            for value in {id(v) for v in values}:
+                listed[value] = listed.get(value, 0) + 1
+        all_lists = tuple(values_by_key.values())
         for key, values in values_by_key.items():
             candidates: list[Any] = []
             occurrences: dict[int, int] = {}
@@ -439,8 +445,9 @@ class ReferenceCounter:
                 extra = (bindings.get(id(value), 1) - 1) * self.per_binding_extra
                 extra += 2 * (occurrences[id(value)] - 1)
                 extra += 1 if id(value) in fresh else 0
+                extra += listed[id(value)] - 1  # the other findings' lists that hold it
                 if references - 1 > self.per_binding + extra and self._referenced_elsewhere(
-                    value, (frame_locals, values, copy)
+                    value, (frame_locals, values, copy, *all_lists)
                 ):  # -1 above: the copy
                     continue  # held elsewhere too: releasing the name frees nothing
                 if isinstance(value, torch.Tensor):

@@ -583,3 +583,29 @@ def test_subgroup_all_gather_discarded_on_most_ranks_is_measured_there(tmp_path:
         assert "out" in held["names"]
     outside = json.loads((tmp_path / "rank0.json").read_text(encoding="utf-8"))
     assert measured(outside, "LL003", 11) is None  # not a member: never ran there
+
+
+def test_a_name_two_findings_hold_counts_once_for_the_first() -> None:
+    """`out_` is named by a running-concatenation finding and by its own `del` finding: its
+    storage counts once (for the first listed: the tracer lists the fewest names first)."""
+    import sys as _sys
+
+    from lifetime_lint.runtime.profiling import ReferenceCounter
+
+    counter = ReferenceCounter(torch)
+
+    def frame():
+        out = torch.ones(2 * 1024 * 1024)  # 8 MiB
+        out_ = torch.ones(1024 * 1024)  # 4 MiB
+        local_values = _sys._getframe().f_locals
+        result = counter.held_bytes(
+            {
+                "del out_": [local_values["out_"]],
+                "running cat": [local_values["out"], local_values["out_"]],
+            },
+            local_values,
+        )
+        del out, out_, local_values
+        return result
+
+    assert frame() == {"del out_": 4 * MIB, "running cat": 8 * MIB}
