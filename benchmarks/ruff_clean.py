@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import hashlib
 import json
 import os
 import re
@@ -109,19 +110,39 @@ def _exports(module_file: Path) -> set[str]:
     return set()
 
 
-def fixable_files(name: str, select: str) -> list[str]:
+def fixable_files(name: str, select: str, jobs: int, cache: Path | None = None) -> list[str]:
     """The files of a repository that have a fix (unsafe included), from one read-only lint
-    of the corpus: the modes then fix only those (files without a fix are never written)."""
+    of the corpus: the modes then fix only those (files without a fix are never written).
+    With `cache`, the list is kept there per (repository, rules, lifetime-lint source) and
+    reused by a later run of the same code on the same corpus."""
     code, package, _ = REPOSITORIES[name]
+    key = f"{name}:{select}:{_source_digest()}"
+    saved = json.loads(cache.read_text()) if cache is not None and cache.exists() else {}
+    if key in saved:
+        return list(saved[key])
     result = subprocess.run([sys.executable, "-m", "lifetime_lint", "check", "--no-cache",
-                             "--exit-zero", "--unsafe-fixes", "--format", "json", "--select",
-                             select, "."], cwd=CORPUS / code, capture_output=True, text=True)  # fmt: skip
+                             "--exit-zero", "--unsafe-fixes", "--format", "json", "--jobs",
+                             str(jobs), "--select", select, "."], cwd=CORPUS / code, capture_output=True, text=True)  # fmt: skip
     found = {item["filename"] for item in json.loads(result.stdout or "[]") if item.get("fix")}
-    return sorted(f"{package}/{os.path.relpath(f, CORPUS / code)}" for f in found)
+    files = sorted(f"{package}/{os.path.relpath(f, CORPUS / code)}" for f in found)
+    if cache is not None:
+        saved[key] = files
+        cache.write_text(json.dumps(saved, indent=1))
+    return files
+
+
+def _source_digest() -> str:
+    """A digest of the linter's own code (lifetime_lint/, rules/): a cached list of fixable
+    files is reused only by the code that produced it."""
+    digest = hashlib.sha256()
+    for folder in ("lifetime_lint", "rules"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _run_mode(
-    name: str, mode: str, sdists: Path, work: Path, files: list[str], select: str
+    name: str, mode: str, sdists: Path, work: Path, files: list[str], select: str, jobs: int
 ) -> dict[str, Any]:
     code, package, sdist = REPOSITORIES[name]
     vendored, flags = MODES[mode]
@@ -143,7 +164,7 @@ def _run_mode(
     pristine = work / f"{name}-{mode}-before"
     shutil.copytree(folder, pristine)
     lint = subprocess.run([sys.executable, "-m", "lifetime_lint", "check", "--no-cache",
-                           "--exit-zero", "--jobs", "2", "--select", select, *flags, *files],
+                           "--exit-zero", "--jobs", str(jobs), "--select", select, *flags, *files],
                           cwd=folder, capture_output=True, text=True)  # fmt: skip
     fixed = re.search(r"\((\d+) fixed, (\d+) remaining\)", lint.stdout)
     row["select"] = select
@@ -226,14 +247,27 @@ def main() -> None:
     )
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--select", default="ALL", help="rules to fix (default: all)")
+    parser.add_argument("--jobs", "-j", type=int, default=1, help="lint processes (default 1)")
+    parser.add_argument("--file-list-cache", type=Path, help="keep the fixable-file lists here")
+    parser.add_argument(
+        "--files-from",
+        type=Path,
+        help="the fixable files of the (one) named repository, one a line, from an earlier "
+        "read-only pre-pass: skips the pre-pass",
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="ruff-clean-") as work:
         for name in args.names:
-            files = fixable_files(name, args.select)
+            if args.files_from is not None:
+                files = args.files_from.read_text().split()
+            else:
+                files = fixable_files(name, args.select, args.jobs, args.file_list_cache)
             print(f"{name}: {len(files)} files with a fix ({args.select})", flush=True)
             for mode in args.modes.split(","):
-                row = _run_mode(name, mode, Path(args.sdists), Path(work), files, args.select)
+                row = _run_mode(
+                    name, mode, Path(args.sdists), Path(work), files, args.select, args.jobs
+                )
                 row["files_with_a_fix"] = len(files)
                 rows.append(row)
                 print(f"{name:10s} {mode:20s} fixes={row['fixes_applied']:4d} "

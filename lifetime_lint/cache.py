@@ -2,7 +2,10 @@
 
 One entry per checked file, named by a hash of everything that decides the file's
 diagnostics: its bytes, its path relative to the project root (per-file-ignores depend on
-it), the tool's code (version plus a fingerprint of the installed modules, so an editable
+it), the facts a fix reads from the file's project (whether its pyproject, setup.cfg,
+setup.py or requirements files declare lifetime-lint, which makes a runtime-importing fix
+safe or unsafe, and its import-sorter settings, which place the imports a fix adds), the
+tool's code (version plus a fingerprint of the installed modules, so an editable
 install under development never serves stale results), the settings fingerprint and the
 enabled rules with their options. Entries live in a folder named by the tool and settings
 fingerprint, so a settings change starts a fresh folder instead of growing one.
@@ -26,7 +29,6 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -87,11 +89,27 @@ class Cache:
             "\0".join((code_fingerprint(), settings.fingerprint(), rule_part, extra)).encode()
         ).hexdigest()
         self.folder = os.path.join(self.root, fingerprint[:16])
+        self._project_facts: dict[str, bytes] = {}
 
     def key(self, path: str, data: bytes) -> str:
         digest = hashlib.sha256(self.settings.relative(path).encode() + b"\0")
+        digest.update(self._project_part(path))
         digest.update(data)
         return digest.hexdigest()
+
+    def _project_part(self, path: str) -> bytes:
+        """What the file's project says that can change its fixes (read once per folder,
+        without LibCST): a dependency declaration added or dropped, or new isort settings,
+        is a different key."""
+        folder = os.path.dirname(os.path.abspath(path))
+        part = self._project_facts.get(folder)
+        if part is None:
+            from lifetime_lint.project import project_for
+
+            project = project_for(path)
+            part = repr((project.declares_lifetime_lint, project.style)).encode() + b"\0"
+            self._project_facts[folder] = part
+        return part
 
     def _entry_path(self, key: str) -> str:
         return os.path.join(self.folder, key[:2], key[2:] + ".json")
@@ -196,6 +214,8 @@ def write_file_atomic(target: str, data: bytes, cache_root: str | None = None) -
             _PREPARED.add(root)
         folder = os.path.dirname(target)
         os.makedirs(folder, exist_ok=True)
+        import tempfile  # only when writing: a warm run reads and skips the import
+
         fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
         try:
             with os.fdopen(fd, "wb") as handle:

@@ -37,6 +37,7 @@ class RuleInfo:
     summary: str = ""
     fix_availability: str = "sometimes"
     defaults: dict[str, Any] = field(default_factory=dict)
+    default_enabled: bool = True  # in the default rule set (see `Rule.default_enabled`)
 
     def option_defaults(self) -> dict[str, Any]:
         return json.loads(json.dumps(self.defaults))
@@ -45,7 +46,8 @@ class RuleInfo:
 def _info(rule: Any) -> RuleInfo:
     # Through JSON, so that a snapshot and a fresh import give equal values (tuples -> lists).
     return RuleInfo(rule.code, rule.name, rule.summary, rule.fix_availability,
-                    json.loads(json.dumps(rule.option_defaults())))  # fmt: skip
+                    json.loads(json.dumps(rule.option_defaults())),
+                    rule.default_enabled)  # fmt: skip
 
 
 def rule_infos(cache_root: str | None) -> list[RuleInfo]:

@@ -27,6 +27,7 @@ from lifetime_lint.baseline import Baseline, BaselineError, write_baseline
 from lifetime_lint.cache import DEFAULT_CACHE_DIR
 from lifetime_lint.catalog import RuleInfo, configured_cache_dir, load_config, rule_infos
 from lifetime_lint.config import (
+    DEFAULT_SELECTION,
     ConfigError,
     Overrides,
     SettingsResolver,
@@ -410,7 +411,8 @@ def check(
         notes = _filter(results, files, sorted(enabled), baseline, baseline_path, changed)
         if saved_profile is not None:
             notes.extend(_filter_by_profile(results, saved_profile, min_size, min_bytes))
-        code = _report(results, rules, run)
+        off = {rule.code for s in resolver.all_loaded() for rule in s.off_by_default(rules)}
+        code = _report(results, rules, run, sorted(off - enabled))
         if notes and not quiet:
             for note in notes:
                 click.echo(note, err=True)
@@ -660,7 +662,12 @@ def _file_error(path: str, message: str) -> Diagnostic:
     return file_error(path, IO_ERROR, message)
 
 
-def _report(results: list[FileResult], rules: Sequence[RuleInfo], run: Run) -> int:
+def _report(
+    results: list[FileResult],
+    rules: Sequence[RuleInfo],
+    run: Run,
+    off_by_default: Sequence[str] = (),  # rules left off only by the default rule set
+) -> int:
     mode = run.mode
     diagnostics = sorted((d for r in results for d in r.diagnostics), key=Diagnostic.sort_key)
     found = sorted((d for r in results for d in r.original_diagnostics), key=Diagnostic.sort_key)
@@ -675,6 +682,7 @@ def _report(results: list[FileResult], rules: Sequence[RuleInfo], run: Run) -> i
         show_fixes=run.show_fixes,
         rule_names={rule.code: rule.name for rule in rules},
         color=run.color,
+        off_by_default=list(off_by_default),
     )
     for r in results:
         for key, count in r.left_out.items():
@@ -766,9 +774,12 @@ def _render_settings(target: str, resolver: SettingsResolver, rules: Sequence[Ru
     settings = resolver.for_path(target)
     enabled = settings.enabled_rules(rules)
     values: dict[str, Any] = {
-        "select": settings.select,
+        "select": DEFAULT_SELECTION if settings.select is None else settings.select,
         "extend-select": settings.extend_select,
         "ignore": settings.ignore,
+        # The default rule set: what runs when `select` is not given.
+        "default-rules": [rule.code for rule in rules if rule.default_enabled],
+        "off-by-default": [rule.code for rule in rules if not rule.default_enabled],
         "enabled-rules": [rule.code for rule in enabled],
         "exclude": settings.exclude,
         "extend-exclude": settings.extend_exclude,
@@ -809,7 +820,8 @@ def vendor_runtime(path: str) -> None:
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Print every rule's documentation.")
 def rule(code: str | None, show_all: bool) -> None:
-    """Print the documentation of rule CODE (or of every rule with --all)."""
+    """Print the documentation of rule CODE (of every rule with --all; without either, the
+    list of rules and whether each is on by default)."""
     from lifetime_lint.registry import all_rules, rule_by_selector
 
     if show_all:
@@ -819,15 +831,23 @@ def rule(code: str | None, show_all: bool) -> None:
         if not chosen:
             click.echo(f"lifetime-lint: error: unknown rule {code!r}", err=True)
             sys.exit(EXIT_ERROR)
-    else:
-        click.echo("lifetime-lint: error: give a rule code or --all", err=True)
-        sys.exit(EXIT_ERROR)
+    else:  # the list of rules: code, name, whether it is on by default, fix availability
+        for r in all_rules():
+            default = "on" if r.default_enabled else "off by default"
+            click.echo(f"{r.code}\t{r.name:<32}\t{default:<14}\tfix {r.fix_availability}")
+        return
     click.echo("\n\n".join(render_rule_doc(r) for r in chosen))
 
 
 def render_rule_doc(rule_class) -> str:
     lines = [f"# {rule_class.name} ({rule_class.code})", ""]
     lines.append(f"Fix is {rule_class.fix_availability} available.")
+    if not rule_class.default_enabled:
+        lines.append("")
+        lines.append(
+            f'Off by default: `extend-select = ["{rule_class.code}"]` (or `select = ["ALL"]`) '
+            "turns it on."
+        )
     lines.append("")
     lines.append(rule_class.documentation())
     if rule_class.options:

@@ -10,9 +10,11 @@ Each file is checked with the settings of its nearest config file (searched from
 file's folder upwards, as Ruff does); `--config FILE` gives every file one config and
 `--isolated` ignores them all. Command-line options (`Overrides`) apply on top of each.
 
-Rule selection follows Ruff: `select` (default: every rule), plus `extend-select`, minus
-`ignore`; a selector is a code, a code prefix (`LL00`) or `ALL`, and the most specific
-selector wins (an ignore wins a tie).
+Rule selection follows Ruff: `select` (default: the default rule set, every rule whose
+`default_enabled` is true), plus `extend-select`, minus `ignore`; a selector is a code, a
+code prefix (`LL00`) or `ALL`, and the most specific selector wins (an ignore wins a tie).
+The default set counts as least specific, like `ALL`: `ignore = ["LL00"]` still wins over it,
+and `extend-select = ["LL005"]` turns on a rule that is off by default.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ DEFAULT_EXCLUDE = (
     "buck-out", "build", "dist", "node_modules", "site-packages", "venv",
 )  # fmt: skip
 
-DEFAULT_TARGET_TORCH = (2, 6)  # the first release with torch.accelerator
+DEFAULT_TARGET_TORCH = (2, 6)
+# How `select` reads when it is not given (`--show-settings`, the cache fingerprint).
+DEFAULT_SELECTION = "default"  # the first release with torch.accelerator
 
 
 class RuleLike(Protocol):
@@ -54,6 +58,9 @@ class RuleLike(Protocol):
 
     @property
     def code(self) -> str: ...
+
+    @property
+    def default_enabled(self) -> bool: ...
 
     def option_defaults(self) -> dict[str, Any]: ...
 
@@ -69,7 +76,7 @@ class ConfigError(Exception):
 # type, lands in `Settings.extra[key]` (and in the cache key); a check of the value beyond
 # its type goes in KEY_VALIDATORS (returns an error message, or None).
 GLOBAL_KEYS: dict[str, tuple[type, str]] = {
-    "select": (list, "rule codes or prefixes to enable (default: all)"),
+    "select": (list, 'rule codes or prefixes to enable (default: the default set; "ALL")'),
     "extend-select": (list, "rule codes or prefixes to enable in addition to `select`"),
     "ignore": (list, "rule codes or prefixes to disable"),
     "exclude": (list, "glob patterns of paths to skip (replaces the defaults)"),
@@ -93,7 +100,7 @@ KEY_VALIDATORS: dict[str, Callable[[Any], str | None]] = {}
 class Settings:
     """The resolved settings of one run."""
 
-    select: list[str] = field(default_factory=lambda: ["ALL"])
+    select: list[str] | None = None  # None: the default rule set
     extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
@@ -109,8 +116,28 @@ class Settings:
     # -- selection ----------------------------------------------------------------
     def enabled_rules(self, rules: Sequence[R]) -> list[R]:
         """The selected rules among `rules` (rule classes or `catalog.RuleInfo`s)."""
-        selected = list(self.select) + list(self.extend_select)
-        return [rule for rule in rules if _selected(rule.code, selected, self.ignore)]
+        return [rule for rule in rules if self.is_selected(rule)]
+
+    def is_selected(self, rule: RuleLike) -> bool:
+        chosen = _specificity(rule.code, self.extend_select)
+        if self.select is None:
+            if rule.default_enabled:
+                chosen = max(chosen, 0)  # as least specific as `ALL`
+        else:
+            chosen = max(chosen, _specificity(rule.code, self.select))
+        return chosen >= 0 and chosen > _specificity(rule.code, self.ignore)
+
+    def off_by_default(self, rules: Sequence[R]) -> list[R]:
+        """Rules this run leaves off only because they are not in the default rule set
+        (what `--statistics` names, with the line that turns them on)."""
+        return [
+            rule
+            for rule in rules
+            if not rule.default_enabled
+            and self.select is None
+            and not self.is_selected(rule)
+            and _specificity(rule.code, self.ignore) < 0
+        ]
 
     def options_for(self, rule: Any) -> dict[str, Any]:
         options = rule.option_defaults()
@@ -153,7 +180,8 @@ class Settings:
         """A stable description of everything that changes results (for caches)."""
         return repr(
             (
-                sorted(self.select), sorted(self.extend_select), sorted(self.ignore),
+                DEFAULT_SELECTION if self.select is None else sorted(self.select),
+                sorted(self.extend_select), sorted(self.ignore),
                 sorted((k, tuple(v)) for k, v in self.per_file_ignores.items()),
                 self.target_torch_version,
                 sorted((code, sorted(opts.items(), key=repr))
@@ -172,11 +200,6 @@ def _specificity(code: str, selectors: Iterable[str]) -> int:
         if code_matches(code, selector):
             best = max(best, 0 if selector == "ALL" else len(selector))
     return best
-
-
-def _selected(code: str, select: Iterable[str], ignore: Iterable[str]) -> bool:
-    chosen = _specificity(code, select)
-    return chosen >= 0 and chosen > _specificity(code, ignore)
 
 
 def _path_matches(rel: str, pattern: str) -> bool:

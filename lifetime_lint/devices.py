@@ -239,6 +239,12 @@ _CUDA_BOUND_CODE = (
     (re.compile(r"""\.cuda\(\s*\)|\.cuda\(\s*(non_blocking|device)"""), "`.cuda()`"),
     (re.compile(r"""autocast\(\s*(f?["'])cuda|torch\.cuda\.amp\b"""), '`autocast("cuda")`'),
     (re.compile(r"""CUDAGraph\b|torch\.cuda\.(graph|graphs|graph_pool_handle)\b"""), "CUDA graphs"),
+    # Saving or restoring the CUDA generators' state has no device-neutral form: such code
+    # is CUDA's half of an RNG checkpoint (the CPU state is handled beside it).
+    (
+        re.compile(r"""cuda\.(get_rng_state|set_rng_state|default_generators)\b"""),
+        "CUDA RNG state bookkeeping",
+    ),
 )
 # A decorator or marker that skips a test without CUDA (`@require_torch_gpu`,
 # `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`, `@unittest.skipUnless(
@@ -268,8 +274,11 @@ _CUDA_ONLY_NAME = re.compile(
 _CUDA_ONLY_FUNCTION = re.compile(_CUDA_ONLY_NAME.pattern.replace("nccl|pynccl|", ""), re.I)
 # A module named for CUDA itself (`cuda_graph_wrapper.py`, `custom_cuda_ops.py`).
 _CUDA_MODULE_NAME = re.compile(r"(?<![A-Za-z0-9])cuda(?![A-Za-z])", re.IGNORECASE)
+# A class named for CUDA (`CUDAGraphRunner`, `CudaGraphWrapper`, `Cuda_IPC`): snake_case
+# words and CamelCase humps, not `barracuda`.
+_CUDA_IDENTIFIER = re.compile(r"(?:^|_)[cC]uda(?=_|\d|$)|(?:^|_|[a-z])(?:CUDA|Cuda)(?=[A-Z_\d]|$)")
 # ROCm runs the `torch.cuda` API: code written only for it is already right there.
-_ROCM = re.compile(r"(?<![A-Za-z0-9])(hip|rocm|aiter|gfx\d+)(?![A-Za-z0-9])", re.IGNORECASE)
+_ROCM = re.compile(r"(?<![A-Za-z0-9])(hip|rocm|amd|aiter|gfx\d+)(?![A-Za-z0-9])", re.IGNORECASE)
 # Branch tests that pick CUDA (or ROCm) specifically, beyond "is an accelerator there".
 _CUDA_SPECIFIC_TEST = re.compile(
     r"is_cuda|==\s*[\"']cuda[\"':]|get_device_capability|version\.cuda|is_sm\d+|"
@@ -301,6 +310,10 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
                 return f"ROCm-only code (`{node.name.value}`), where torch.cuda is right"
             if _CUDA_ONLY_FUNCTION.search(node.name.value):
                 return f"code for a CUDA-only kernel (`{node.name.value}`)"
+            if isinstance(node, cst.ClassDef) and _CUDA_IDENTIFIER.search(node.name.value):
+                # `CUDAGraphRunner`, `CudaIpcBuffer`: a class its author named for CUDA. (Not
+                # functions: a `_empty_cuda_cache()` helper in shared code runs everywhere.)
+                return f"a class named for CUDA (`{node.name.value}`)"
             reason = _memo(context, node, _scope_binding)
             if reason:
                 return reason
@@ -341,6 +354,14 @@ def _device_evidence(
     for offset, reason in matches:
         if not excluded[0] <= offset < excluded[1]:
             return f"code bound to CUDA by {reason}"
+    for statement in _body_statements(function):
+        # An unconditional import of a CUDA-only library in the function's own body (kernel
+        # wrappers import lazily); one under an `if` is a choice among backends.
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                root = _imported_root(small)
+                if root in CUDA_ONLY_LIBRARIES:
+                    return f"code that imports a CUDA-only library (`{root}`)"
     return None
 
 
@@ -358,10 +379,22 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         if _CUDA_SKIP.search(text) and not _OTHER_BACKEND.search(text):
             return f"a test skipped without CUDA (`@{text.strip()[:60]}`)"
     if isinstance(node, cst.ClassDef):
-        return None
+        return _built_on_cuda_only_object(node)
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
             return "code that raises or skips without CUDA"
+    return None
+
+
+def _built_on_cuda_only_object(node: cst.ClassDef) -> str | None:
+    """A class whose constructor takes a CUDA-only library object (`pynccl_comm`, a
+    `flashinfer_workspace`, a `cutlass_plan`): every method works on that object."""
+    for statement in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+            params = statement.params
+            for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
+                if _CUDA_ONLY_NAME.search(param.name.value):
+                    return f"a class built on a CUDA-only object (`{param.name.value}`)"
     return None
 
 
@@ -372,10 +405,23 @@ def _body_statements(node: cst.FunctionDef) -> Sequence[cst.CSTNode]:
 
 def _is_cuda_skip_guard(context: FileContext, statement: cst.If) -> bool:
     test = context.code_for(statement.test)
+    body = context.code_for(statement.body)
+    if _CUDA_IDENTITY_EXIT.search(test) and " and " not in test:
+        # `if x.device.type != "cuda": return ...`, `if ... or not platform.is_cuda(): return`,
+        # `if ... or torch.version.cuda is None: return False` (a CUDA build): past it the
+        # device *is* CUDA (a tensor's, the platform's, the build's), so even an early
+        # `return` leaves CUDA-only code behind, unlike a bare availability test.
+        return bool(_EARLY_EXIT.search(body) or re.search(r"\breturn\b", body))
     negated = test.lstrip().startswith("not") and "cuda" in test
     if not (negated or re.search(r"!=\s*[\"']cuda", test)):
         return False
-    return bool(_EARLY_EXIT.search(context.code_for(statement.body)))
+    return bool(_EARLY_EXIT.search(body))
+
+
+# A test that fails unless the device in hand is CUDA (not merely available).
+_CUDA_IDENTITY_EXIT = re.compile(
+    r"\bnot\s+[\w.]*\bis_cuda\b|\.type\s*!=\s*[\"']cuda[\"']|\bversion\.cuda\s+is\s+None\b"
+)
 
 
 def _module_binding(context: FileContext, module: cst.Module) -> str | None:
@@ -520,11 +566,25 @@ LEFT_OUT_CUDA_BOUND = "CUDA-bound code"
 LEFT_OUT_SCOPE = "non-library path"
 LEFT_OUT_SCRIPT = "script entry point"
 LEFT_OUT_LOGGING = "logging only"
+# The setting that reports every one of them (what `--statistics` prints beside the counts).
+SHOWS_LEFT_OUT = 'portability = "strict"'
 
 _LOGGING_CALL = re.compile(
     r"^(logger|logging|log|_logger|LOGGER)\.\w+$|^(print|warnings\.warn|print_rank_0|"
     r"log_info_on_rank0|logger\.\w+_once)$"
 )
+
+
+# A function whose name says it logs or prints (`log_torch_cuda_memory`, `print_memory`).
+_LOGGING_FUNCTION = re.compile(r"^_*(log|print|report|dump)(_|$)", re.IGNORECASE)
+
+
+def in_logging_function(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The innermost enclosing function is named for logging (`log_torch_cuda_memory`): a
+    query there (memory statistics, the device index) feeds its message. Not for calls
+    that act (`synchronize`, `empty_cache`): `_log_validation` also runs the validation."""
+    function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
+    return function is not None and _LOGGING_FUNCTION.match(function.name.value) is not None
 
 
 def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -584,20 +644,23 @@ class Portability:
             cached = context.memo["devices.portability"] = cls(strict, library)
         return cached
 
-    def leaves_out(self, context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | None:
+    def leaves_out(
+        self, context: FileContext, ancestors: Sequence[cst.CSTNode], query: bool = False
+    ) -> str | None:
         """None: report the call. "": not a finding at all (a multi-backend dispatch
-        branch). Otherwise the reason it is left out (counted by `--statistics`)."""
+        branch). Otherwise the reason it is left out (counted by `--statistics`). `query`:
+        the call only reads state (memory statistics, the device index or count)."""
         if in_multi_backend_dispatch(context, ancestors):
             return ""
-        if platform_layer(context, ancestors):
-            return LEFT_OUT_PLATFORM
         if self.strict:
             return None
+        if platform_layer(context, ancestors):
+            return LEFT_OUT_PLATFORM
         if not self.library:
             return LEFT_OUT_SCOPE
         if _in_script_entry_point(ancestors):
             return LEFT_OUT_SCRIPT
-        if only_for_logging(context, ancestors):
+        if only_for_logging(context, ancestors) or (query and in_logging_function(ancestors)):
             return LEFT_OUT_LOGGING
         if cuda_bound(context, ancestors):
             return LEFT_OUT_CUDA_BOUND

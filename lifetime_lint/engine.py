@@ -337,9 +337,9 @@ class Linter:
                     result.fixes_applied += 1
                     result.fixed_by_code[d.code] = result.fixed_by_code.get(d.code, 0) + 1
             text = new_text
-            diagnostics, error = self.lint_text(path, text, source.newline)
-            if error is not None:  # cannot happen after the parse above; be safe anyway
-                return source.text, [error]
+            diagnostics, lint_error = self.lint_text(path, text, source.newline)
+            if lint_error is not None:  # cannot happen after the parse above; be safe anyway
+                return source.text, [lint_error]
         return text, diagnostics
 
 

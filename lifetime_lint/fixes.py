@@ -156,6 +156,7 @@ def review_fix(context: FileContext, rule: Rule, message: str, fix: Fix) -> tupl
     lifetime-lint is unsafe (the module would fail to import wherever the linter is not
     installed); both messages say what to do instead.
     """
+    fix = fit_to_line_length(context, fix)
     undeclared = context.memo.get(_UNDECLARED_RUNTIME_EDITS)
     if not undeclared or not any(edit in undeclared for edit in fix.edits):
         return message, fix
@@ -176,6 +177,115 @@ def review_fix(context: FileContext, rule: Rule, message: str, fix: Fix) -> tupl
     )
     fix = replace(fix, message=f"{fix.message} ({reason})", applicability=Applicability.UNSAFE)
     return message + note, fix
+
+
+# -- rewritten lines within the project's line length ------------------------------------
+
+
+def fit_to_line_length(context: FileContext, fix: Fix) -> Fix:
+    """`fix`, with each rewritten one-line statement that would pass the project's Ruff
+    `line-length` wrapped as `ruff format` wraps it (split at the bracket that closes the
+    line: the body on one indented line if it fits there, else one item a line with a
+    trailing comma). A line that cannot be wrapped so is left as the fix wrote it."""
+    limit = project_for(context.path).style.configured_line_length
+    if limit is None:
+        return fix
+    source = context.source
+    edits = list(fix.edits)
+    rows = [(context.row_of(e.start), context.row_of(max(e.start, e.end - 1))) for e in edits]
+    for index, edit in enumerate(edits):
+        first, last = rows[index]
+        if (
+            not edit.content
+            or "\n" in edit.content
+            or "\r" in edit.content
+            or source[edit.end - 1 : edit.end] in ("\n", "\r")
+            or any(o[0] <= last and first <= o[1] for i, o in enumerate(rows) if i != index)
+        ):
+            continue
+        line_start = context.line_starts[first - 1]
+        line_end = edit.end
+        while line_end < len(source) and source[line_end] not in "\r\n":
+            line_end += 1
+        line = source[line_start : edit.start] + edit.content + source[edit.end : line_end]
+        if len(line) <= limit:
+            continue
+        wrapped = wrap_statement_line(line, limit, context.newline)
+        if wrapped is not None:
+            edits[index] = Edit(line_start, line_end, wrapped)
+    if edits == list(fix.edits):
+        return fix
+    return replace(fix, edits=tuple(edits))
+
+
+_OPENING = {")": "(", "]": "[", "}": "{"}
+
+
+def wrap_statement_line(line: str, limit: int, newline: str = "\n") -> str | None:
+    """A one-line simple statement too long for `limit`, split as `ruff format` splits it
+    at the bracket that closes the line, or None when that does not make it fit (or the line
+    is not one whole statement: a comment, a string continuation, an open bracket)."""
+    import io
+    import tokenize
+
+    indent = line[: len(line) - len(line.lstrip())]
+    code = line[len(indent) :]
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code + "\n").readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    significant = [
+        t for t in tokens if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER)
+    ]
+    if not significant or any(t.type in (tokenize.COMMENT, tokenize.INDENT) for t in tokens):
+        return None
+    last = significant[-1]
+    if last.string not in _OPENING or last.end[0] != 1:
+        return None
+    # The bracket that opens the closing one, and the top-level commas inside it.
+    depth = 0
+    opening = None
+    commas: list[int] = []
+    for token in reversed(significant[:-1]):
+        if token.type != tokenize.OP:
+            continue
+        if token.string in _OPENING:
+            depth += 1
+        elif token.string in _OPENING.values():
+            if depth == 0:
+                opening = token
+                break
+            depth -= 1
+        elif token.string == "," and depth == 0:
+            commas.append(token.start[1])
+    if opening is None or opening.string != _OPENING[last.string]:
+        return None
+    head = code[: opening.end[1]]
+    body = code[opening.end[1] : last.start[1]].strip()
+    if not body or len(indent) + len(head) > limit:
+        return None
+    inner = indent + "    "
+    if len(inner) + len(body) <= limit and not body.endswith(","):
+        pieces = [body]
+    else:
+        items = []
+        cursor = opening.end[1]
+        for comma in sorted(commas):
+            items.append(code[cursor:comma].strip())
+            cursor = comma + 1
+        items.append(code[cursor : last.start[1]].strip())
+        items = [item for item in items if item]
+        if any(len(inner) + len(item) + 1 > limit for item in items):
+            return None
+        pieces = [item + "," for item in items]
+    wrapped = newline.join(
+        [indent + head] + [inner + piece for piece in pieces] + [indent + last.string]
+    )
+    try:  # the same statement, only laid out on several lines
+        same = ast.dump(ast.parse(code)) == ast.dump(ast.parse(wrapped.strip()))
+    except SyntaxError:
+        return None
+    return wrapped if same else None
 
 
 def _use_offset(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> int:
@@ -411,14 +521,15 @@ def _insert_statement(
     if not block:
         return _new_import_block(context, code)
     section = style.section_of(module)
-    key = _statement_key(style, first_member is not None, module, first_member)
+    is_from = first_member is not None
+    key = _statement_key(style, is_from, module, first_member)
     entries = [_describe(style, statement) for statement in block]
     same = [(k, s) for sec, k, s in entries if sec == section]
     if same:
-        for existing_key, statement in same:
-            if existing_key > key:
-                return Edit(*(_start_with_comments(context, statement),) * 2, code + newline)
-        return Edit(*(context.line_after(same[-1][1]),) * 2, code + newline)
+        index = next((i for i, (k, _) in enumerate(same) if k > key), len(same))
+        previous = same[index - 1][1] if index else None
+        following = same[index][1] if index < len(same) else None
+        return _insert_in_section(context, style, previous, following, is_from, code)
     later = [s for sec, _, s in entries if sec > section]
     if later:
         at = _start_with_comments(context, later[0])
@@ -429,13 +540,60 @@ def _insert_statement(
     return Edit(at, at, newline + code + newline)
 
 
+def _insert_in_section(
+    context: FileContext,
+    style: ImportStyle,
+    previous: cst.SimpleStatementLine | None,
+    following: cst.SimpleStatementLine | None,
+    is_from: bool,
+    code: str,
+) -> Edit:
+    """`code` between two statements of its section (either may be None: first or last),
+    with the blank lines Ruff's isort puts between them: `lines-between-types` where the
+    `import x` run meets the `from x` run, and one more above a statement that has comments
+    on the lines above it (unless it opens its section)."""
+    newline = context.newline
+    gap_above = _blank_lines_between(style, previous, is_from) if previous is not None else 0
+    if following is None:
+        assert previous is not None
+        at = context.line_after(previous)
+        return Edit(at, at, newline * gap_above + code + newline)
+    gap_below = _blank_lines_between(style, following, is_from)
+    if _atop_comments(following):
+        gap_below += 1
+    end = _start_with_comments(context, following)
+    if previous is None:
+        return Edit(end, end, code + newline + newline * gap_below)
+    start = context.line_after(previous)
+    if context.source[start:end].strip():
+        # Something other than blank lines between them (a detached comment): keep it.
+        return Edit(end, end, code + newline + newline * gap_below)
+    # The blank lines between the two neighbours are rewritten to what each side needs.
+    return Edit(start, end, newline * gap_above + code + newline + newline * gap_below)
+
+
+def _blank_lines_between(
+    style: ImportStyle, neighbour: cst.SimpleStatementLine, is_from: bool
+) -> int:
+    """Blank lines `lines-between-types` puts between `neighbour` and a new import."""
+    neighbour_is_from = isinstance(neighbour.body[0], cst.ImportFrom)
+    return style.lines_between_types if neighbour_is_from != is_from else 0
+
+
+def _atop_comments(statement: cst.SimpleStatementLine) -> bool:
+    """Whether comments sit directly above the statement (Ruff's isort keeps them with it)."""
+    lines = statement.leading_lines
+    return bool(lines) and lines[-1].comment is not None
+
+
 def _statement_key(
     style: ImportStyle, is_from: bool, module: str, first_member: str | None
 ) -> tuple[Any, ...]:
     member = style.member_key(first_member) if first_member and style.force_single_line else ()
+    kind = is_from != style.from_first  # which run comes first: `import x` or `from x`
     if style.force_sort_within_sections:
-        return (style.module_key(module), is_from, member)
-    return (is_from, style.module_key(module), member)
+        return (style.module_key(module), kind, member)
+    return (kind, style.module_key(module), member)
 
 
 def _describe(
@@ -448,7 +606,11 @@ def _describe(
     assert isinstance(small, cst.ImportFrom)
     module = (dotted_name(small.module) if small.module is not None else None) or ""
     if small.relative:
-        return LOCAL_FOLDER, (True, ("." * len(small.relative) + (module or ""),) * 2), statement
+        return (
+            LOCAL_FOLDER,
+            (not style.from_first, ("." * len(small.relative) + (module or ""),) * 2),
+            statement,
+        )
     first = None
     if not isinstance(small.names, cst.ImportStar):
         first = dotted_name(small.names[0].name)
@@ -508,6 +670,13 @@ def _new_import_block(context: FileContext, code: str) -> Edit:
     if not following:
         return Edit(at, at, before + code + newline)
     wanted = 2 if following.startswith(("def ", "class ", "@", "async def ")) else 1
+    lines_after = project_for(context.path).style.lines_after_imports
+    if lines_after >= 0 and not following.startswith("#"):
+        # `lines-after-imports`: exactly that many, the blank lines there replaced.
+        end = at
+        for _ in range(blank):
+            end = _line_end_after(source, end)
+        return Edit(at, end, before + code + newline + newline * lines_after)
     return Edit(at, at, before + code + newline + newline * max(0, wanted - blank))
 
 
@@ -638,11 +807,12 @@ def _without_stranded_blank_lines(source: str, edit: Edit) -> Edit:
         end = line_end
     if not blank_below:
         return edit
-    if blank_above == 0 and not previous.endswith(":"):
+    at_file_start = cursor == 0
+    if blank_above == 0 and not previous.endswith(":") and not at_file_start:
         return edit
-    # Opening a block: drop every blank line below; between two blank runs: keep the
-    # longer run only.
-    drop = blank_below if blank_above == 0 else min(blank_above, blank_below)
+    # Opening a block or the file: drop every blank line below; between two blank runs:
+    # keep the longer run only.
+    drop = blank_below if blank_above == 0 or at_file_start else min(blank_above, blank_below)
     end = edit.end
     for _ in range(drop):
         end = _line_end_after(source, end)
@@ -784,33 +954,33 @@ class _OrphanedImportFinder(cst.CSTVisitor):
             self.suites.append((node, kept))
         return False
 
-    def _kept(self, smalls: Sequence[cst.BaseSmallStatement]):  # type: ignore[no-untyped-def]
+    def _kept(
+        self, smalls: Sequence[cst.BaseSmallStatement]
+    ) -> list[tuple[cst.CSTNode, bool]] | None:
         """What the statements keep, or None when none of them changes."""
         kept: list[tuple[cst.CSTNode, bool]] = []
         changed = False
         for small in smalls:
-            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                updated = self._without_unused(small, lambda alias: True)
-            elif isinstance(small, cst.Import):
+            updated: cst.BaseSmallStatement | None = small
+            if isinstance(small, (cst.Import, cst.ImportFrom)):
                 # `import torch` that the fix leaves unused goes too (it would be F401 in a
                 # Ruff-gated project); torch's import side effects happen wherever it is used.
-                updated = self._without_unused(small, lambda alias: True)
-            else:
-                updated = small
+                updated = self._without_unused(small)
             if updated is not small:
                 changed = True
             if updated is not None:
                 kept.append((updated, updated is not small))
         return kept if changed else None
 
-    def _without_unused(self, statement, removable):  # type: ignore[no-untyped-def]
+    def _without_unused(
+        self, statement: cst.Import | cst.ImportFrom
+    ) -> cst.Import | cst.ImportFrom | None:
         """The import statement without its unused aliases (None if none is left)."""
-        kept = [
-            alias
-            for alias in statement.names
-            if not (removable(alias) and _binds(alias) in self.names)
-        ]
-        if len(kept) == len(statement.names):
+        names = statement.names
+        if isinstance(names, cst.ImportStar):
+            return statement
+        kept = [alias for alias in names if _binds(alias) not in self.names]
+        if len(kept) == len(names):
             return statement
         if not kept:
             return None
@@ -857,5 +1027,5 @@ def _binds(alias: cst.ImportAlias) -> str | None:
 
 def _bound_name(alias: cst.ImportAlias) -> str | None:
     if alias.asname is not None:
-        return dotted_name(alias.asname.name)  # type: ignore[arg-type]
+        return dotted_name(alias.asname.name)
     return dotted_name(alias.name)

@@ -45,10 +45,16 @@ class ImportStyle:
     known_local_folder: tuple[str, ...] = ()
     src: tuple[str, ...] = ()  # folders whose top-level packages are first-party
     line_length: int = 88
+    # The line length the project's own Ruff/isort settings name (None: no such settings,
+    # so rewritten lines are left as the fix writes them).
+    configured_line_length: int | None = None
     force_single_line: bool = False
     force_sort_within_sections: bool = False
     order_by_type: bool = True
     case_sensitive: bool = False
+    from_first: bool = False  # `from x import y` before `import x` within a section
+    lines_between_types: int = 0  # blank lines between the `import x` and `from x` runs
+    lines_after_imports: int = -1  # -1: the formatter's choice (1, or 2 before a def/class)
 
     def section_of(self, module: str) -> int:
         """Ruff's section for an absolute import of `module`."""
@@ -240,10 +246,14 @@ def _ruff_style(ruff: dict[str, Any], directory: str) -> ImportStyle:
         known_local_folder=tuple(_strings(isort.get("known-local-folder"))),
         src=src or (directory, os.path.join(directory, "src")),
         line_length=int(ruff.get("line-length", 88)),
+        configured_line_length=int(ruff.get("line-length", 88)),
         force_single_line=bool(isort.get("force-single-line", False)),
         force_sort_within_sections=bool(isort.get("force-sort-within-sections", False)),
         order_by_type=bool(isort.get("order-by-type", True)),
         case_sensitive=bool(isort.get("case-sensitive", False)),
+        from_first=bool(isort.get("from-first", False)),
+        lines_between_types=_integer(isort.get("lines-between-types"), 0),
+        lines_after_imports=_integer(isort.get("lines-after-imports"), -1),
     )
 
 
@@ -260,6 +270,9 @@ def _isort_style(isort: dict[str, Any], directory: str) -> ImportStyle:
         force_sort_within_sections=bool(isort.get("force_sort_within_sections", False)),
         order_by_type=bool(isort.get("order_by_type", True)),
         case_sensitive=bool(isort.get("case_sensitive", False)),
+        from_first=bool(isort.get("from_first", False)),
+        lines_between_types=_integer(isort.get("lines_between_types"), 0),
+        lines_after_imports=_integer(isort.get("lines_after_imports"), -1),
     )
 
 
@@ -294,6 +307,10 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [item for item in value if isinstance(item, str)]
     return []
+
+
+def _integer(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def _load_toml(path: str) -> dict[str, Any] | None:

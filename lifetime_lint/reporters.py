@@ -20,11 +20,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 from urllib.parse import quote
 
 from lifetime_lint import __version__
 from lifetime_lint.diagnostics import Diagnostic
+from lifetime_lint.results import split_left_out_key
 from lifetime_lint.source import SourceLines
 
 # The published rule documentation: `lifetime-lint rule --all` rendered as Markdown, one
@@ -51,8 +52,11 @@ class RunSummary:
     show_fixes: bool = False  # list the fixes applied, per file and rule
     fixed_by_path: dict[str, dict[str, int]] = field(default_factory=dict)
     color: bool = False  # ANSI colours, as Ruff's on a terminal (see `--color`)
-    # Findings left out by design, "CODE reason" -> count (shown by --statistics).
+    # Findings left out by design or below the significance bar, by
+    # `results.left_out_key` -> count (shown by --statistics).
     left_out: dict[str, int] = field(default_factory=dict)
+    # Rules that did not run only because they are off by default (shown by --statistics).
+    off_by_default: list[str] = field(default_factory=list)
 
 
 def display_path(path: str) -> str:
@@ -146,14 +150,47 @@ def statistics_rows(
             for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]  # fmt: skip
 
 
+def _left_out_rows(summary: RunSummary) -> list[tuple[str, str, int, str]]:
+    """(code, reason, count, the setting that shows them), by code and reason."""
+    rows = [(*split_left_out_key(key), count) for key, count in summary.left_out.items()]
+    return sorted((code, reason, count, shown_by) for code, reason, shown_by, count in rows)
+
+
+def turn_on_setting(code: str) -> str:
+    return f'extend-select = ["{code}"]'
+
+
 def render_statistics_json(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> str:
-    """`--statistics --output-format json`: Ruff's shape, one object per rule."""
-    rows = [{"code": code, "name": summary.rule_names.get(code, ""), "count": count,
-             "fixable": fixable} for code, count, fixable in statistics_rows(diagnostics, summary)]  # fmt: skip
+    """`--statistics --output-format json`: Ruff's shape, one object per rule; a rule with
+    findings left out (by scope or below the significance bar) also has `left_out`, a list
+    of `{"reason", "count", "shown_by"}`, and a rule off by default is listed with `"count":
+    0, "off_by_default": true` and the `shown_by` line that turns it on."""
+    rows: list[dict[str, Any]] = [
+        {"code": code, "name": summary.rule_names.get(code, ""), "count": count,
+         "fixable": fixable} for code, count, fixable in statistics_rows(diagnostics, summary)
+    ]  # fmt: skip
+    by_code = {row["code"]: row for row in rows}
+
+    def row_of(code: str) -> dict[str, Any]:
+        if code not in by_code:
+            by_code[code] = {"code": code, "name": summary.rule_names.get(code, ""),
+                             "count": 0, "fixable": False}  # fmt: skip
+            rows.append(by_code[code])
+        return by_code[code]
+
+    for code, reason, count, shown_by in _left_out_rows(summary):
+        row_of(code).setdefault("left_out", []).append(
+            {"reason": reason, "count": count, "shown_by": shown_by}
+        )
+    for code in summary.off_by_default:
+        row_of(code).update(off_by_default=True, shown_by=turn_on_setting(code))
     return json.dumps(rows, indent=2) + "\n"
 
 
 def render_statistics(diagnostics: Sequence[Diagnostic], summary: RunSummary) -> list[str]:
+    """Ruff's rows (count, code, fixable, name), then one row per reason findings were left
+    out (by scope, CUDA-bound code, below the significance bar) with the setting that
+    reports them, then one row per rule off by default with the line that turns it on."""
     counts = Counter(d.code for d in diagnostics)
     fixable = Counter(d.code for d in diagnostics if fix_marker(d, summary))
     rows = []
@@ -161,9 +198,13 @@ def render_statistics(diagnostics: Sequence[Diagnostic], summary: RunSummary) ->
         name = summary.rule_names.get(code, "")
         marker = "[*]" if fixable[code] else "   "
         rows.append(f"{count:>5}\t{code:<6}\t{marker} {name}")
-    for key, count in sorted(summary.left_out.items()):
-        code, _, reason = key.partition(" ")
-        rows.append(f"{count:>5}\t{code:<6}\t    left out: {reason}")
+    for code, reason, count, shown_by in _left_out_rows(summary):
+        shows = f" ({shown_by} reports them)" if shown_by else ""
+        rows.append(f"{count:>5}\t{code:<6}\t    left out: {reason}{shows}")
+    for code in summary.off_by_default:
+        rows.append(
+            f"{'-':>5}\t{code:<6}\t    off by default ({turn_on_setting(code)} turns it on)"
+        )
     return rows
 
 

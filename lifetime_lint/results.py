@@ -11,6 +11,22 @@ from dataclasses import dataclass, field
 
 from lifetime_lint.diagnostics import Diagnostic, Fix
 
+# A key of `FileResult.left_out`: "CODE reason | setting that shows them" (one string, so
+# the counts add up across files and processes as plain dict entries).
+LEFT_OUT_SEPARATOR = " | "
+
+
+def left_out_key(code: str, reason: str, shown_by: str) -> str:
+    return f"{code} {reason}{LEFT_OUT_SEPARATOR}{shown_by}"
+
+
+def split_left_out_key(key: str) -> tuple[str, str, str]:
+    """(code, reason, the setting that shows them) of a `left_out` key."""
+    head, _, shown_by = key.partition(LEFT_OUT_SEPARATOR)
+    code, _, reason = head.partition(" ")
+    return code, reason, shown_by
+
+
 IO_ERROR = "E902"  # unreadable, undecodable or binary file
 SYNTAX_ERROR = "E999"  # not parseable Python
 
@@ -42,8 +58,8 @@ class FileResult:
     # The findings in the file as it was before any fix (None: same as `diagnostics`).
     # `--statistics` counts these, so check, --fix and --diff agree on the same tree.
     found: list[Diagnostic] | None = None
-    # Findings the rules left out by design ("LL005 non-library path" -> count), for
-    # `--statistics`; not diagnostics.
+    # Findings the rules left out by design or below the significance bar (`left_out_key`:
+    # 'LL005 non-library path | portability = "strict"' -> count), for `--statistics`.
     left_out: dict[str, int] = field(default_factory=dict)
 
     @property

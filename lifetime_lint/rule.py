@@ -29,10 +29,16 @@ from libcst.metadata import CodePosition, CodeRange
 from lifetime_lint.diagnostics import Fix
 from lifetime_lint.imports import ImportMap
 from lifetime_lint.parsing import IDENTITY, OffsetMap, RoundTripError
+from lifetime_lint.results import left_out_key
 from lifetime_lint.traversal import NodeOffsets
 
 if TYPE_CHECKING:  # pragma: no cover
     from lifetime_lint.config import Settings
+
+
+# A finding rated below `min-significance` is counted, not reported, under this reason.
+BELOW_BAR = "below min-significance"
+SHOWS_BELOW_BAR = 'min-significance = "low"'
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,9 @@ class Rule:
     summary: ClassVar[str] = ""
     triggers: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[tuple[Option, ...]] = ()
+    # In the default rule set (what runs when `select` is not given); a rule that is off by
+    # default runs with `extend-select = ["CODE"]` or `select = ["ALL"]`.
+    default_enabled: ClassVar[bool] = True
     # "always", "sometimes" or "never": shown in the rules table and `lifetime-lint rule`.
     fix_availability: ClassVar[str] = "sometimes"
 
@@ -79,12 +88,11 @@ class Rule:
         `min-significance` are counted in `FileContext.below_bar`, not reported."""
         self.context.report(self, node, message, fix, statement, significance)
 
-    def leave_out(self, reason: str) -> None:
+    def leave_out(self, reason: str, shown_by: str) -> None:
         """Count a finding this run does not report by design (outside the configured
-        scope, the platform layer, ...): `--statistics` shows the counts, so nothing is
-        hidden silently."""
-        key = f"{self.code} {reason}"
-        self.context.left_out[key] = self.context.left_out.get(key, 0) + 1
+        scope, CUDA-bound code, ...): `--statistics` shows the count with `shown_by`, the
+        setting that reports them, so nothing is hidden silently."""
+        self.context.count_left_out(left_out_key(self.code, reason, shown_by))
 
     def finish(self) -> None:
         """Called once after the traversal, for rules that analyse whole functions."""
@@ -142,7 +150,7 @@ class FileContext:
         self.reports: list[RawReport] = []
         # Findings left out because they are below `min-significance`.
         self.below_bar = 0
-        # Findings left out by design, by "CODE reason" (see `Rule.leave_out`).
+        # Findings left out by design or below the bar, by `results.left_out_key`.
         self.left_out: dict[str, int] = {}
         # Facts about this file that a rule or fix helper computes once and reuses, keyed
         # by a name of the helper's choosing (e.g. "fixes.taken_names").
@@ -268,6 +276,7 @@ class FileContext:
 
             if not at_least(significance, bar_of(self.settings)):
                 self.below_bar += 1
+                self.count_left_out(left_out_key(rule.code, BELOW_BAR, SHOWS_BELOW_BAR))
                 return
         if statement is None and any(ancestor is node for ancestor in self.ancestors):
             statement = self.current_statement()
@@ -276,6 +285,9 @@ class FileContext:
 
             message, fix = review_fix(self, rule, message, fix)
         self.reports.append(RawReport(rule, node, message, fix, statement, significance))
+
+    def count_left_out(self, key: str) -> None:
+        self.left_out[key] = self.left_out.get(key, 0) + 1
 
     def is_suppressed(
         self, code: str, node: cst.CSTNode, statement: cst.CSTNode | None = None

@@ -13,14 +13,11 @@ oversubscribes the CPU (design notes section 1: 5.5x slower).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -43,13 +40,13 @@ if TYPE_CHECKING:  # pragma: no cover - the engine imports LibCST: only when a f
 PARALLEL_MIN_FILES = 32
 
 
-def default_jobs(file_count: int, environ: dict[str, str] | None = None) -> int:
+def default_jobs(file_count: int, environ: Mapping[str, str] | None = None) -> int:
     """The CPU count; 1 under pre-commit (which parallelises itself) for small file lists."""
-    environ = os.environ if environ is None else environ
-    if environ.get("PRE_COMMIT") == "1" and file_count < 4 * PARALLEL_MIN_FILES:
+    variables: Mapping[str, str] = os.environ if environ is None else environ
+    if variables.get("PRE_COMMIT") == "1" and file_count < 4 * PARALLEL_MIN_FILES:
         return 1
     try:
-        return max(1, len(os.sched_getaffinity(0)))  # type: ignore[attr-defined]
+        return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - macOS, Windows
         return max(1, os.cpu_count() or 1)
 
@@ -210,6 +207,8 @@ def _exit_with_parent(poll_seconds: float = 1.0) -> None:
             libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):  # pragma: no cover - no libc
             pass
+    import multiprocessing
+
     parent = multiprocessing.parent_process()
     sentinel = parent.sentinel if parent is not None else None
 
@@ -292,6 +291,10 @@ def _run_pool(
     parser has segfaulted on deep expressions) breaks the pool; the chunks it left undone
     are then checked one file per fresh process, so the file that kills its process is
     reported by name and every other file is still checked."""
+    # Imported here: a run answered from the cache starts no pool and skips their import.
+    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     done: list[tuple[int, FileResult]] = []
     unfinished: list[list[tuple[int, str]]] = []
     with ProcessPoolExecutor(
@@ -312,6 +315,9 @@ def _run_pool(
 
 
 def _check_alone(path: str, initargs: tuple) -> FileResult:
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     with ProcessPoolExecutor(max_workers=1, initializer=_init_worker, initargs=initargs) as pool:
         try:
             return pool.submit(_check_chunk, [(0, path)]).result()[0][1]

@@ -215,12 +215,11 @@ class _SyntacticRange:
     def __enter__(self) -> None:
         self.start = len(self.state.tokens)
 
-    def __exit__(self, *exc_info: object) -> bool:
+    def __exit__(self, *exc_info: object) -> None:
         ranges = self.state.ranges
         start = ranges[self.start_node][0] if self.start_node is not None else self.start
         end = ranges[self.end_node][1] if self.end_node is not None else len(self.state.tokens)
         ranges[self.node] = (start, end)
-        return False
 
 
 class _TokenRangeState(CodegenState):

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lifetime_lint import __version__
+from lifetime_lint.project import project_for
 from lifetime_lint.results import FileResult
 
 RUNTIME_PACKAGE = "lifetime_lint.runtime"
@@ -129,8 +130,10 @@ def runtime_module_warning(module: str, root: str) -> str | None:
     """What `check` should say about the configured `runtime-module`, if anything."""
     path = module_file(module, [root, os.path.join(root, "src")])
     if path is None:
-        return (f"runtime-module {module} is not under {root}: fixes will import from it; "
-                f"create it with `lifetime-lint vendor-runtime {os.path.join(*module.split('.'))}.py`")  # fmt: skip
+        file = os.path.join(*module.split(".")) + ".py"
+        return (f"runtime-module {module}: no {file} (or package) under {root} or its src/, "
+                "but the fixes import their helpers from it; create it with "
+                f"`lifetime-lint vendor-runtime {file}`")  # fmt: skip
     try:
         return status(path).problem(module)
     except (OSError, UnicodeDecodeError) as error:
@@ -245,6 +248,28 @@ def _top_level_names(node: ast.stmt) -> list[str]:
     return names
 
 
+def _vendored_imports(results: Sequence[FileResult]) -> dict[str, Path]:
+    """The vendored runtime copies (a file `vendor-runtime` wrote) that the fixes' added
+    imports come from, by module: what the fixed code now needs to keep in the project."""
+    found: dict[str, Path] = {}
+    for result in results:
+        for statement in result.added_imports:
+            module = statement.split()[1] if statement.startswith("from ") else ""
+            if not module or module.startswith(".") or module in found:
+                continue
+            if module == RUNTIME_PACKAGE or module.startswith(RUNTIME_PACKAGE + "."):
+                continue
+            root = project_for(result.path).root or os.path.dirname(os.path.abspath(result.path))
+            path = module_file(module, [root, os.path.join(root, "src")])
+            try:
+                vendored = path is not None and status(path).version is not None
+            except (OSError, UnicodeDecodeError):
+                vendored = False
+            if vendored and path is not None:
+                found[module] = Path(os.path.relpath(path))
+    return found
+
+
 def fix_report(results: Sequence[FileResult], unsafe: bool) -> list[str]:
     """What `--fix` (or `--diff`) added and what it left, for the closing summary: the
     imports each file gained, whether they need lifetime-lint installed, and the files with
@@ -261,6 +286,14 @@ def fix_report(results: Sequence[FileResult], unsafe: bool) -> list[str]:
     if needs_package:
         lines.append(f"The fixed files import `{RUNTIME_PACKAGE}`: lifetime-lint must be "
                      "installed wherever they run (or vendor it: `lifetime-lint vendor-runtime`).")  # fmt: skip
+    for module, path in sorted(_vendored_imports(results).items()):
+        lines.append(f"The fixed files import the vendored runtime `{module}` ({path}): keep "
+                     "it in the project, and regenerate it with `lifetime-lint vendor-runtime "
+                     f"{path}` when `check` says it is out of date.")  # fmt: skip
+    for result in results:
+        for d in result.diagnostics:
+            if d.is_error:
+                lines.append(f"{result.path}: not fixed ({d.code}: {d.message})")
     for result in results:
         left = [
             d for d in result.diagnostics if d.fix is not None and not (d.fix.is_safe or unsafe)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -12,10 +13,15 @@ from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import DefSite, Node
+from lifetime_lint.analysis.uses import NameUses, Use, uses_for
+from lifetime_lint.devices import LEFT_OUT_SCOPE, Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.rule import Option, Rule
-from lifetime_lint.traversal import walk
+from lifetime_lint.traversal import visit, walk
+
+if TYPE_CHECKING:  # Python 3.9 has no typing.TypeGuard; annotations are not evaluated
+    from typing_extensions import TypeGuard
 
 
 def _validate_count(value: int) -> str | None:
@@ -199,9 +205,8 @@ class AccumulateThenConcat(Rule):
         ),
     )
 
-    def __init__(self, context, options) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, context, options) -> None:
         super().__init__(context, options)
-        self._indexes: dict[int, _FunctionIndex] = {}
         self._loads: dict[int, dict[int, Node]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -252,11 +257,11 @@ class AccumulateThenConcat(Rule):
             if member.kind == "augassign" and member.node is not None
         }
         index = self._index(function)
-        init: _Use | None = None
-        grows: list[_Use] = []
-        cats: list[tuple[_Use, cst.Call]] = []
-        reads: list[tuple[_Use, str]] = []
-        for use in index.names.get(name.value, []):
+        init: Use | None = None
+        grows: list[Use] = []
+        cats: list[tuple[Use, cst.Call]] = []
+        reads: list[tuple[Use, str]] = []
+        for use in index.of(name.value):
             if use.node is site.target:
                 init = use
                 continue
@@ -334,7 +339,7 @@ class AccumulateThenConcat(Rule):
             if isinstance(expr, cst.Name):
                 origin = S.name_origin(expr.value, origin)
         origin = _encoder_output(function, origin)
-        named = [name.value] + [e.value for e in chunk_exprs if isinstance(e, cst.Name)]  # type: ignore[union-attr]
+        named = [name.value] + [e.value for e in chunk_exprs if isinstance(e, cst.Name)]
         if S.size_class(origin) == S.TINY or any(_per_item(n) for n in named):
             return
         work = _loop_work(facts, header, loop_statement)
@@ -356,6 +361,10 @@ class AccumulateThenConcat(Rule):
                 )
         if structure is not None:
             level = S.LOW
+        scoped, structure = self._scoped(level, structure)
+        if scoped is None:
+            return
+        level = scoped
         written = self.context.source_of(call.func)
         across = _describe_work(work)
         also = f" (and {len(cats) - 1} more)" if len(cats) > 1 else ""
@@ -377,7 +386,7 @@ class AccumulateThenConcat(Rule):
             # `len(chunks)` / `if not chunks:` work on the writer until `result()` empties it.
             fix = self._accumulate_fix(
                 [c for _, c in cats], kind, name, init, grows, loops, kinds, index, block,
-                init_at, min(cat_positions), ancestors,
+                init_at, min(cat_positions), ancestors, facts.cfg.parameters,
             )  # fmt: skip
             if fix is not None and dynamic:
                 fix = Fix(
@@ -399,15 +408,16 @@ class AccumulateThenConcat(Rule):
         calls: list[cst.Call],
         kind: str,
         name: cst.Name,
-        init: _Use,
-        grows: list[_Use],
+        init: Use,
+        grows: list[Use],
         loops: list[cst.CSTNode | None],
         kinds: list[str],
-        index: _FunctionIndex,
+        index: NameUses,
         block: cst.CSTNode,
         init_at: int,
         cat_at: int,
         ancestors: list[cst.CSTNode],
+        parameters: set[str],
     ) -> Fix | None:
         if kind not in ("cat", "stack") or len(grows) != 1 or _role(grows[0], None) != "append":
             return None
@@ -428,14 +438,16 @@ class AccumulateThenConcat(Rule):
             return None
         between = statements[init_at + 1 : cat_at]
         # Names the count reads must not be rebound between the list and the loop.
-        count = _count_expression(self.context, loop, index, statements[init_at + 1 : loop_at + 1])
+        count = _count_expression(
+            self.context, loop, index, statements[init_at + 1 : loop_at + 1], parameters
+        )
         if count is None:
             return None
         count_code, count_safe = count
         dim = _argument(call, 1, ("dim", "axis"))
         dim_code = "0"
         if dim is not None:
-            if not _is_simple(dim) or _names_in(dim) & _assigned_in(between):
+            if not _is_simple(dim) or _names_in(dim) & _assigned_in(between, index):
                 return None
             dim_code = self.context.source_of(dim)
         target = Target.parse(self.settings["chunk-writer"])
@@ -526,6 +538,10 @@ class AccumulateThenConcat(Rule):
         )
         if structure is not None:
             level = S.LOW
+        scoped, structure = self._scoped(level, structure)
+        if scoped is None:
+            return
+        level = scoped
         written = self.context.source_of(call.func)
         message = (
             f"`{out} = {written}([{out}, ...])` in a loop ({S.describe(origin)}; across the "
@@ -609,7 +625,7 @@ class AccumulateThenConcat(Rule):
             return None
         # `out` must be unbound before the loop and used in it only by these two statements.
         loop_start, loop_end = self.context.span(loop)
-        for use in index.names.get(out, []):
+        for use in index.of(out):
             start, _ = self.context.span(use.node)
             if start < loop_start:
                 return None
@@ -617,12 +633,12 @@ class AccumulateThenConcat(Rule):
                 a is first_assign or a is assign for a in use.ancestors
             ):
                 return None
-        if _assigned_in(_body(loop.body)) & _names_in(count):
+        if _assigned_in(_body(loop.body), index) & _names_in(count):
             return None
         dim = _argument(call, 1, ("dim",))
         dim_code = "0" if dim is None else self.context.source_of(dim)
         if dim is not None and (
-            not _is_simple(dim) or _names_in(dim) & _assigned_in(_body(loop.body))
+            not _is_simple(dim) or _names_in(dim) & _assigned_in(_body(loop.body), index)
         ):
             return None
         target = Target.parse(self.settings["chunk-writer"])
@@ -705,6 +721,10 @@ class AccumulateThenConcat(Rule):
         level, reason = _accumulation_level(origin, work)
         if any(_iterable_is_small_or_model_axis(c.iter, min_count, index) for c in clauses):
             level = S.LOW
+        scoped, reason = self._scoped(level, reason)
+        if scoped is None:
+            return
+        level = scoped
         written = self.context.source_of(call.func)
         self.report(
             call,
@@ -716,13 +736,21 @@ class AccumulateThenConcat(Rule):
             significance=level,
         )
 
-    # -- per-function index ---------------------------------------------------------------
-    def _index(self, function: cst.FunctionDef) -> _FunctionIndex:
-        index = self._indexes.get(id(function))
-        if index is None:
-            index = _FunctionIndex.build(function)
-            self._indexes[id(function)] = index
-        return index
+    def _scoped(self, level: str, reason: str | None) -> tuple[str | None, str | None]:
+        """Tests, examples, benchmarks and scripts (the `non-library` globs shared with the
+        portability rules) are another audience: small inputs, run once. Their findings are
+        `low`; below the bar they are counted as left out by scope (`--statistics`), never
+        dropped silently. (None: left out.)"""
+        if Portability.of(self.context).library:
+            return level, reason
+        if not S.at_least(S.LOW, S.bar_of(self.context.settings)):
+            self.leave_out(LEFT_OUT_SCOPE, 'min-significance = "low"')
+            return None, None
+        return S.LOW, reason or _NON_LIBRARY
+
+    def _index(self, function: cst.FunctionDef) -> NameUses:
+        """Where each local name occurs (the shared flow facts of `analysis.uses`)."""
+        return uses_for(self.context, function)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         # `xs = [chunk(x) for x in data]` then `torch.cat(xs)`: the comprehension form.
@@ -737,7 +765,7 @@ class AccumulateThenConcat(Rule):
             return
         name = node.targets[0].target.value
         index = self._index(function)
-        uses = index.names.get(name, [])
+        uses = index.of(name)
         cats = []
         for use in uses:
             if any(a is node for a in use.ancestors):
@@ -776,78 +804,13 @@ _MODEL_COUNT = re.compile(
 )
 
 
-# -- the per-function index -----------------------------------------------------------------
-
-
-@dataclass
-class _Use:
-    node: cst.Name
-    ancestors: tuple[cst.CSTNode, ...]  # from the function's body down to the name's parent
-    nested: bool  # inside a nested def, lambda or class
-
-
-@dataclass
-class _FunctionIndex:
-    names: dict[str, list[_Use]] = field(default_factory=dict)
-    parameters: set[str] = field(default_factory=set)
-    dynamic: bool = False  # locals(), vars(), eval, exec: any local may be read
-
-    @classmethod
-    def build(cls, function: cst.FunctionDef) -> _FunctionIndex:
-        index = cls()
-        params = function.params
-        for param in list(params.params) + list(params.posonly_params) + list(params.kwonly_params):
-            index.parameters.add(param.name.value)
-        for star in (params.star_arg, params.star_kwarg):
-            if isinstance(star, cst.Param):
-                index.parameters.add(star.name.value)
-        collector = _Collector(index)
-        function.body.visit(collector)
-        return index
-
-
-class _Collector(cst.CSTVisitor):
-    def __init__(self, index: _FunctionIndex) -> None:
-        self.index = index
-        self.stack: list[cst.CSTNode] = []
-        self.nested = 0
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.Name):
-            self.index.names.setdefault(node.value, []).append(
-                _Use(node, tuple(self.stack), self.nested > 0)
-            )
-            if node.value in ("locals", "vars", "eval", "exec") and isinstance(
-                self.stack[-1] if self.stack else None, cst.Call
-            ):
-                self.index.dynamic = True
-            return False
-        if isinstance(node, cst.Attribute):
-            # Only the value is a name in this scope; `x.append` is not a use of `append`.
-            # (on_leave pops the Attribute.)
-            self.stack.append(node)
-            node.value.visit(self)
-            return False
-        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            self.nested += 1
-        self.stack.append(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        if isinstance(original_node, cst.Name):
-            return
-        self.stack.pop()
-        if isinstance(original_node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            self.nested -= 1
-
-
 # -- classifying uses -----------------------------------------------------------------------
 
 
 _READS = ("len", "truth", "element")
 
 
-def _role(use: _Use, context) -> str:  # type: ignore[no-untyped-def]
+def _role(use: Use, context) -> str:
     """What one occurrence of the list's name does: init, append, extend, cat, the reads
     that neither keep nor hand out chunks (`len(xs)`, `if not xs:`, `xs[0].shape`), del,
     rebind, or escape."""
@@ -922,7 +885,7 @@ def _role(use: _Use, context) -> str:  # type: ignore[no-untyped-def]
     return "escape"
 
 
-def _kind_of(context, call: cst.Call) -> str | None:  # type: ignore[no-untyped-def]
+def _kind_of(context, call: cst.Call) -> str | None:
     """ "cat" for `torch.cat` / `concat` / `concatenate`, else the concatenation's name
     (`stack`, `hstack`, ...); None for other calls."""
     qualified = context.qualified_name(call.func) or ""
@@ -932,13 +895,13 @@ def _kind_of(context, call: cst.Call) -> str | None:  # type: ignore[no-untyped-
     return "cat" if last in ("cat", "concat", "concatenate") else last
 
 
-def _same_dim(context, a: cst.Call, b: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+def _same_dim(context, a: cst.Call, b: cst.Call) -> bool:
     da, db = _argument(a, 1, ("dim", "axis")), _argument(b, 1, ("dim", "axis"))
     code = lambda d: "0" if d is None else context.source_of(d).strip()  # noqa: E731
     return code(da) == code(db)
 
 
-def _list_family(facts: F.FunctionFacts, sites) -> tuple[DefSite, dict[int, DefSite]] | None:  # type: ignore[no-untyped-def]
+def _list_family(facts: F.FunctionFacts, sites) -> tuple[DefSite, dict[int, DefSite]] | None:
     """The empty-list binding these bindings come from, through `xs += [chunk]` (which
     grows the same list in place), and every binding of that family; None otherwise."""
     init: DefSite | None = None
@@ -968,7 +931,7 @@ def _list_family(facts: F.FunctionFacts, sites) -> tuple[DefSite, dict[int, DefS
     return (init, family) if init is not None else None
 
 
-def _observed_dynamically(facts: F.FunctionFacts, site) -> bool:  # type: ignore[no-untyped-def]
+def _observed_dynamically(facts: F.FunctionFacts, site) -> bool:
     """A `locals()` / `vars()` / `eval` that runs while this binding is current may read
     it; one elsewhere in the function (before the list exists, after it is rebound) does
     not switch the rule off."""
@@ -1000,6 +963,8 @@ def _encoder_output(function: cst.FunctionDef, origin: str) -> str:
         return F.LATENTS if origin != F.LOGITS else origin
     return origin
 
+
+_NON_LIBRARY = "in a non-library path (tests, examples, benchmarks, scripts)"
 
 _MODEL_IN_LOOP = (
     "each chunk comes from model-level work in the loop, whose own activations likely "
@@ -1111,7 +1076,7 @@ def _chunk(
     return None
 
 
-def _made_this_iteration(facts: F.FunctionFacts, site: DefSite, body, depth: int) -> bool:  # type: ignore[no-untyped-def]
+def _made_this_iteration(facts: F.FunctionFacts, site: DefSite, body, depth: int) -> bool:
     """A binding made in the loop body that holds a new tensor, or a view of one through a
     short rebinding chain (`out = vae.decode(z)`, then `out = out[:, :, k:]`)."""
     if site.node is None or not any(site.node is member for member in body):
@@ -1190,7 +1155,7 @@ def _describe_work(work: F.Work) -> str:
     return f"{level}-level work"
 
 
-def _import_bound(context, func: cst.BaseExpression) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
+def _import_bound(context, func: cst.BaseExpression) -> tuple[str, ...]:
     """`cat` of `from torch import cat`: an import the fix may leave unused."""
     if isinstance(func, cst.Name) and context.imports.bindings_for(func.value):
         return (func.value,)
@@ -1208,7 +1173,7 @@ def _is_empty_list(node: cst.BaseExpression) -> bool:
     )
 
 
-def _assigned_value(use: _Use) -> cst.BaseExpression:
+def _assigned_value(use: Use) -> cst.BaseExpression:
     """The empty list an `init` use binds (`xs = []` or `xs: list[Tensor] = []`)."""
     parent = use.ancestors[-1]
     if isinstance(parent, cst.AnnAssign) and parent.value is not None:
@@ -1218,7 +1183,7 @@ def _assigned_value(use: _Use) -> cst.BaseExpression:
     return assign.value
 
 
-def _grown_value(use: _Use) -> cst.BaseExpression | None:
+def _grown_value(use: Use) -> cst.BaseExpression | None:
     parent = use.ancestors[-1]
     if isinstance(parent, cst.Attribute):
         call = use.ancestors[-2]
@@ -1242,12 +1207,10 @@ def _single_element(value: cst.BaseExpression) -> cst.BaseExpression | None:
     return value if isinstance(value, cst.Name) else None
 
 
-def _loop_carried(
-    name: str, cat_assign: cst.Assign, loop: cst.CSTNode, index: _FunctionIndex
-) -> bool:
+def _loop_carried(name: str, cat_assign: cst.Assign, loop: cst.CSTNode, index: NameUses) -> bool:
     """The value concatenated onto comes from the previous iteration: no other binding of
     the name in the loop except under a first-iteration or `is None` branch."""
-    for use in index.names.get(name, []):
+    for use in index.of(name):
         if not any(a is loop for a in use.ancestors) or any(a is cat_assign for a in use.ancestors):
             continue
         parent = use.ancestors[-1] if use.ancestors else None
@@ -1286,7 +1249,7 @@ def _is_first_iteration_test(test: cst.BaseExpression) -> bool:
 
 def _loops_between(chain: Sequence[cst.CSTNode], top: cst.CSTNode) -> list[cst.CSTNode]:
     started = False
-    loops = []
+    loops: list[cst.CSTNode] = []
     for node in chain:
         if node is top:
             started = True
@@ -1326,8 +1289,8 @@ def _loop_targets(chain: Sequence[cst.CSTNode]) -> set[str]:
 
 
 def _small_loop(
-    loop: cst.CSTNode, min_count: int, index: _FunctionIndex, facts=None, header=None
-) -> str | None:  # type: ignore[no-untyped-def]
+    loop: cst.CSTNode, min_count: int, index: NameUses, facts=None, header=None
+) -> str | None:
     """Why a loop gives few chunks (issue 12's loop structure), or None: a literal range or
     sequence shorter than `min-constant-count`, model structure (layers, heads, scales,
     `config` counts), or the samples of a batch."""
@@ -1343,11 +1306,11 @@ def _small_loop(
     return None
 
 
-def _walks_the_batch(iterable: cst.BaseExpression, facts, header) -> bool:  # type: ignore[no-untyped-def]
+def _walks_the_batch(iterable: cst.BaseExpression, facts, header) -> bool:
     """`for x in z.split(1)` / `z.unbind(0)` / `for data, pos in zip(x, ids)` over a tensor:
     one step per sample along the batch dimension."""
     if _is_call_to(iterable, "zip") or _is_call_to(iterable, "enumerate"):
-        return any(_walks_the_batch(a.value, facts, header) for a in iterable.args)  # type: ignore[attr-defined]
+        return any(_walks_the_batch(a.value, facts, header) for a in iterable.args)
     if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
         method, args = iterable.func.attr.value, iterable.args
         if method == "split" and len(args) == 1 and _literal_int(args[0].value) == 1:
@@ -1355,18 +1318,21 @@ def _walks_the_batch(iterable: cst.BaseExpression, facts, header) -> bool:  # ty
         if method == "unbind" and (not args or _literal_int(args[0].value) == 0):
             return True
     if isinstance(iterable, cst.Name) and facts is not None and header is not None:
-        return facts.expression(iterable, header).is_tensor
+        # A tensor iterated along dim 0; not an element of a list of lists (`for tile in
+        # row` over a row of decoded tiles walks tiles, not samples).
+        fact = facts.expression(iterable, header)
+        return fact.is_tensor and not fact.element_of
     return False
 
 
-def _small_or_model_axis(loop: cst.CSTNode, min_count: int, index: _FunctionIndex) -> bool:
+def _small_or_model_axis(loop: cst.CSTNode, min_count: int, index: NameUses) -> bool:
     if isinstance(loop, cst.For):
         return _iterable_is_small_or_model_axis(loop.iter, min_count, index)
     return False
 
 
 def _iterable_is_small_or_model_axis(
-    iterable: cst.BaseExpression, min_count: int, index: _FunctionIndex
+    iterable: cst.BaseExpression, min_count: int, index: NameUses
 ) -> bool:
     if isinstance(iterable, (cst.Tuple, cst.List, cst.Set)):
         return len(iterable.elements) < min_count
@@ -1375,7 +1341,7 @@ def _iterable_is_small_or_model_axis(
         or _is_call_to(iterable, "zip")
         or _is_call_to(iterable, "reversed")
     ):
-        if any(_iterable_is_small_or_model_axis(a.value, min_count, index) for a in iterable.args):  # type: ignore[attr-defined]
+        if any(_iterable_is_small_or_model_axis(a.value, min_count, index) for a in iterable.args):
             return True
     if isinstance(iterable, cst.Name):
         literal = _literal_binding(iterable.value, index)
@@ -1400,10 +1366,10 @@ def _iterable_is_small_or_model_axis(
     return False
 
 
-def _literal_binding(name: str, index: _FunctionIndex) -> cst.Tuple | cst.List | None:
+def _literal_binding(name: str, index: NameUses) -> cst.Tuple | cst.List | None:
     """The tuple or list literal a local is bound to, when that is its only binding."""
     literal = None
-    for use in index.names.get(name, []):
+    for use in index.of(name):
         parent = use.ancestors[-1] if use.ancestors else None
         if isinstance(parent, cst.AssignTarget):
             assign = use.ancestors[-2]
@@ -1443,7 +1409,7 @@ def _once_per_iteration(chain: Sequence[cst.CSTNode], loop: cst.For) -> bool:
         ):
             return False
     finder = _JumpFinder()
-    loop.body.visit(finder)
+    visit(loop.body, finder)
     return not finder.found
 
 
@@ -1468,12 +1434,16 @@ class _JumpFinder(cst.CSTVisitor):
 
 
 def _count_expression(
-    context, loop: cst.For, index: _FunctionIndex, before_loop: Sequence[cst.CSTNode]
-) -> tuple[str, bool] | None:  # type: ignore[no-untyped-def]
+    context,
+    loop: cst.For,
+    index: NameUses,
+    before_loop: Sequence[cst.CSTNode],
+    parameters: set[str],
+) -> tuple[str, bool] | None:
     """Code for the number of iterations, evaluated where the list was created; and whether
     it is certain to evaluate without error."""
     iterable = loop.iter
-    rebound = _assigned_in(before_loop)
+    rebound = _assigned_in(before_loop, index)
     if _is_call_to(iterable, "range"):
         args = iterable.args
         if not args or any(a.keyword is not None or a.star for a in args):
@@ -1493,14 +1463,14 @@ def _count_expression(
     ):
         sequence = iterable.args[0].value
     if isinstance(sequence, cst.Name) and sequence.value not in rebound:
-        return f"len({sequence.value})", _is_sized_local(sequence.value, index)
+        return f"len({sequence.value})", _is_sized_local(sequence.value, index, parameters)
     return None
 
 
-def _is_sized_local(name: str, index: _FunctionIndex) -> bool:
+def _is_sized_local(name: str, index: NameUses, parameters: set[str]) -> bool:
     """Every binding of the local builds a list or tuple (so `len` works)."""
     values = []
-    for use in index.names.get(name, []):
+    for use in index.of(name):
         parent = use.ancestors[-1] if use.ancestors else None
         if isinstance(parent, cst.AssignTarget):
             assign = use.ancestors[-2]
@@ -1520,7 +1490,7 @@ def _is_sized_local(name: str, index: _FunctionIndex) -> bool:
             ),
         ):
             return False
-    if not values or name in index.parameters:
+    if not values or name in parameters:
         return False
     for value in values:
         if isinstance(value, (cst.List, cst.ListComp, cst.Tuple)):
@@ -1545,7 +1515,7 @@ def _releasable_chunk(
     chunk: cst.BaseExpression | None,
     statement: cst.CSTNode | None,
     body: Sequence[cst.CSTNode],
-    index: _FunctionIndex,
+    index: NameUses,
 ) -> str | None:
     """A local chunk bound in `body` (a loop body or a branch of it) before any read of it
     there, read nowhere else, and never read after `statement` (its append): `del` after
@@ -1579,7 +1549,7 @@ def _releasable_chunk(
                 break
     if first_bound is None:
         return None
-    for use in index.names.get(name, []):
+    for use in index.of(name):
         if use.nested:
             return None
         owner = next((a for a in use.ancestors if any(a is s for s in body)), None)
@@ -1651,7 +1621,7 @@ def _enclosing_statement(chain: Sequence[cst.CSTNode]) -> cst.CSTNode:
     raise AssertionError("a use outside any statement")
 
 
-def _is_call_to(node: cst.BaseExpression, name: str) -> bool:
+def _is_call_to(node: cst.BaseExpression, name: str) -> TypeGuard[cst.Call]:
     return (
         isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name
     )
@@ -1691,10 +1661,10 @@ def _is_simple(node: cst.BaseExpression) -> bool:
         return _is_simple(node.expression)
     if isinstance(node, cst.BinaryOperation):
         return _is_simple(node.left) and _is_simple(node.right)
-    if _is_call_to(node, "len") and len(node.args) == 1 and node.args[0].keyword is None:  # type: ignore[attr-defined]
+    if _is_call_to(node, "len") and len(node.args) == 1 and node.args[0].keyword is None:
         return isinstance(node.args[0].value, (cst.Name, cst.Attribute)) and _is_simple(
             node.args[0].value
-        )  # type: ignore[attr-defined]
+        )
     if isinstance(node, cst.Subscript):
         return _is_simple(node.value) and all(
             isinstance(s.slice, cst.Index) and _is_simple(s.slice.value) for s in node.slice
@@ -1704,13 +1674,13 @@ def _is_simple(node: cst.BaseExpression) -> bool:
 
 def _names_in(node: cst.CSTNode) -> set[str]:
     finder = _NameCollector()
-    node.visit(finder)
+    visit(node, finder)
     return finder.names
 
 
 def _dotted_names_in(node: cst.CSTNode) -> list[str]:
     collector = _DottedCollector()
-    node.visit(collector)
+    visit(node, collector)
     return collector.dotted
 
 
@@ -1722,7 +1692,7 @@ class _NameCollector(cst.CSTVisitor):
         self.names.add(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        visit(node.value, self)
         return False
 
 
@@ -1740,51 +1710,19 @@ class _DottedCollector(cst.CSTVisitor):
             parts.append(value.value)
         self.dotted.append(".".join(reversed(parts)))
         if not isinstance(value, cst.Name):
-            value.visit(self)  # `f(x).y`: the names inside the call (a plain base is the chain's)
+            visit(value, self)  # `f(x).y`: the names inside the call (a plain base is the chain's)
         return False
 
     def visit_Name(self, node: cst.Name) -> None:
         self.dotted.append(node.value)
 
 
-def _assigned_in(statements: Sequence[cst.CSTNode]) -> set[str]:
-    """Names bound anywhere in these statements."""
-    collector = _AssignedCollector()
-    for statement in statements:
-        statement.visit(collector)
-    return collector.names
-
-
-class _AssignedCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def _targets(self, node: cst.CSTNode) -> None:
-        if isinstance(node, cst.Name):
-            self.names.add(node.value)
-        elif isinstance(node, (cst.Tuple, cst.List)):
-            for element in node.elements:
-                self._targets(element.value)
-        elif isinstance(node, cst.StarredElement):
-            self._targets(node.value)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._targets(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._targets(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._targets(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._targets(node.target)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._targets(node.target)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self._targets(node.name)
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self._targets(node.target)
+def _assigned_in(statements: Sequence[cst.CSTNode], index: NameUses) -> set[str]:
+    """Names bound or deleted anywhere in these statements (from the shared name uses)."""
+    return {
+        name
+        for name, uses in index.names.items()
+        if any(
+            (use.binding or use.deleted) and any(use.inside(s) for s in statements) for use in uses
+        )
+    }

@@ -542,31 +542,64 @@ class AutogradHistoryKept(Rule):
     max_nodes = 4000
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        name = node.name.value
-        if _matches(name, _EVALUATION_FUNCTIONS):
-            return
-        if any(_is_no_grad_context(self.context, d.decorator) for d in node.decorators):
-            return
-        facts = _module_facts(self.context)
-        is_step = name in _TRAINING_STEP_FUNCTIONS
-        if not is_step and id(node) not in facts.training_functions:
-            return  # no backward call of its own: nothing says grad is on here
-        callers = facts.calls_under_no_grad.get(name)
-        if callers and all(callers):
-            return
-        try:
-            cfg = build(node, self.max_nodes)
-        except (TooLarge, RecursionError):
-            return
-        backward_nodes = [
-            (n, inputs)
-            for n in cfg.nodes
-            for call in n.calls
-            if (inputs := _backward_inputs(self.context, call)) is not None
-        ]
-        if not backward_nodes and not is_step:
-            return
-        _FunctionAnalysis(self, cfg, facts, backward_nodes, is_step).run()
+        analysis = _analysis_of(self.context, node)
+        if analysis is not None:
+            analysis.report(self)
+
+
+_ANALYSES = "LL006.analyses"
+
+
+def _analysis_of(context: FileContext, node: cst.FunctionDef) -> _FunctionAnalysis | None:
+    """LL006's analysis of one function (None: nothing says it trains), memoised on the
+    file context so that LL001 can ask which names LL006 reports."""
+    memo = context.memo.setdefault(_ANALYSES, {})
+    key = id(node)
+    if key not in memo:
+        memo[key] = _build_analysis(context, node)
+    return memo[key]
+
+
+def _build_analysis(context: FileContext, node: cst.FunctionDef) -> _FunctionAnalysis | None:
+    name = node.name.value
+    if _matches(name, _EVALUATION_FUNCTIONS):
+        return None
+    if any(_is_no_grad_context(context, d.decorator) for d in node.decorators):
+        return None
+    facts = _module_facts(context)
+    is_step = name in _TRAINING_STEP_FUNCTIONS
+    if not is_step and id(node) not in facts.training_functions:
+        return None  # no backward call of its own: nothing says grad is on here
+    callers = facts.calls_under_no_grad.get(name)
+    if callers and all(callers):
+        return None
+    try:
+        cfg = build(node, AutogradHistoryKept.max_nodes)
+    except (TooLarge, RecursionError):
+        return None
+    backward_nodes = [
+        (n, inputs)
+        for n in cfg.nodes
+        for call in n.calls
+        if (inputs := _backward_inputs(context, call)) is not None
+    ]
+    if not backward_nodes and not is_step:
+        return None
+    return _FunctionAnalysis(context, cfg, facts, backward_nodes, is_step)
+
+
+def held_by_autograd(context: FileContext, function: cst.FunctionDef) -> frozenset[str]:
+    """Names LL006 reports as keeping one iteration's autograd graph into the next forward
+    (a loop with grad on that never calls backward): the finding is LL006's, whose fix
+    (`torch.no_grad()`) frees the graph too; LL001 leaves these names alone."""
+    if AutogradHistoryKept.triggers and not any(
+        trigger in context.source for trigger in AutogradHistoryKept.triggers
+    ):
+        return frozenset()
+    analysis = _analysis_of(context, function)
+    if analysis is None:
+        return frozenset()
+    return frozenset(site.name for site, _, _, _ in analysis.held_into_next_forward())
 
 
 @dataclass
@@ -584,14 +617,13 @@ class _Sink:
 class _FunctionAnalysis:
     def __init__(
         self,
-        rule: AutogradHistoryKept,
+        context: FileContext,
         cfg: CFG,
         facts: _ModuleFacts,
         backward_nodes: list[tuple[Node, list[cst.BaseExpression]]],
         is_step: bool,
     ) -> None:
-        self.rule = rule
-        self.context = rule.context
+        self.context = context
         self.cfg = cfg
         self.facts = facts
         self.backward_nodes = backward_nodes
@@ -601,10 +633,14 @@ class _FunctionAnalysis:
         self.history: set[int] = set()  # DefSite indices
         self.loops_of = _enclosing_loops(cfg)
         self.parents = _parent_map(cfg.function)
+        self._propagated = False
+        self._held: list[tuple[DefSite, Node, Node, cst.Call]] | None = None
 
     # -- driver ----------------------------------------------------------------------
-    def run(self) -> None:
-        self._propagate_history()
+    def report(self, rule: AutogradHistoryKept) -> None:
+        self.rule = rule
+        if not self._propagated:
+            self._propagate_history()
         needed_names, needed_chains = self._graph_needed()
         reported_loops: set[int] = set()
         for sink in self._sinks():
@@ -621,7 +657,7 @@ class _FunctionAnalysis:
             self._report_sink(sink, accumulator_text)
             if sink.loop is not None:
                 reported_loops.add(sink.loop.index)
-        self._report_held(needed_names)
+        self._report_held()
 
     # -- where grad is disabled ------------------------------------------------------
     def _enabled(self, node: Node) -> bool:
@@ -629,6 +665,7 @@ class _FunctionAnalysis:
 
     # -- which values carry history --------------------------------------------------
     def _propagate_history(self) -> None:
+        self._propagated = True
         flow = self.flow
         for node, inputs in self.backward_nodes:
             for expression in inputs:
@@ -1098,8 +1135,15 @@ class _FunctionAnalysis:
             return False
         return False
 
-    def _report_held(self, needed: set[str]) -> None:
-        """A loop with grad on and no backward: the last output is held into the next forward."""
+    def held_into_next_forward(self) -> list[tuple[DefSite, Node, Node, cst.Call]]:
+        """A loop with grad on and no backward: (the held binding, its statement's node, the
+        loop header, the forward call) per loop, the last output held into the next forward."""
+        if self._held is not None:
+            return self._held
+        if not self._propagated:
+            self._propagate_history()
+        needed, _ = self._graph_needed()
+        found: list[tuple[DefSite, Node, Node, cst.Call]] = []
         for header in {h.index: h for hs in self.loops_of.values() for h in hs}.values():
             body_nodes = header.loop_body or []
             body = {n.index for n in body_nodes}
@@ -1130,25 +1174,31 @@ class _FunctionAnalysis:
                     and self.flow.name_bit(site.name) & self.flow.live_in[header.index] == 0
                     and self._bound_at_header(site, header)
                 ]
-                if not held:
-                    continue
-                site = held[0]
-                row = self.context.position(header.statement).start.line  # type: ignore[arg-type]
-                forward_text = self.context.source_of(forward.func)
-                message = (
-                    f"`{site.name}` keeps one iteration's autograd graph, saved activations "
-                    f"included, alive into the next iteration of the loop at line {row}, "
-                    f"while `{forward_text}(...)` runs again: the loop runs with grad enabled "
-                    "and never calls backward; run it under `torch.no_grad()` if it does not "
-                    "train"
-                )
-                self.rule.report(
-                    site.target or node.statement,
-                    message,
-                    None,
-                    statement=_line_of(self, node.statement),
-                )
-                break
+                if held:
+                    found.append((held[0], node, header, forward))
+                    break
+        self._held = found
+        return found
+
+    def _report_held(self) -> None:
+        for site, node, header, forward in self.held_into_next_forward():
+            row = self.context.position(header.statement).start.line  # type: ignore[arg-type]
+            forward_text = self.context.source_of(forward.func)
+            message = (
+                f"`{site.name}` keeps one iteration's autograd graph, saved activations "
+                f"included, alive into the next iteration of the loop at line {row}, "
+                f"while `{forward_text}(...)` runs again: the loop runs with grad enabled "
+                "and never calls backward; run it under `torch.no_grad()` if it does not "
+                "train"
+            )
+            statement = node.statement
+            assert statement is not None  # held_into_next_forward keeps assignments only
+            self.rule.report(
+                site.target or statement,
+                message,
+                None,
+                statement=_line_of(self, statement),
+            )
 
     def _stores_into(self, node: Node) -> set[str]:
         """Root names of the containers or accumulators a statement stores into."""

@@ -8,11 +8,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from lifetime_lint.analysis import facts as F
+from lifetime_lint.analysis import significance as S
+from lifetime_lint.analysis.uses import NameUses, load_nodes, uses_for
 from lifetime_lint.devices import in_multi_backend_dispatch
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, import_bindings_under, reference_to, target_problem
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import Option, Rule
+from lifetime_lint.traversal import visit
 
 
 def _validate_wrappers(value: list[str]) -> str | None:
@@ -174,47 +178,51 @@ class DiscardedAllGather(Rule):
         if _backend_dispatch(self.context, ancestors):
             return
         result, statement, block = site
-        if _declared_nonlocal(function, result) or _is_parameter(function, result):
+        # query: the function's flow facts and where the result is read.
+        ranks = _Ranks(self.context, function)
+        if ranks.facts is None or _declared_or_parameter(ranks, result):
             return
         allocation = None
         if kind in BUFFER_KINDS:
             allocation = _allocation_before(block, statement, result)
             if allocation is None:
                 return  # buffers from elsewhere: not this function's allocation
-        uses = _Uses(result, statement, allocation)
-        function.visit(uses)
-        if uses.disqualified:
+        reads = _reads_of(uses_for(self.context, function), result, statement, allocation)
+        if reads is None:
             return
+        # decide: every read is on one rank (directly, or through a concatenation).
         guards: list[_Guard] = []
         through: list[_Derived] = []  # results derived on every rank, read on the root only
-        for chain in uses.reads:
-            guard = _guard(self.context, chain)
+        for chain in reads.chains:
+            guard = _guard(ranks, chain)
             if guard is None:
-                derived = self._derived(function, chain)
+                derived = self._derived(ranks, chain)
                 if derived is None:
                     return
                 through.append(derived)
                 guards.extend(derived.guards)
             else:
                 guards.append(guard)
-        loop_names = _loop_targets(function)
+        loop_names = uses_for(self.context, function).loop_targets
         if any(
             isinstance(rank, cst.Name) and rank.value in loop_names
             for rank in (_unwrap_int(g.rank) for g in guards if g.rank is not None)
         ):
             return  # `for rank in range(world_size): if rank == 0:` is not this rank
-        keys = {guard.root for guard in guards}  # type: ignore[union-attr]
+        keys = {guard.root for guard in guards}
         if len(keys) > 1:
             return
-        if kind in BUFFER_KINDS and _ranks_of_another_group(self.context, call, guards, ancestors):
+        if kind in BUFFER_KINDS and _ranks_of_another_group(ranks, call, guards):
             return  # `sp_rank == 0` around a world all_gather: one reader per group, not one
         written = self.context.source_of(call.func)
+        level, small = _significance(ranks, _sent_tensor(call, kind))
         if not guards:
             self.report(
                 call,
                 f"`{written}` fills `{result}` on every rank, but nothing reads it: every rank "
-                f"allocates world_size receive buffers for nothing",
+                f"allocates world_size receive buffers for nothing{small}",
                 statement=statement,
+                significance=level,
             )
             return
         root = keys.pop()
@@ -226,21 +234,26 @@ class DiscardedAllGather(Rule):
             via = " (through " + ", ".join(sorted({f"`{d.name}`" for d in through})) + ")"
         advice = _ADVICE[kind]
         fix = None
-        fixable = root != _FLAG and not given and kind in FIXABLE_KINDS and uses.reads_after_call
-        if fixable and (not through or (len(uses.reads) == 1 and kind == LIST)):
+        fixable = root != _FLAG and not given and kind in FIXABLE_KINDS and reads.after_call
+        if (
+            fixable
+            and allocation is not None
+            and (not through or (len(reads.chains) == 1 and kind == LIST))
+        ):
             fix = self._fix(
                 call, kind, result, statement, allocation, ancestors, root, guards,
-                through[0] if through else None, block,
+                through[0] if through else None, block, ranks,
             )  # fmt: skip
         self.report(
             call,
             f"`{written}` fills `{result}` on every rank, but only {where} reads it{when}{via}; "
-            f"{advice}",
+            f"{advice}{small}",
             fix,
             statement=statement,
+            significance=level,
         )
 
-    def _derived(self, function: cst.FunctionDef, chain: Sequence[cst.CSTNode]) -> _Derived | None:
+    def _derived(self, ranks: _Ranks, chain: Sequence[cst.CSTNode]) -> _Derived | None:
         """For `video = torch.cat(result, ...)` run on every rank, where only the root reads
         `video`: the derived name and the guards of its reads. None otherwise."""
         if len(chain) < 5:
@@ -261,13 +274,12 @@ class DiscardedAllGather(Rule):
         ):
             return None
         name = assign.targets[0].target.value
-        if _declared_nonlocal(function, name) or _is_parameter(function, name):
+        if _declared_or_parameter(ranks, name):
             return None
-        uses = _Uses(name, statement, None)
-        function.visit(uses)
-        if uses.disqualified or not uses.reads or not uses.reads_after_call:
+        reads = _reads_of(uses_for(self.context, ranks.function), name, statement, None)
+        if reads is None or not reads.chains or not reads.after_call:
             return None
-        guards = [_guard(self.context, read) for read in uses.reads]
+        guards = [_guard(ranks, read) for read in reads.chains]
         if any(guard is None for guard in guards):
             return None
         return _Derived(name, guards, statement, concat)  # type: ignore[arg-type]
@@ -285,6 +297,7 @@ class DiscardedAllGather(Rule):
         guards: Sequence[_Guard],
         derived: _Derived | None,
         block: cst.CSTNode,
+        ranks: _Ranks,
     ) -> Fix | None:
         if len(statement.body) != 1 or len(allocation.body) != 1:
             return None
@@ -305,7 +318,7 @@ class DiscardedAllGather(Rule):
         # provably a member of the group: only rank 0 of the numbering the guard uses is
         # (the world always has a global rank 0, every group a group rank 0). Otherwise the
         # original reads nothing on any rank where the helper raises ValueError.
-        kinds = {_rank_kind(self.context, guard.rank, ancestors) for guard in guards}
+        kinds = {ranks.kind(guard.rank) for guard in guards}
         rank_kind = kinds.pop() if len(kinds) == 1 else None
         if group_code is None:
             destination = f"dst={root}"
@@ -384,10 +397,40 @@ class DiscardedAllGather(Rule):
         )
 
 
+def _sent_tensor(call: cst.Call, kind: str) -> cst.BaseExpression | None:
+    """What each rank contributes: `all_gather(buffers, tensor)`, `wrapper(tensor, ...)`."""
+    if kind in BUFFER_KINDS:
+        return _arguments(call, ("tensor_list", "tensor")).get("tensor")
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    return positional[0] if positional else None
+
+
+def _significance(ranks: _Ranks, sent: cst.BaseExpression | None) -> tuple[str, str]:
+    """How much the wasted receive buffers are worth, from what each rank sends (the facts
+    layer's origin, refined by its name): world_size copies of a latent-sized prediction or
+    an embedding are a few MiB (`low`, below the default bar), of decoded frames `high`,
+    of anything else (an activation, a tensor of unknown origin) `medium`. And, when low,
+    the words that say so in the message."""
+    origin = F.ACTIVATION
+    name = sent.value if isinstance(sent, cst.Name) else ""
+    node = ranks.loads.get(id(sent)) if sent is not None else None
+    if ranks.facts is not None and sent is not None and node is not None:
+        fact = ranks.facts.expression(sent, node)
+        if fact.is_tensor or fact.kind == F.CONTAINER:
+            origin = fact.origin
+        elif fact.kind == F.METADATA:
+            origin = F.SMALL
+    origin = S.name_origin(name, origin)
+    size = S.size_class(origin)
+    if size in (S.SMALL_SIZED, S.TINY):
+        return S.LOW, f"; each rank sends little ({S.describe(origin)}), so the waste is small"
+    return (S.HIGH if size == S.LARGE else S.MEDIUM), ""
+
+
 def _has_comment(statement: cst.SimpleStatementLine) -> bool:
     """A comment on the statement's line(s), inside it or after it (not the lines above)."""
     finder = _CommentFinder()
-    statement.visit(finder)
+    visit(statement, finder)
     leading = {id(line.comment) for line in statement.leading_lines if line.comment}
     return any(id(comment) not in leading for comment in finder.comments)
 
@@ -408,12 +451,12 @@ def _gather_group(context, call: cst.Call) -> str | None:
     return _normalise(context.code_for(group))
 
 
-def _ranks_of_another_group(context, call: cst.Call, guards, ancestors) -> bool:
+def _ranks_of_another_group(ranks: _Ranks, call: cst.Call, guards: Sequence[_Guard]) -> bool:
     """Whether a guard compares a rank known to be numbered in another group than the one
     gathered over (then every such group has its own "rank 0" reader)."""
-    group = _gather_group(context, call)
+    group = _gather_group(ranks.context, call)
     for guard in guards:
-        kind = _rank_kind(context, guard.rank, ancestors)
+        kind = ranks.kind(guard.rank)
         if isinstance(kind, tuple) and kind[1] != group:
             return True
     return False
@@ -584,55 +627,14 @@ def _backend_dispatch(context, ancestors: Sequence[cst.CSTNode]) -> bool:
     return False
 
 
-def _declared_nonlocal(function: cst.FunctionDef, name: str) -> bool:
-    finder = _DeclarationFinder(name)
-    function.visit(finder)
-    return finder.found
-
-
-class _DeclarationFinder(cst.CSTVisitor):
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.found = False
-
-    def visit_Global(self, node: cst.Global) -> None:
-        self.found |= any(item.name.value == self.name for item in node.names)
-
-    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        self.found |= any(item.name.value == self.name for item in node.names)
-
-
-def _loop_targets(function: cst.FunctionDef) -> set:
-    finder = _LoopTargets()
-    function.visit(finder)
-    return finder.names
-
-
-class _LoopTargets(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names: set = set()
-
-    def _add(self, target: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Name):
-            self.names.add(target.value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._add(element.value)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._add(node.target)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        self._add(node.target)
-
-
-def _is_parameter(function: cst.FunctionDef, name: str) -> bool:
-    params = function.params
-    every = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            every.append(star)
-    return any(param.name.value == name for param in every)
+def _declared_or_parameter(ranks: _Ranks, name: str) -> bool:
+    """A parameter, or a name some `global` / `nonlocal` statement of the function (or of
+    a nested one) declares: its value comes from or goes to elsewhere."""
+    assert ranks.facts is not None
+    if name in ranks.facts.cfg.parameters or name in ranks.facts.cfg.declared:
+        return True
+    uses = uses_for(ranks.context, ranks.function).of(name)
+    return any(isinstance(use.parent, cst.NameItem) for use in uses)
 
 
 def _allocation_before(
@@ -673,77 +675,40 @@ def _is_fresh(value: cst.BaseExpression) -> bool:
     return False
 
 
-class _Uses(cst.CSTVisitor):
-    """Every read and rebinding of `name` in a function (with its ancestor chain); a
-    binding before the collective (other than the allocation) disqualifies the name."""
-
-    def __init__(
-        self,
-        name: str,
-        statement: cst.SimpleStatementLine,
-        allocation: cst.SimpleStatementLine | None,
-    ) -> None:
-        self.name = name
-        self.statement = statement
-        self.allocation = allocation
-        self.chain: list[cst.CSTNode] = []
-        self.reads: list[tuple[cst.CSTNode, ...]] = []
-        self.disqualified = False
-        self.reads_after_call = True
-        self._passed_call = False
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if node is self.statement:
-            self._passed_call = True
-            return False  # the collective itself (and, for returns, its binding)
-        if node is self.allocation:
-            return False
-        self.chain.append(node)
-        if isinstance(node, cst.Name) and node.value == self.name:
-            self._name(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        if self.chain and self.chain[-1] is original_node:
-            self.chain.pop()
-
-    def _name(self, node: cst.Name) -> None:
-        parent = self.chain[-2] if len(self.chain) > 1 else None
-        if isinstance(parent, cst.Attribute) and parent.attr is node:
-            return
-        if isinstance(parent, (cst.Arg,)) and parent.keyword is node:
-            return
-        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is node:
-            return
-        if _in_store_or_del(self.chain):
-            if any(isinstance(a, cst.Del) for a in self.chain):
-                return
-            # A rebinding counts like a read: it must happen after the collective, on the
-            # root only (`gathered = torch.cat(gathered)` under `if rank == 0:`).
-            if not self._passed_call:
-                self.disqualified = True
-            self.reads.append(tuple(self.chain))
-            return
-        if not self._passed_call:
-            self.reads_after_call = False
-        self.reads.append(tuple(self.chain))
+@dataclass(frozen=True)
+class _Reads:
+    chains: list[tuple[cst.CSTNode, ...]]  # each read's ancestors and the name itself
+    after_call: bool  # every read comes after the collective
 
 
-def _in_store_or_del(chain: Sequence[cst.CSTNode]) -> bool:
-    """Whether the last node of the chain is (part of) a binding target or a `del`."""
-    node = chain[-1]
-    for parent in reversed(chain[:-1]):
-        if isinstance(parent, (cst.Tuple, cst.List, cst.StarredElement, cst.Element)):
-            node = parent
+def _reads_of(
+    uses: NameUses,
+    name: str,
+    statement: cst.SimpleStatementLine,
+    allocation: cst.SimpleStatementLine | None,
+) -> _Reads | None:
+    """Every read and rebinding of `name` outside the collective's statement and the
+    buffers' allocation (a rebinding counts as a read: it must come after the collective,
+    on the root only, like `gathered = torch.cat(gathered)` under `if rank == 0:`). None
+    when the name is bound elsewhere before the collective."""
+    occurrences = uses.of(name)
+    at_call = next((use.order for use in occurrences if use.inside(statement)), None)
+    if at_call is None:
+        return None
+    chains: list[tuple[cst.CSTNode, ...]] = []
+    after_call = True
+    for use in occurrences:
+        if use.inside(statement) or (allocation is not None and use.inside(allocation)):
             continue
-        if isinstance(parent, (cst.AssignTarget, cst.Del, cst.AsName, cst.Param)):
-            return True
-        if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr)):
-            return parent.target is node
-        if isinstance(parent, (cst.For, cst.CompFor)):
-            return parent.target is node
-        return bool(isinstance(parent, (cst.Global, cst.Nonlocal, cst.NameItem)))
-    return False
+        if use.deleted or isinstance(use.parent, cst.NameItem):
+            continue
+        before = use.order < at_call
+        if use.binding and before:
+            return None
+        if before:
+            after_call = False
+        chains.append(use.chain)
+    return _Reads(chains, after_call)
 
 
 # -- root guards ---------------------------------------------------------------------------
@@ -779,7 +744,7 @@ _ROOT_FLAGS = {
 }  # fmt: skip
 
 
-def _guard(context, chain: Sequence[cst.CSTNode]) -> _Guard | None:
+def _guard(ranks: _Ranks, chain: Sequence[cst.CSTNode]) -> _Guard | None:
     """The root-only condition that protects the last node of the chain, if any."""
     for index in range(len(chain) - 2, -1, -1):
         node, child = chain[index], chain[index + 1]
@@ -788,25 +753,25 @@ def _guard(context, chain: Sequence[cst.CSTNode]) -> _Guard | None:
             return None
         if isinstance(node, (cst.If, cst.IfExp)):
             if child is node.body:
-                found = _root_when(context, node.test, True)
+                found = _root_when(ranks, node.test, True)
             elif child is node.orelse:
-                found = _root_when(context, node.test, False)
+                found = _root_when(ranks, node.test, False)
         elif isinstance(node, cst.BooleanOperation) and child is node.right:
-            found = _root_when(context, node.left, isinstance(node.operator, cst.And))
+            found = _root_when(ranks, node.left, isinstance(node.operator, cst.And))
         elif isinstance(node, (cst.IndentedBlock, cst.Module)):
-            found = _early_exit_guard(context, node, child)
+            found = _early_exit_guard(ranks, node, child)
         if found is not None:
             return found
     return None
 
 
-def _early_exit_guard(context, block: cst.CSTNode, child: cst.CSTNode) -> _Guard | None:
+def _early_exit_guard(ranks: _Ranks, block: cst.CSTNode, child: cst.CSTNode) -> _Guard | None:
     """`if rank != 0: return` earlier in the same block: the rest runs on the root only."""
     for statement in block.body:  # type: ignore[attr-defined]
         if statement is child:
             return None
         if isinstance(statement, cst.If) and statement.orelse is None and _exits(statement.body):
-            found = _root_when(context, statement.test, False)
+            found = _root_when(ranks, statement.test, False)
             if found is not None:
                 return found
     return None
@@ -826,21 +791,21 @@ def _exits(body: cst.BaseSuite) -> bool:
     return False
 
 
-def _root_when(context, test: cst.BaseExpression, truth: bool) -> _Guard | None:
+def _root_when(ranks: _Ranks, test: cst.BaseExpression, truth: bool) -> _Guard | None:
     """The guard that holds when `test` evaluates to `truth`: exactly one rank passes."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _root_when(context, test.expression, not truth)
+        return _root_when(ranks, test.expression, not truth)
     if isinstance(test, cst.BooleanOperation):
         conjunction = isinstance(test.operator, cst.And)
         if conjunction == truth:  # `a and b` true / `a or b` false: both parts hold
-            return _root_when(context, test.left, truth) or _root_when(context, test.right, truth)
+            return _root_when(ranks, test.left, truth) or _root_when(ranks, test.right, truth)
         # `if dst is not None and rank != dst: return`: the rest runs on rank dst when a
         # destination is given, on every rank otherwise.
         for given, other in ((test.left, test.right), (test.right, test.left)):
-            name = _given_test(context, given, not truth)
+            name = _given_test(ranks.context, given, not truth)
             if name is None:
                 continue
-            found = _root_when(context, other, truth)
+            found = _root_when(ranks, other, truth)
             if found is not None and found.root == name:
                 return _Guard(found.root, found.rank, given=name)
         return None
@@ -848,14 +813,14 @@ def _root_when(context, test: cst.BaseExpression, truth: bool) -> _Guard | None:
         left, target = test.left, test.comparisons[0]
         right, operator = target.comparator, target.operator
         rank, value = None, None
-        if _is_rank(context, left) and _is_root_value(right):
+        if ranks.is_rank(left) and _is_root_value(right):
             rank, value = left, right
-        elif _is_rank(context, right) and _is_root_value(left):
+        elif ranks.is_rank(right) and _is_root_value(left):
             rank, value = right, left
             operator = _mirrored(operator)
         if rank is None or value is None:
             return None
-        value_code = context.code_for(value).strip()
+        value_code = ranks.context.code_for(value).strip()
         if isinstance(operator, cst.Equal) and truth:
             return _Guard(value_code, rank)
         if isinstance(operator, cst.NotEqual) and not truth:
@@ -872,7 +837,7 @@ def _root_when(context, test: cst.BaseExpression, truth: bool) -> _Guard | None:
         ):
             return _Guard("0", rank)
         return None
-    if _is_rank(context, test) and not truth:  # `if rank: return`
+    if ranks.is_rank(test) and not truth:  # `if rank: return`
         return _Guard("0", test)
     if truth and _last_name(test) in _ROOT_FLAGS:
         return _Guard(_FLAG, None)
@@ -892,7 +857,7 @@ def _given_test(context, test: cst.BaseExpression, truth: bool) -> str | None:
 
 
 def _mirrored(operator: cst.BaseCompOp) -> cst.BaseCompOp:
-    swaps = {
+    swaps: dict[type[cst.BaseCompOp], type[cst.BaseCompOp]] = {
         cst.GreaterThan: cst.LessThan,
         cst.LessThan: cst.GreaterThan,
         cst.GreaterThanEqual: cst.LessThanEqual,
@@ -912,7 +877,7 @@ def _last_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def _is_rank(context, node: cst.BaseExpression) -> bool:
+def _named_rank(context, node: cst.BaseExpression) -> bool:
     """`rank`, `self.rank`, `sp_rank`, `dist.get_rank(...)`, `group.rank()`,
     `get_tensor_model_parallel_rank()`, `int(rank)`; not `local_rank` or `node_rank` (one
     per machine)."""
@@ -966,100 +931,128 @@ _LIKE_FACTORIES = {
 _SHAPE_FACTORIES = {"torch.empty", "torch.zeros", "torch.ones"}
 
 
-def _rank_kind(context, rank: cst.BaseExpression | None, ancestors) -> object:
-    """`_GLOBAL`, `("group", code)` or None (unknown) for the rank a guard compares."""
-    if rank is None:
-        return None
-    rank = _unwrap_int(rank)
-    if isinstance(rank, cst.Call):
-        return _rank_call_kind(context, rank)
-    value = _assigned_value(rank, ancestors)
-    if isinstance(value, cst.Call):
-        return _rank_call_kind(context, value)
-    helper = _helper_rank(context, rank, ancestors)
-    if helper is not None:
-        return _rank_call_kind(context, helper[0], helper[1])
-    return None
+class _Ranks:
+    """What the rank expressions of one function denote, asked of the facts layer: the
+    binding that reaches a name (`r = dist.get_rank(group)`; `rank, world = _rank_world(g)`),
+    and helpers of the same module or class that return a rank (`self._rank()`)."""
 
+    def __init__(self, context, function: cst.FunctionDef) -> None:
+        self.context = context
+        self.function = function
+        self.facts = F.facts_for(context, function)
+        self.loads = load_nodes(context, self.facts) if self.facts is not None else {}
 
-def _helper_rank(context, rank: cst.BaseExpression, ancestors) -> tuple[cst.Call, dict] | None:
-    """`rank, world = _rank_world(group)` (or `rank = self._rank()`), where the helper is a
-    function of this module (or a method of this class) that returns `dist.get_rank(...)`
-    (in a tuple): that call, and the helper's parameters bound to the caller's arguments."""
-    if not isinstance(rank, cst.Name):
-        return None
-    function = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), None)
-    if function is None:
-        return None
-    finder = _UnpackFinder(rank.value)
-    function.visit(finder)
-    if len(finder.found) != 1:
-        return None
-    call, position = finder.found[0]
-    helper = _helper_definition(context, call.func, ancestors)
-    if helper is None:
-        return None
-    returns = [
-        line.body[0]
-        for line in helper.body.body  # type: ignore[attr-defined]
-        if isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[0], cst.Return)
-    ]
-    if len(returns) != 1 or returns[0].value is None:
-        return None
-    value = returns[0].value
-    if position is not None:
-        if not isinstance(value, cst.Tuple) or position >= len(value.elements):
+    def binding(self, name: cst.BaseExpression) -> tuple[cst.BaseExpression, int | None] | None:
+        """The value the one binding that reaches `name` assigns, and the name's position
+        when that binding unpacks a tuple; None when several (or none) may reach."""
+        if not isinstance(name, cst.Name) or self.facts is None:
             return None
-        value = value.elements[position].value
-    elif isinstance(value, cst.Tuple):
-        return None
-    if not isinstance(value, cst.Call):
-        return None
-    params = [p.name.value for p in helper.params.params]
-    if params and params[0] == "self" and isinstance(call.func, cst.Attribute):
-        params = params[1:]
-    bound = {name: arg.value for name, arg in zip(params, call.args) if arg.keyword is None}
-    bound.update({arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None})
-    return value, bound
-
-
-def _helper_definition(context, func: cst.BaseExpression, ancestors) -> cst.FunctionDef | None:
-    if isinstance(func, cst.Name):
-        body = context.module.body
-        name = func.value
-    elif (
-        isinstance(func, cst.Attribute)
-        and isinstance(func.value, cst.Name)
-        and func.value.value == "self"
-    ):
-        owner = next((a for a in reversed(ancestors) if isinstance(a, cst.ClassDef)), None)
-        if owner is None:
+        node = self.loads.get(id(name))
+        if node is None:
             return None
-        body = owner.body.body
-        name = func.attr.value
-    else:
+        sites = self.facts.reaching(node, name.value)
+        if len(sites) != 1:
+            return None
+        site = sites[0]
+        if site.kind not in ("assign", "annassign") or site.value is None:
+            return None
+        if not site.unpacked:
+            return site.value, None
+        statement = site.node.statement if site.node is not None else None
+        if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+            return None
+        target = statement.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)):
+            return None
+        for position, element in enumerate(target.elements):
+            if element.value is site.target:
+                return site.value, position
         return None
-    matches = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
-    return matches[0] if len(matches) == 1 else None
 
+    def helper_return(self, call: cst.Call, position: int | None) -> tuple[cst.Call, dict] | None:
+        """`_rank_world(group)` / `self._rank()`: a helper of this module or class whose one
+        `return` gives `dist.get_rank(...)` (at `position` of a returned tuple): that call,
+        and the helper's parameters bound to the caller's arguments."""
+        if self.facts is None:
+            return None
+        helper = self.facts.local_callee(call)
+        helper_facts = F.facts_for(self.context, helper) if helper is not None else None
+        if helper is None or helper_facts is None:
+            return None
+        returns = [
+            node.statement
+            for node in helper_facts.cfg.nodes
+            if isinstance(node.statement, cst.Return)
+        ]
+        if len(returns) != 1 or returns[0].value is None:
+            return None
+        value = returns[0].value
+        if position is not None:
+            if not isinstance(value, cst.Tuple) or position >= len(value.elements):
+                return None
+            value = value.elements[position].value
+        elif isinstance(value, cst.Tuple):
+            return None
+        if not isinstance(value, cst.Call):
+            return None
+        params = [p.name.value for p in helper.params.params]
+        if params and params[0] == "self" and isinstance(call.func, cst.Attribute):
+            params = params[1:]
+        bound = {name: arg.value for name, arg in zip(params, call.args) if arg.keyword is None}
+        bound.update({arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None})
+        return value, bound
 
-class _UnpackFinder(cst.CSTVisitor):
-    """`name = f(...)` / `name, other = f(...)`: the call and the name's position."""
+    def is_rank(self, node: cst.BaseExpression, depth: int = 2) -> bool:
+        """A rank by its name or call (`_named_rank`), or a value that comes from one: a
+        local bound to a rank (`r = dist.get_rank()`), a helper returning one."""
+        node = _unwrap_int(node)
+        if _named_rank(self.context, node):
+            return True
+        if depth <= 0:
+            return False
+        if isinstance(node, cst.Call):
+            found = self.helper_return(node, None)
+            return found is not None and self.is_rank(found[0], depth - 1)
+        bound = self.binding(node)
+        if bound is None:
+            return False
+        value, position = bound
+        if position is None:
+            return self.is_rank(value, depth - 1)
+        if isinstance(value, cst.Call):
+            found = self.helper_return(value, position)
+            return found is not None and _named_rank(self.context, found[0])
+        return False
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.found: list[tuple[cst.Call, int | None]] = []
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if not isinstance(node.value, cst.Call) or len(node.targets) != 1:
-            return
-        target = node.targets[0].target
-        if isinstance(target, cst.Name) and target.value == self.name:
-            self.found.append((node.value, None))
-        elif isinstance(target, cst.Tuple):
-            for position, element in enumerate(target.elements):
-                if isinstance(element.value, cst.Name) and element.value.value == self.name:
-                    self.found.append((node.value, position))
+    def kind(self, rank: cst.BaseExpression | None) -> object:
+        """`_GLOBAL`, `("group", code)` or None (unknown) for the rank a guard compares."""
+        if rank is None:
+            return None
+        rank = _unwrap_int(rank)
+        if isinstance(rank, cst.Call):
+            found = _rank_call_kind(self.context, rank)
+            if found is None:
+                helper = self.helper_return(rank, None)
+                if helper is not None:
+                    return _rank_call_kind(self.context, helper[0], helper[1])
+            return found
+        if isinstance(rank, cst.Attribute):
+            value = _attribute_value(rank, self.function, self.context)
+            return _rank_call_kind(self.context, value) if isinstance(value, cst.Call) else None
+        bound = self.binding(rank)
+        if bound is None:
+            return None
+        value, position = bound
+        if not isinstance(value, cst.Call):
+            return None
+        if position is None:
+            direct = _rank_call_kind(self.context, value)
+            if direct is not None:
+                return direct
+        helper = self.helper_return(value, position)
+        if helper is not None:
+            return _rank_call_kind(self.context, helper[0], helper[1])
+        return None
 
 
 def _rank_call_kind(context, call: cst.Call, bound: dict | None = None) -> object:
@@ -1086,27 +1079,17 @@ def _rank_call_kind(context, call: cst.Call, bound: dict | None = None) -> objec
     return None
 
 
-def _assigned_value(
-    node: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]
+def _attribute_value(
+    node: cst.Attribute, function: cst.FunctionDef, context
 ) -> cst.BaseExpression | None:
-    """The value of the single `name = ...` in the enclosing function, or of the single
-    `self.attr = ...` in the enclosing class's methods."""
-    if isinstance(node, cst.Name):
-        scope = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), None)
-        target = node.value
-    elif (
-        isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == "self"
-    ):
-        scope = next((a for a in reversed(ancestors) if isinstance(a, cst.ClassDef)), None)
-        target = f"self.{node.attr.value}"
-    else:
+    """The value of the single `self.attr = ...` in the methods of the enclosing class."""
+    if not (isinstance(node.value, cst.Name) and node.value.value == "self"):
         return None
-    if scope is None:
+    owner = F.file_facts(context).owners.get(id(function))
+    if owner is None:
         return None
-    finder = _AssignmentFinder(target)
-    scope.visit(finder)
+    finder = _AssignmentFinder(f"self.{node.attr.value}")
+    visit(owner, finder)
     return finder.values[0] if len(finder.values) == 1 else None
 
 

@@ -10,6 +10,7 @@ import libcst as cst
 from lifetime_lint.devices import (
     CUDA_MODULE,
     GUARD_NOTE,
+    SHOWS_LEFT_OUT,
     Portability,
     cuda_guard,
     describe_ladder,
@@ -88,6 +89,11 @@ CUDA_ONLY_EFFECT: dict[str, str] = {
 }
 
 SEEDING = frozenset({"manual_seed", "manual_seed_all"})
+# Calls that only read state: in a function named for logging they feed its message.
+QUERIES = frozenset({
+    "device_count", "current_device", "memory_allocated", "max_memory_allocated",
+    "memory_reserved", "max_memory_reserved", "memory_stats", "mem_get_info",
+})  # fmt: skip
 _TORCH_SEED = re.compile(r"(?<![\w.])torch\.manual_seed\(")
 LEFT_OUT_REDUNDANT_SEED = "seeding beside torch.manual_seed"
 
@@ -157,6 +163,15 @@ class HardCodedCudaCall(Rule):
     dispatch (an `if`/`elif` chain, conditional expression or `match` that also tests or
     handles mps, npu, xpu, hpu, ...), which is the platform abstraction itself.
 
+    What the default run reports: LL005 is in the default rule set, and reports calls in
+    library code that may run on another accelerator. Left out by default, counted by
+    `--statistics` with the reason, and reported under `portability = "strict"`: the same
+    platform layer, CUDA-bound code and non-library paths as LL004 (see its documentation);
+    a call whose result only feeds a log message, or a query (memory statistics, device
+    index or count) in a function named for logging (`log_memory_stats`); seeding beside a `torch.manual_seed` in the same function
+    (redundant, not wrong); a `main()` beside `if __name__ == "__main__":`. A CUDA-only
+    project turns the rule off with one line, `ignore = ["LL005"]`.
+
     ## Example
     ```python
     torch.cuda.synchronize()
@@ -184,7 +199,10 @@ class HardCodedCudaCall(Rule):
     RuntimeError). Unsafe: the memory statistics (`torch.cuda` returns 0 or `{}` on a
     machine without CUDA, `torch.accelerator` raises) and `device(...)` (takes only an int
     or None). `manual_seed`/`manual_seed_all` have no equivalent: the diagnostic advises
-    `torch.manual_seed` (which seeds every device) or a project helper.
+    `torch.manual_seed` (which seeds every device) or a project helper. A call that is the
+    whole body of an `if torch.cuda.is_available():` guard gets the guard rewritten too
+    (`torch.accelerator.is_available()`), since keeping it would still skip other
+    accelerators. These fixes import only `torch`, never the runtime.
 
     ## Options
     - `banned-calls`: the `torch.cuda` function names to flag (default: the list above).
@@ -193,6 +211,9 @@ class HardCodedCudaCall(Rule):
     - `replacements`: `{name = "package.module:object.method"}` rewrites that call to a
       project helper instead, e.g. `synchronize = "vllm.platforms:current_platform.synchronize"`;
       applied as a safe fix (you declare it equivalent) whatever the torch version.
+
+    What is checked is set by the top-level `portability` and `non-library` settings
+    (shared with LL004; see the README): `portability = "strict"` reports every call above.
     """
 
     code = "LL005"
@@ -244,14 +265,16 @@ class HardCodedCudaCall(Rule):
         call = resolve_cuda_call(self.context, node, ancestors, self.banned)
         if call is None:
             return
-        left_out = self.portability.leaves_out(self.context, ancestors)
+        left_out = self.portability.leaves_out(
+            self.context, ancestors, query=call.function in QUERIES
+        )
         if left_out is not None:
             if left_out:  # "" is a multi-backend dispatch: not a finding at all
-                self.leave_out(left_out)
+                self.leave_out(left_out, SHOWS_LEFT_OUT)
             return
         function = call.function
         if function in SEEDING and not self.portability.strict and self._seeds_torch(ancestors):
-            self.leave_out(LEFT_OUT_REDUNDANT_SEED)
+            self.leave_out(LEFT_OUT_REDUNDANT_SEED, SHOWS_LEFT_OUT)
             return
         written = self.context.source_of(node.func)
         effect = CUDA_ONLY_EFFECT.get(function, "works on CUDA only")

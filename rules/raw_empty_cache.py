@@ -7,6 +7,7 @@ import libcst as cst
 from lifetime_lint.devices import (
     CUDA_MODULE,
     GUARD_NOTE,
+    SHOWS_LEFT_OUT,
     Portability,
     cuda_guard,
     describe_ladder,
@@ -43,14 +44,18 @@ class RawEmptyCache(Rule):
     assignment) is still `torch.cuda.empty_cache` on every backend the ladder does not
     name: the call is reported, with the ladder's line, and not fixed.
 
-    Not flagged by default (see Options): a reference that is not called (`{"cuda":
-    torch.cuda.empty_cache}`); a call inside a branch of a multi-backend dispatch (an
-    `if`/`elif` chain, conditional expression or `match` that also tests or handles mps,
-    npu, xpu, hpu, ...); the project's own platform layer (a `platforms/` package, a
-    `CudaPlatform`-style class); code already bound to CUDA (`device="cuda"`, `.cuda()`,
-    `autocast("cuda")`, CUDA graphs, a CUDA-only kernel module, a test skipped without
-    CUDA); tests, examples, benchmarks, scripts and notebooks. `--statistics` counts what
-    was left out and why.
+    What the default run reports: LL004 is in the default rule set, and reports calls in
+    library code that may run on another accelerator. Never a finding: a reference that is
+    not called (`{"cuda": torch.cuda.empty_cache}`) and a call inside a branch of a
+    multi-backend dispatch (an `if`/`elif` chain, conditional expression or `match` that
+    also tests or handles mps, npu, xpu, hpu, ...). Left out by default, counted by
+    `--statistics` with the reason, and reported under `portability = "strict"`: the
+    project's own platform layer (a `platforms/` package, a `CudaPlatform`-style class);
+    code already bound to CUDA (`device="cuda"`, `.cuda()`, `autocast("cuda")`, CUDA
+    graphs, code past `if x.device.type != "cuda": return`, a class named for CUDA or built
+    on a CUDA-only object, a function that imports a CUDA-only library, a CUDA-only kernel
+    module, a ROCm/AMD-only path where `torch.cuda` is HIP, a test skipped without CUDA);
+    tests, examples, benchmarks, scripts and notebooks (the `non-library` globs).
 
     ## Example
     ```python
@@ -86,6 +91,11 @@ class RawEmptyCache(Rule):
     leaves unused (`from torch.cuda import empty_cache`) is removed. No fix where the name
     comes from a backend ladder.
 
+    The default `reclaim-call` imports `lifetime_lint.runtime`: in a project that neither
+    declares lifetime-lint as a dependency nor sets `runtime-module` (the helpers vendored
+    with `lifetime-lint vendor-runtime`), the fix is offered as unsafe, since the import
+    would fail wherever the linter is not installed; the message says so.
+
     ## Options
     `reclaim-call` names the callable to rewrite to: `"package.module:object.method"`
     imports `object` from `package.module` and calls `object.method()`, e.g.
@@ -93,8 +103,8 @@ class RawEmptyCache(Rule):
     path (`"lifetime_lint.runtime.reclaim"`, the default) imports its last component.
 
     What is checked is set by the top-level `portability` and `non-library` settings
-    (shared with LL005; see the README): `portability = "strict"` also reports CUDA-bound
-    code and non-library paths.
+    (shared with LL005; see the README): `portability = "strict"` also reports the
+    platform layer, CUDA-bound code and non-library paths.
     """
 
     code = "LL004"
@@ -125,7 +135,7 @@ class RawEmptyCache(Rule):
         left_out = self.portability.leaves_out(self.context, ancestors)
         if left_out is not None:
             if left_out:  # "" is a multi-backend dispatch: not a finding at all
-                self.leave_out(left_out)
+                self.leave_out(left_out, SHOWS_LEFT_OUT)
             return
         written = self.context.source_of(node.func)
         if not call.certain:

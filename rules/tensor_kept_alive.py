@@ -24,6 +24,7 @@ from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import Option, Rule
+from lifetime_lint.rules.autograd_history_kept import held_by_autograd
 
 
 def _validate_patterns(value: list[str]) -> str | None:
@@ -65,8 +66,11 @@ class TensorKeptAlive(Rule):
       cache entry) held across model-level work or the sublayer that sets a block's peak
       (feed-forward, self-attention, a convolution stack); large values held across one
       other sublayer;
-    - `low`: activations held across one other sublayer (cross-attention), embeddings of
-      unknown size and latents (usually a few MiB) held across anything.
+    - `low`: activations held across one other sublayer (cross-attention, a piece of a
+      sublayer such as `self.attn1.to_out[0]`), embeddings of unknown size and latents
+      (usually a few MiB) held across anything, and the previous chunk of decoded frames
+      held across the next decoder call (the decoder's activations dwarf one chunk).
+    Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not heavy work.
     The default run reports `medium` and `high`; `min-significance = "low"` under
     `[tool.lifetime-lint]` shows the rest.
 
@@ -82,7 +86,13 @@ class TensorKeptAlive(Rule):
       declared `global`/`nonlocal`, stored into a container or attribute, or shared with
       another binding (`a, b = x.chunk(2)`, `y = x`, `x[0]`, `x.contiguous()`): there `del`
       frees nothing. Sharing is judged per binding: an earlier `parts = torch.split(x)`
-      does not hide a later `x = torch.cat(...)`. A value taken out of a container slot
+      does not hide a later `x = torch.cat(...)`. A view chain through another name
+      (`q_sbhd = query.view(...)` ... `query = q_sbhd.view(shape)`) is reported where both
+      names are dead; on the path where the other name is still bound, it holds the
+      storage too.
+    - a tensor held into the next forward of a loop that runs with grad enabled and never
+      calls backward is LL006's finding (its fix, `torch.no_grad()`, frees the graph too),
+      never LL001's. A value taken out of a container slot
       (`cache = cache_list[i]`) counts once the slot is overwritten (`cache_list[i] = new`):
       from there the local is the only owner. Nothing in TorchScript or `torch.compile`d
       functions, nor in functions too large to analyse within the cost budget.
@@ -90,7 +100,11 @@ class TensorKeptAlive(Rule):
     Tensor-ness comes from dataflow, not from names: a binding counts when its value comes
     from torch, from a tensor method on a tensor, from a module call (`self.norm_q(q)` too),
     from an operator over tensors, or from a subscript or attribute of such a call
-    (`self.vae.decode(z).sample`), or when it is annotated `torch.Tensor`. Never a
+    (`self.vae.decode(z).sample`), or when it is annotated `torch.Tensor`. A tensor name
+    rebound to an opaque function that takes it (`query = apply_rotary_emb(query, cos,
+    sin)`) still holds what it held; unpacking a helper of the same file gives each name
+    its own returned value (`video, mask = self.preprocess(...)`), and a helper annotated
+    `-> tuple[torch.Tensor, ...]` over an opaque kernel returns tensors. Never a
     parameter, loop target, literal, `len(...)`, `math.ceil(...)`, `a // b` over numbers,
     `.shape[i]`, `.item()`, a string or path, a JSON or msgpack decode, an awaited RPC
     result, a value tested for truth (`if x:`), or the result of an unknown function. Small
@@ -132,7 +146,8 @@ class TensorKeptAlive(Rule):
     ```
 
     ## Fix safety
-    Safe: `del name` is inserted right after the outermost statement after which the name
+    The safe fix only adds `del` statements: nothing else in the function changes. Safe:
+    `del name` is inserted right after the outermost statement after which the name
     is dead on every path and definitely bound (so the `del` can never raise), with the
     block's indentation and the file's newline; names that die at the same point share one
     `del a, b`. Deleting a local that nothing reads again cannot change what the function
@@ -307,6 +322,8 @@ class _Analysis:
         if not any(site.kind in _ASSIGNED for site in cfg.defs):
             return
         excluded = set(cfg.declared) | set(cfg.captured) | {"_"}  # `_`: thrown away on purpose
+        # A graph held into the next forward of a loop with grad on: LL006's finding.
+        excluded |= held_by_autograd(self.context, facts.function)
         candidates: set[str] = set()
         for site in cfg.defs:
             if site.kind in _ASSIGNED and site.name not in excluded:
@@ -332,6 +349,8 @@ class _Analysis:
                 origin is None and not self._caller_owned(site)
                 for origin, site in zip(origins, real)
             ) or all(origin is None for origin in origins):
+                continue
+            if self._shared_live(info, real):
                 continue
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
             origin = S.domain_origin(origin, self.context.path, self._owner_name)
@@ -365,8 +384,8 @@ class _Analysis:
         if site.kind not in _ASSIGNED:
             return None
         fact = facts.value(site)
-        if facts.owner_of_storage(site):
-            return fact.origin
+        if facts.owner_of_storage(site) or facts.storage_partners(site) is not None:
+            return fact.origin  # (partners: checked dead where the name dies, `_shared_live`)
         if fact.kind == F.CONTAINER and not site.unpacked:
             if facts.escaped(site) or facts.truth_tested(site) or facts.aliases.get(site.index):
                 return None
@@ -380,14 +399,36 @@ class _Analysis:
             return F.CACHE_ENTRY if S.size_class(fact.origin) != S.LARGE else fact.origin
         return None
 
-    def _caller_owned(self, site: DefSite) -> bool:
-        """A parameter nothing in the function shares: on paths where the parameter is still
-        the binding (`if latents is None: video = preprocess(video)`), `del` frees nothing
-        and costs nothing; the finding is about the other paths."""
-        facts = self.facts
-        return (
-            site.kind == "param" and not facts.escaped(site) and not facts.aliases.get(site.index)
-        )
+    def _shared_live(self, info: StatementInfo, sites: list[DefSite]) -> bool:
+        """Whether another name of a view chain (`q_sbhd = query.view(...)` ...
+        `query = q_sbhd.view(shape)`) is still live after `info`: then `del` frees nothing."""
+        assert self.flow is not None and info.exit is not None
+        live = self.flow.live_out[info.exit.index]
+        for site in sites:
+            for partner in self.facts.storage_partners(site) or ():
+                if live & self.flow.name_bit(partner):
+                    return True
+        return False
+
+    def _caller_owned(self, site: DefSite, depth: int = 0) -> bool:
+        """A parameter, or a display of parameters (`control_video = [control_video]`): on
+        paths where such a binding is current (`if latents is None: video =
+        preprocess(video)`), `del` frees nothing and costs nothing; the finding is about the
+        other paths."""
+        if site.kind == "param":
+            return True
+        value = site.value
+        if depth > 2 or site.kind != "assign" or not isinstance(value, (cst.List, cst.Tuple)):
+            return False
+        if site.unpacked or not value.elements or site.node is None:
+            return False
+        for element in value.elements:
+            if not isinstance(element.value, cst.Name):
+                return False
+            sites = self.facts.reaching(site.node, element.value.value)
+            if not sites or not all(self._caller_owned(s, depth + 1) for s in sites):
+                return False
+        return True
 
     # -- where names die -------------------------------------------------------------
     def _dead_points(self, flow: Dataflow, candidates: set[str]):

@@ -98,14 +98,14 @@ def gather_to_root(
     if shapes is not None:
         return _gather_uneven(tensor, shapes, is_root, group, group_dst, dim, fall_back, dist)
     if fall_back:
-        buffers = [torch.empty_like(tensor) for _ in range(world_size)]
-        dist.all_gather(buffers, tensor, group=group)
+        everyone = [torch.empty_like(tensor) for _ in range(world_size)]
+        dist.all_gather(everyone, tensor, group=group)
         if not is_root:
-            del buffers  # drop the receive buffers at once
+            del everyone  # drop the receive buffers at once
             return None
-        return _result(buffers, dim, torch)
+        return _result(everyone, dim, torch)
     output: torch.Tensor | None = None
-    buffers = None
+    buffers: list[torch.Tensor] | None = None
     if is_root:
         if dim is not None and tensor.dim() > 0 and dim % tensor.dim() == 0:
             # Concatenation along dim 0: receive straight into contiguous slices of the result.
@@ -140,6 +140,7 @@ def _gather_uneven(tensor, shapes, is_root, group, group_dst, dim, fall_back, di
         padded = flat.new_empty(largest)
         padded[: flat.numel()].copy_(flat)
         flat = padded
+    buffers: list | None
     if fall_back:
         buffers = [flat.new_empty(largest) for _ in shapes]
         dist.all_gather(buffers, flat, group=group)
@@ -149,7 +150,7 @@ def _gather_uneven(tensor, shapes, is_root, group, group_dst, dim, fall_back, di
     else:
         buffers = [flat.new_empty(largest) for _ in shapes] if is_root else None
         _gather(dist, flat, buffers, group, group_dst)
-        if not is_root:
+        if not is_root or buffers is None:
             return None
     pieces = [buffer[:numel].view(shape) for buffer, numel, shape in zip(buffers, numels, shapes)]
     return _result(pieces, dim, torch)

@@ -250,3 +250,50 @@ def test_any_unreadable_entry_is_a_miss(project, garbage):
     assert again[0].diagnostics == fresh  # linted, not served from the bad entry
     result = run("--diff", "--cache-dir", "c", "pkg/decode.py")
     assert result.exit_code == 1 and "+    reclaim()" in result.stdout
+
+
+def _check_json(root: Path, *extra: str) -> list[dict]:
+    import subprocess
+    import sys
+
+    completed = subprocess.run(
+        [sys.executable, "-m", "lifetime_lint", "check", "--output-format", "json",
+         "--exit-zero", *extra, "demo"],
+        cwd=root, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(completed.stdout)
+
+
+@pytest.mark.parametrize(
+    "declaration",
+    [
+        ("requirements.txt", "torch\nlifetime-lint==0.1.0\n"),
+        ("setup.cfg", "[options]\ninstall_requires =\n    lifetime_lint>=0.1\n"),
+        ("pyproject.toml", '[project]\nname = "demo"\ndependencies = ["lifetime-lint"]\n'),
+    ],
+)
+def test_dependency_declarations_are_part_of_the_key(tmp_path, declaration):
+    """Issue 13: whether a fix importing `lifetime_lint.runtime` is safe depends on the
+    project's dependency declarations; a cached verdict must not survive a change of them."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\ndependencies = []\n')
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "__init__.py").write_text("")
+    (tmp_path / "demo" / "free.py").write_text(
+        "import torch\n\n\ndef free():\n    torch.cuda.empty_cache()\n"
+    )
+
+    def applicabilities(findings: list[dict]) -> list[str]:
+        return [f["fix"]["applicability"] for f in findings if f.get("fix")]
+
+    undeclared = _check_json(tmp_path)
+    assert applicabilities(undeclared) == ["unsafe"]
+    assert _check_json(tmp_path) == undeclared  # answered from the cache
+    name, text = declaration
+    (tmp_path / name).write_text(text)
+    declared = _check_json(tmp_path)
+    assert declared == _check_json(tmp_path, "--no-cache")
+    assert applicabilities(declared) == ["safe"]
+    (tmp_path / name).unlink()
+    if name == "pyproject.toml":
+        (tmp_path / name).write_text('[project]\nname = "demo"\ndependencies = []\n')
+    assert _check_json(tmp_path) == undeclared

@@ -201,8 +201,8 @@ def test_nested_project_config_applies_when_linted_from_outside(nested):
     result = lint(nested, "--isolated", "--statistics", "outer")
     assert result.stdout == (  # the default scope leaves tests/ out, and says so
         "    2\tLL004 \t[*] raw-empty-cache\n    2\tLL005 \t[*] hard-coded-cuda-call\n"
-        "    1\tLL004 \t    left out: non-library path\n"
-        "    1\tLL005 \t    left out: non-library path\n"
+        '    1\tLL004 \t    left out: non-library path (portability = "strict" reports them)\n'
+        '    1\tLL005 \t    left out: non-library path (portability = "strict" reports them)\n'
     )
 
 

@@ -242,3 +242,212 @@ def test_runtime_import_is_unsafe_unless_the_project_depends_on_it(
         unsafe = _lint(module, "--fix", "--unsafe-fixes")
         assert "reclaim()" in module.read_text(), unsafe.stdout
         assert "added `from lifetime_lint.runtime import reclaim`" in unsafe.stderr
+
+
+# -- every import a fix adds, against Ruff's own isort, over layouts and settings -----------
+
+LAYOUTS = {
+    "sections, a comment above a first-party import": """
+        import os
+
+        import numpy
+        import torch
+
+        from demo import __name__ as name
+        # the models come last
+        from demo.zeta import VALUE
+
+        print(os, numpy, torch, name, VALUE)
+        """,
+    "a comment above a from-import in the third-party section": """
+        import numpy
+        import torch
+        # modules
+        from torch import nn
+
+        print(numpy, torch, nn)
+        """,
+    "plain and from imports mixed in one section": """
+        import json
+        import os
+        from os import path
+        from typing import Any
+
+        import torch
+        from torch import nn
+
+
+        def f(x: Any) -> None:
+            print(json, os, path, torch, nn, x)
+        """,
+    "only the standard library, then a class": """
+        \"\"\"Docstring.\"\"\"
+
+        import os
+
+
+        class A:
+            pass
+
+
+        print(os, A)
+        """,
+    "no imports, a docstring, then a function": """
+        \"\"\"Docstring.\"\"\"
+
+
+        def f() -> None:
+            pass
+        """,
+    "no imports, code right away": """
+        X = 1
+        print(X)
+        """,
+    "a comment above the first import": """
+        # the imports
+        import torch
+
+        print(torch)
+        """,
+}
+ISORT_SETTINGS = {
+    "defaults": "",
+    "lines-between-types": "lines-between-types = 1\n",
+    "from-first": "from-first = true\n",
+    "lines-after-imports": "lines-after-imports = 2\n",
+    "force-sort-within-sections": "force-sort-within-sections = true\n",
+    "force-single-line": "force-single-line = true\n",
+}
+ADDED = {  # (module, name) for `from module import name`; name None: `import module`
+    "third-party from": ("lifetime_lint.runtime", "reclaim"),
+    "first-party from": ("demo._lifetime_runtime", "ChunkWriter"),
+    "standard-library from": ("os.path", "join"),
+    "merged into from torch": ("torch", "Tensor"),
+    "standard-library import": ("zlib", None),
+    "third-party import": ("requests", None),
+    "first-party import": ("demo.extra", None),
+}
+
+
+@pytest.mark.parametrize("setting", sorted(ISORT_SETTINGS))
+def test_added_imports_are_where_ruffs_isort_puts_them(tmp_path: Path, setting: str) -> None:
+    """Each layout, made clean by Ruff itself under the project's isort setting, gets each
+    import a fix may add; the result must be clean under `ruff check --select I` and
+    `ruff format --check` (a comment above an import, `lines-between-types`, `from-first`,
+    `lines-after-imports`, `force-sort-within-sections`, `force-single-line`)."""
+    import libcst as cst
+
+    from lifetime_lint.config import Settings
+    from lifetime_lint.fixes import add_from_import_edit, apply_edits, module_reference
+    from lifetime_lint.rule import FileContext
+
+    (tmp_path / "pyproject.toml").write_text(
+        PYPROJECT.format(dependency='"lifetime-lint"', line_length=88, extra="")
+        + ISORT_SETTINGS[setting]
+    )
+    package = tmp_path / "demo"
+    package.mkdir()
+    originals = package / "originals"
+    originals.mkdir()
+    for index, layout in enumerate(LAYOUTS.values()):
+        (originals / f"layout_{index}.py").write_text(textwrap.dedent(layout).lstrip())
+    # Ruff makes each layout clean under this setting first: the starting point is a file
+    # the project's own gate accepts.
+    for command in (["check", "--select", "I", "--fix"], ["format"]):
+        subprocess.run([RUFF, *command, "--no-cache", "-q", str(originals)], cwd=tmp_path,
+                       check=False)  # fmt: skip
+    assert not _ruff_problems(tmp_path, originals)
+    fixed = package / "fixed"
+    fixed.mkdir()
+    for original in sorted(originals.glob("*.py")):
+        for label, (module, name) in ADDED.items():
+            target = fixed / f"{original.stem}_{label.replace(' ', '_')}.py"
+            source = original.read_text()
+            context = FileContext(str(target), source, cst.parse_module(source), "\n", Settings())
+            if name is None:
+                _, edits = module_reference(context, module, [])
+            else:
+                edits = (add_from_import_edit(context, module, name),)
+            assert edits, (original.name, label)
+            target.write_text(apply_edits(source, edits))
+    problems = _ruff_problems(tmp_path, fixed)
+    assert not problems, "\n\n".join(
+        f"{path}: {what}\n{(tmp_path / path).read_text()}" for path, what in problems.items()
+    )
+
+
+def _ruff_problems(project: Path, folder: Path) -> dict[str, str]:
+    """Files under `folder` that fail `ruff check --select I` or `ruff format --check`."""
+    import json
+
+    found: dict[str, str] = {}
+    lint = subprocess.run([RUFF, "check", "--no-cache", "--select", "I", "--output-format",
+                           "json", "--exit-zero", str(folder)], cwd=project, capture_output=True,
+                          text=True)  # fmt: skip
+    for item in json.loads(lint.stdout or "[]"):
+        found[os.path.relpath(item["filename"], project)] = item["code"]
+    fmt = subprocess.run([RUFF, "format", "--no-cache", "--check", str(folder)], cwd=project,
+                         capture_output=True, text=True)  # fmt: skip
+    for line in fmt.stdout.splitlines():
+        if line.startswith("Would reformat: "):
+            path = os.path.relpath(project / line.split(": ", 1)[1].strip(), project)
+            found[path] = found.get(path, "") + " format"
+    return found
+
+
+# -- rewritten lines within the project's line length --------------------------------------
+
+LONG_LINES = [
+    "        frames = ChunkWriter(dim=1, count=latents.shape[2] // self.temporal_compression)",
+    "    gathered_samples = gather_to_root(samples.contiguous(), dst=0, group=process_group)",
+    "            step_losses_for_logging.append(loss_of_this_step.detach())",
+    "    return torch.accelerator.device_count() > 1 and torch.accelerator.is_available()",
+    "        self.outputs[index] = some_function(first_argument, second_argument, third_argument_x)",
+    "    value = table[first_key, second_key, third_key, fourth_key_that_is_long, fifth_key_x]",
+    "    total = summarise(item for item in collection_of_items if item is not None and item.ok)",
+    "    print(message)  # a comment that makes the line long enough to pass any line length",
+]
+
+
+@pytest.mark.parametrize("limit", [40, 60, 79])
+def test_long_rewritten_lines_are_wrapped_as_ruff_format_wraps_them(
+    tmp_path: Path, limit: int
+) -> None:
+    """`wrap_statement_line` gives exactly `ruff format`'s layout, or leaves the line (None)
+    where its one-bracket split does not make the line fit; its result is never a
+    different statement."""
+    from lifetime_lint.fixes import wrap_statement_line
+
+    (tmp_path / "ruff.toml").write_text(f"line-length = {limit}\n")
+    wrapped_any = False
+    for index, line in enumerate(LONG_LINES):
+        if len(line) <= limit:
+            continue
+        wrapped = wrap_statement_line(line, limit)
+        depth = (len(line) - len(line.lstrip())) // 4
+        prefix = "".join("    " * level + "if x:\n" for level in range(depth))
+        path = tmp_path / f"case_{index}.py"
+        path.write_text(prefix + line + "\n")
+        subprocess.run([RUFF, "format", "--no-cache", "-q", str(path)], cwd=tmp_path, check=True)
+        formatted = path.read_text()[len(prefix) :].rstrip("\n")
+        if wrapped is None:
+            continue
+        wrapped_any = True
+        assert wrapped == formatted, f"{line!r} at {limit}:\n{wrapped}\n---ruff---\n{formatted}"
+        assert all(len(part) <= limit for part in wrapped.splitlines()), wrapped
+    assert wrapped_any or limit < 60
+
+
+def test_a_fix_line_longer_than_the_line_length_is_wrapped(tmp_path: Path) -> None:
+    module = _project(tmp_path, """
+        import torch
+
+
+        def decode(latents: torch.Tensor) -> torch.Tensor:
+            decoded_frames_for_the_output = []
+            for k in range(latents.shape[1]):
+                decoded_frames_for_the_output.append(latents[:, k : k + 1] * 2)
+            return torch.cat(decoded_frames_for_the_output, dim=1)
+        """, line_length=72)  # fmt: skip
+    after = _fix_and_check(module)
+    assert "ChunkWriter(\n" in after, after

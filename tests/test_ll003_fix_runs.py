@@ -32,6 +32,7 @@ CASES = {
     "fix_orphaned_import": "fix_orphaned_import.fixed.py",
     "positive_guard_forms": "positive_guard_forms.unsafe.py",
     "positive_concatenated_on_every_rank": "positive_concatenated_on_every_rank.fixed.py",
+    "positive_rank_through_bindings": "positive_rank_through_bindings.fixed.py",
 }
 
 
@@ -99,6 +100,27 @@ def _calls(module: ModuleType, rank: int, world_size: int, stem: str):
                 return torch.load(path) if os.path.exists(path) else None
 
         return [("decode_and_save", saved)]
+    if stem == "positive_rank_through_bindings":
+        decoder = module.Decoder()
+        decoder.group, decoder.world_size = dist.group.WORLD, world_size
+
+        def saved():
+            here = os.getcwd()
+            with tempfile.TemporaryDirectory() as folder:
+                os.chdir(folder)  # `local_bound_to_get_rank` saves into the working folder
+                try:
+                    module.local_bound_to_get_rank(x, world_size)
+                    return torch.load("video.pt") if os.path.exists("video.pt") else None
+                finally:
+                    os.chdir(here)
+
+        return [
+            ("local_bound_to_get_rank", saved),
+            ("helper_in_the_test", lambda: module.helper_in_the_test(x, world_size)),
+            ("int_of_a_helper_rank", lambda: module.int_of_a_helper_rank(x, world_size)),
+            ("unpacked_from_a_helper", lambda: module.unpacked_from_a_helper(x, None)),
+            ("method_rank", lambda: decoder.gather(x)),
+        ]
     assert stem == "positive_guard_forms"
     writer = _Writer()
 

@@ -8,7 +8,6 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from lifetime_lint import runner
 from lifetime_lint.cli import main
 from lifetime_lint.runner import PARALLEL_MIN_FILES, Progress, default_jobs
 
@@ -45,13 +44,16 @@ def tree(tmp_path, monkeypatch):
 @pytest.fixture
 def pools(monkeypatch):
     started = []
-    real = runner.ProcessPoolExecutor
+    import concurrent.futures
+
+    real = concurrent.futures.ProcessPoolExecutor
 
     def spy(*args, **kwargs):
         started.append(kwargs.get("max_workers"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "ProcessPoolExecutor", spy)
+    # The runner imports the pool when it starts one (a cached run never does).
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", spy)
     return started
 
 

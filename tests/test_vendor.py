@@ -163,7 +163,7 @@ def test_check_warns_about_a_stale_or_missing_runtime_module(tmp_path: Path) -> 
     (tmp_path / "pkg" / "__init__.py").write_text("")
     check = [sys.executable, "-m", "lifetime_lint", "check", "--no-cache", "pkg"]
     missing = subprocess.run(check, cwd=tmp_path, capture_output=True, text=True)
-    assert "pkg._rt is not under" in missing.stderr
+    assert "runtime-module pkg._rt: no pkg/_rt.py (or package) under" in missing.stderr
     _ = subprocess.run([sys.executable, "-m", "lifetime_lint", "vendor-runtime", "pkg/_rt.py"],
                        cwd=tmp_path, check=True, capture_output=True)  # fmt: skip
     fresh = subprocess.run(check, cwd=tmp_path, capture_output=True, text=True)
@@ -172,3 +172,38 @@ def test_check_warns_about_a_stale_or_missing_runtime_module(tmp_path: Path) -> 
     path.write_text(path.read_text() + "# local change\n")
     edited = subprocess.run(check, cwd=tmp_path, capture_output=True, text=True)
     assert "was edited" in edited.stderr
+
+
+def test_fix_reports_what_it_added_needs_and_left(tmp_path: Path) -> None:
+    """`--fix` through the real CLI, in a project with a vendored runtime: the summary names
+    each added import, the vendored file the fixed code now needs, and each file left
+    unfixed with the reason; the file whose only import the fix orphaned starts with the
+    new import (no blank line left above it)."""
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+        [project]
+        name = "pkg"
+        version = "0"
+        dependencies = ["torch"]
+
+        [tool.lifetime-lint]
+        runtime-module = "pkg._rt"
+        """))  # fmt: skip
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "free.py").write_text(
+        "import torch\n\n\ndef free():\n    torch.cuda.empty_cache()\n"
+    )
+    (package / "broken.py").write_text("import torch\n\ndef f(:\n    torch.cuda.empty_cache()\n")
+    subprocess.run([sys.executable, "-m", "lifetime_lint", "vendor-runtime", "pkg/_rt.py"],
+                   cwd=tmp_path, check=True, capture_output=True)  # fmt: skip
+    fix = subprocess.run([sys.executable, "-m", "lifetime_lint", "check", "--no-cache", "--fix",
+                          "pkg"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert fix.returncode == 2, fix.stdout + fix.stderr  # the unparsable file is an error
+    assert "pkg/free.py: added `from pkg._rt import reclaim`" in fix.stderr
+    assert "import the vendored runtime `pkg._rt` (pkg/_rt.py)" in fix.stderr
+    assert "pkg/broken.py: not fixed (E999:" in fix.stderr
+    assert (package / "free.py").read_text() == (
+        "from pkg._rt import reclaim\n\n\ndef free():\n    reclaim()\n"
+    )
+    assert "f(:" in (package / "broken.py").read_text()

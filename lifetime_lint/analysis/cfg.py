@@ -279,8 +279,15 @@ class _Builder:
         if isinstance(target, cst.Name):
             self.define(node, target, kind, value=value, unpacked=unpacked, annotation=annotation)
         elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self.bind_target(node, element.value, kind, value, True)
+            paired = _paired_elements(target, value) if kind == "assign" else None
+            if paired is not None:
+                # `q, k = (rope(q), rope(k))`: each name gets its own element, not a piece of
+                # one value.
+                for element, item in paired:
+                    self.bind_target(node, element, kind, item, unpacked)
+                return
+            for target_element in target.elements:
+                self.bind_target(node, target_element.value, kind, value, True)
         elif isinstance(target, cst.StarredElement):
             self.bind_target(node, target.value, "starred", value, True)
         elif isinstance(target, cst.Attribute):
@@ -348,8 +355,8 @@ class _Builder:
                         self.scan(element.key, node)
                     self.scan(element.value, node)
             else:
-                for element in expr.elements:  # type: ignore[attr-defined]
-                    self.scan(element.value, node)
+                for item in expr.elements:
+                    self.scan(item.value, node)
             return
         if kind is cst.NamedExpr:
             self.scan(expr.value, node)  # type: ignore[attr-defined]
@@ -459,11 +466,11 @@ class _Builder:
             node.escapes.add(value.value)
         elif isinstance(value, _DISPLAYS):
             if isinstance(value, cst.Dict):
-                for element in value.elements:
-                    self.escape_value(element.value, node)
+                for entry in value.elements:
+                    self.escape_value(entry.value, node)
             else:
-                for element in value.elements:
-                    self.escape_value(element.value, node)
+                for item in value.elements:
+                    self.escape_value(item.value, node)
         elif isinstance(value, cst.IfExp):
             self.escape_value(value.body, node)
             self.escape_value(value.orelse, node)
@@ -502,6 +509,7 @@ class _Builder:
     ) -> list[Node]:
         if isinstance(body, cst.IndentedBlock):
             return self.block(list(body.body), preds, parent, True)
+        assert isinstance(body, cst.SimpleStatementSuite)
         # `if x: a; b` on one line: its statements cannot be followed by a new line.
         return self.small_statements(list(body.body), preds, parent, body, False, ())
 
@@ -597,7 +605,9 @@ class _Builder:
             self.declared.update(item.name.value for item in small.names)
         elif isinstance(small, cst.Import):
             for alias in small.names:
-                bound = alias.asname.name if alias.asname is not None else alias.name
+                bound: cst.BaseExpression = (
+                    alias.asname.name if alias.asname is not None else alias.name
+                )
                 while isinstance(bound, cst.Attribute):
                     bound = bound.value
                 if isinstance(bound, cst.Name):
@@ -836,16 +846,18 @@ class _Builder:
                 self.define(node, pattern.rest, "match")
         elif isinstance(pattern, cst.MatchClass):
             self.scan(pattern.cls, node)
-            for element in pattern.patterns:
-                self._pattern(element.value, node)
+            for positional in pattern.patterns:
+                self._pattern(positional.value, node)
             for keyword in pattern.kwds:  # `Point(x=b)`: x is an attribute, not a read
                 self._pattern(keyword.pattern, node)
         elif isinstance(pattern, (cst.MatchSequence, cst.MatchList, cst.MatchTuple)):
-            for element in pattern.patterns:
-                self._pattern(element.value if hasattr(element, "value") else element, node)
+            for item in pattern.patterns:
+                self._pattern(
+                    item.value if isinstance(item, cst.MatchSequenceElement) else item, node
+                )
         elif isinstance(pattern, cst.MatchOr):
-            for element in pattern.patterns:
-                self._pattern(element.pattern, node)
+            for choice in pattern.patterns:
+                self._pattern(choice.pattern, node)
         elif isinstance(pattern, cst.MatchValue):
             self.scan(pattern.value, node)
         elif isinstance(pattern, cst.MatchSingleton):
@@ -997,3 +1009,18 @@ _SKIP_TYPES = (
     cst.EmptyLine,
     cst.Comment,
 )
+
+
+def _paired_elements(
+    target: cst.Tuple | cst.List, value: cst.BaseExpression | None
+) -> list[tuple[cst.BaseExpression, cst.BaseExpression]] | None:
+    """`a, b = x, y`: the (target, value) pairs when both sides are displays of the same
+    length without starred elements (None otherwise)."""
+    if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != len(target.elements):
+        return None
+    pairs = []
+    for element, item in zip(target.elements, value.elements):
+        if isinstance(element, cst.StarredElement) or isinstance(item, cst.StarredElement):
+            return None
+        pairs.append((element.value, item.value))
+    return pairs

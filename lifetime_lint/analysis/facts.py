@@ -127,6 +127,7 @@ class FileFacts:
     module_functions: dict[str, cst.FunctionDef] | None = None
     returns: dict[int, ValueFact] = field(default_factory=dict)
     helper_work: dict[int, Work] = field(default_factory=dict)
+    return_items: dict[int, tuple[ValueFact, ...] | None] = field(default_factory=dict)
     resolving: set[int] = field(default_factory=set)
 
 
@@ -421,6 +422,10 @@ class FunctionFacts:
                 return _METADATA
             return _UNKNOWN
         fact = self.expression(site.value, node, unpacked=site.unpacked)
+        if fact.kind == UNKNOWN and isinstance(site.value, cst.Call):
+            rebound = self._rebound_through_call(site, site.value, node)
+            if rebound is not None:
+                return rebound
         if (
             site.annotation is not None
             and fact.kind == UNKNOWN
@@ -428,6 +433,10 @@ class FunctionFacts:
             and _annotation_is_tensor(site.annotation)
         ):
             return ValueFact(TENSOR, ACTIVATION)  # `x: torch.Tensor = helper(...)`
+        if site.unpacked and isinstance(site.value, cst.Call):
+            item = self._returned_item(site, site.value)
+            if item is not None:
+                return item
         if site.unpacked and fact.kind == CONTAINER:
             element = self._container_element(fact)
             return ValueFact(VIEW, element.origin, fact.sources, tensor=element.is_tensor)
@@ -437,6 +446,42 @@ class FunctionFacts:
             # `a, b = model(x)`: elements of one output; each may own its own tensor.
             return fact
         return fact
+
+    def _conditioning_input(self, call: cst.Call, node: Node) -> str | None:
+        """`k = self.to_k(encoder_hidden_states)`: a sublayer keeps its input's token
+        count, so a projection of conditioning (text tokens) is conditioning-sized."""
+        from lifetime_lint.analysis.significance import name_origin  # (it imports this module)
+
+        first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+        if not isinstance(first, cst.Name):
+            return None
+        fact = self._name_value(first.value, node)  # (tensor-ness is the call's; size the input's)
+        origin = name_origin(first.value, fact.origin if fact.is_tensor else ACTIVATION)
+        return CONDITIONING if origin == CONDITIONING else None
+
+    def _rebound_through_call(self, site: DefSite, call: cst.Call, node: Node) -> ValueFact | None:
+        """`query = apply_rotary_emb(query, cos, sin)`, `q, k = rope_inplace(q, k, cache)`:
+        a tensor name rebound to an unknown function that takes it still holds a tensor
+        (the function's result, or the same tensor changed in place). It owns what the
+        previous binding owned: a view chain to it, so a parameter stays the caller's."""
+        for arg in call.args:
+            if arg.keyword is not None or arg.star:
+                continue
+            value = arg.value
+            if isinstance(value, cst.Name) and value.value == site.name:
+                previous = self._name_value(site.name, node)
+                if (
+                    previous.kind == VIEW
+                    and previous.tensor
+                    and previous.sources
+                    and not previous.element_of  # (an element stays its container's)
+                    and all(
+                        s.kind in ("assign", "annassign", "augassign") for s in previous.sources
+                    )
+                ):
+                    return ValueFact(VIEW, previous.origin, previous.sources, tensor=True)
+                return None
+        return None
 
     def expression(
         self, expr: cst.BaseExpression | None, node: Node, unpacked: bool = False
@@ -693,7 +738,10 @@ class FunctionFacts:
                 return self._name_value(call.args[1].value.value, node)
         work = self.work(call)
         if work.level >= LIGHT and work.kind not in ("collective", "none", "helper"):
-            return ValueFact(TENSOR, _origin_of_work(work))
+            origin = _origin_of_work(work)
+            if origin == ACTIVATION and work.kind in ("submodule", "module-parameter"):
+                origin = self._conditioning_input(call, node) or origin
+            return ValueFact(TENSOR, origin)
         callee = self.local_callee(call)
         if callee is not None:
             returned = self.helper_return(callee)
@@ -825,30 +873,104 @@ class FunctionFacts:
             return _UNKNOWN
         self.shared.resolving.add(key)
         try:
-            facts = [
-                helper.expression(node.statement.value, node)
+            values = [
+                (node.statement.value, helper.returned(node.statement.value, node))
                 for node in helper.cfg.nodes
                 if isinstance(node.statement, cst.Return) and node.statement.value is not None
             ]
         finally:
             self.shared.resolving.discard(key)
-        facts = [f for f in facts if f != _METADATA] or facts
-        if not facts:
-            result = _METADATA
-        elif all(f.kind == TENSOR for f in facts):
-            result = ValueFact(TENSOR, _largest(f.origin for f in facts))
-        elif all(f.kind == CONTAINER for f in facts):
-            result = ValueFact(CONTAINER, _largest(f.origin for f in facts))
-        elif all(f.kind in (TENSOR, CONTAINER) or f.is_tensor for f in facts) and any(
-            f.kind in (TENSOR, CONTAINER) for f in facts
-        ):
-            result = ValueFact(TENSOR, _largest(f.origin for f in facts))  # may be its input
-        elif all(f.kind == METADATA for f in facts):
-            result = _METADATA
-        else:
-            result = _UNKNOWN
+        facts = [fact for _, fact in values]
+        result = _combined_returns(facts)
+        unseen = [fact.kind == UNKNOWN or (fact.kind == VIEW and not fact.tensor) for fact in facts]
+        opaque = any(unseen) and all(  # only calls the analysis cannot see into are unknown
+            not blind or _from_calls(value, fact) for (value, fact), blind in zip(values, unseen)
+        )
+        if result.kind == UNKNOWN and opaque and function.returns is not None:
+            annotation = function.returns.annotation
+            if _annotation_is_tensor(annotation) or _annotation_is_tensor_tuple(annotation):
+                # `-> tuple[torch.Tensor, torch.Tensor, torch.Tensor]` over an opaque kernel:
+                # the helper's own word that it returns tensors.
+                result = ValueFact(TENSOR, ACTIVATION)
         self.shared.returns[key] = result
         return result
+
+    def helper_return_items(self, function: cst.FunctionDef) -> tuple[ValueFact, ...] | None:
+        """What each position of a helper's returned tuple holds, when every `return` is a
+        display of one length (`return video, mask, reference_images`): unpacking it gives
+        each name its own value, not a piece of one."""
+        key = id(function)
+        if key in self.shared.return_items:
+            return self.shared.return_items[key]
+        helper = None
+        if not function.name.value.lstrip("_").startswith(_LOADERS):
+            helper = self._helper_facts(function)
+        items: tuple[ValueFact, ...] | None = None
+        if helper is not None:
+            returns = [
+                (node.statement.value, node)
+                for node in helper.cfg.nodes
+                if isinstance(node.statement, cst.Return)
+            ]
+            displays = [value for value, _ in returns if isinstance(value, cst.Tuple)]
+            if returns and len(displays) == len(returns):
+                length = len(displays[0].elements)
+                if all(
+                    len(d.elements) == length
+                    and not any(isinstance(e, cst.StarredElement) for e in d.elements)
+                    for d in displays
+                ):
+                    self.shared.resolving.add(key)
+                    try:
+                        items = tuple(
+                            _combined_returns(
+                                [
+                                    helper.returned(value.elements[i].value, node)  # type: ignore[union-attr]
+                                    for value, node in returns
+                                ]
+                            )
+                            for i in range(length)
+                        )
+                    finally:
+                        self.shared.resolving.discard(key)
+        self.shared.return_items[key] = items
+        return items
+
+    def returned(self, expr: cst.BaseExpression, node: Node) -> ValueFact:
+        """What a `return` hands the caller: a local that alone owns a tensor
+        (`video = video.to(dtype)`; `return video`) is a fresh tensor to the caller."""
+        fact = self.expression(expr, node)
+        if (
+            fact.kind == VIEW
+            and fact.tensor
+            and fact.sources
+            and isinstance(expr, cst.Name)
+            and all(
+                s.kind not in ("param", "for") and self.owner_of_storage(s) for s in fact.sources
+            )
+        ):
+            return ValueFact(TENSOR, fact.origin)
+        return fact
+
+    def _returned_item(self, site: DefSite, call: cst.Call) -> ValueFact | None:
+        """`video, mask, refs = self.preprocess_conditions(...)`: the fact of this name's
+        position in the tuple a helper of this file returns."""
+        callee = self.local_callee(call)
+        if callee is None or site.node is None:
+            return None
+        items = self.helper_return_items(callee)
+        statement = site.node.statement
+        if items is None or not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+            return None
+        target = statement.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != len(items):
+            return None
+        for element, item in zip(target.elements, items):
+            if element.value is site.target:
+                if item.kind in (TENSOR, CONTAINER):
+                    return ValueFact(item.kind, item.origin)
+                return _METADATA if item.kind == METADATA else None
+        return None
 
     def helper_work(self, function: cst.FunctionDef) -> Work:
         """The heaviest work a helper of this file does (its own calls, one level deep)."""
@@ -1068,8 +1190,12 @@ class FunctionFacts:
                 if fact.kind not in (VIEW, CONTAINER):
                     continue
                 for source in fact.sources:
-                    if source.name == site.name and not site.unpacked and fact.kind == VIEW:
-                        continue
+                    if (
+                        source.name == site.name
+                        and fact.kind == VIEW
+                        and (not site.unpacked or _passes_itself(site))
+                    ):
+                        continue  # its own rebinding: `x = x.float()`, `q, k = rope(q, k)`
                     aliases.setdefault(source.index, []).append(site)
             self._aliases = aliases
         return self._aliases
@@ -1080,7 +1206,8 @@ class FunctionFacts:
             escaped: set[int] = set()
             truth: set[int] = set()
             for node in self.cfg.nodes:
-                names = set(node.escapes)
+                # (`return video, mask`: handed to the caller, which is the caller's business)
+                names = set() if isinstance(node.statement, cst.Return) else set(node.escapes)
                 for call in node.calls:
                     for arg in call.args:  # `load_state_dict({"weight": w}, assign=True)`
                         if isinstance(arg.value, cst.Dict):
@@ -1107,23 +1234,58 @@ class FunctionFacts:
         """Whether deleting the binding can free a tensor: it holds a fresh tensor (or a
         rebinding chain rooted in one, `x = x.float()`), and no other binding, container or
         attribute shares it."""
-        return self._owns(site, set())
+        return self._owns(site, set(), None)
 
-    def _owns(self, site: DefSite, seen: set[int]) -> bool:
+    def storage_partners(self, site: DefSite) -> frozenset[str] | None:
+        """Like `owner_of_storage`, but a view chain may pass through other names
+        (`q_sbhd = query.view(n, 1, h, d)` ... `query = q_sbhd.view(shape)`): the names of
+        those bindings, which must be dead too where the binding is deleted (None: the
+        binding does not own its storage)."""
+        partners: set[str] = set()
+        if not self._owns(site, set(), partners):
+            return None
+        partners.discard(site.name)
+        return frozenset(partners)
+
+    def _owns(self, site: DefSite, seen: set[int], partners: set[str] | None) -> bool:
         if site.index in seen:
             return True
         seen.add(site.index)
         fact = self.value(site)
-        if self.escaped(site) or self.truth_tested(site) or self.aliases.get(site.index):
+        if self.escaped(site) or self.truth_tested(site):
             return False
+        sharing = self.aliases.get(site.index)
+        if sharing:
+            if partners is None:
+                return False
+            for other in sharing:
+                if other.index in seen:
+                    continue  # the chain being followed
+                if (
+                    other.name == site.name
+                    or self.escaped(other)
+                    or any(  # a view of the view: only back under this name (`query = ...`)
+                        further.name not in (site.name, other.name)
+                        for further in self.aliases.get(other.index, ())
+                    )
+                ):
+                    return False
+                # A view under another name (on some path): it must be dead too.
+                partners.add(other.name)
         if fact.kind == TENSOR:
             return True
         if fact.kind == VIEW and fact.tensor and fact.sources and not fact.borrowed:
             # `x = x.float()` / `x = x[:, :n]`: owns what the previous binding owned.
-            return all(
-                s.name == site.name and s.kind not in ("param", "for") and self._owns(s, seen)
-                for s in fact.sources
-            )
+            for source in fact.sources:
+                if source.kind in ("param", "for"):
+                    return False
+                if source.name != site.name:
+                    if partners is None:
+                        return False
+                    partners.add(source.name)
+                if not self._owns(source, seen, partners):
+                    return False
+            return True
         return False
 
     def transferred(self, site: DefSite) -> list[Store]:
@@ -1150,8 +1312,14 @@ class FunctionFacts:
             # `self.blocks[i](x)`: one element of a submodule list.
             base = dotted_name(func.value)
             if base is not None and base.startswith("self.") and owner is not None:
-                name = base.split(".")[1]
+                pieces = base.split(".")
+                name = pieces[1]
                 if name in owner.submodules:
+                    if len(pieces) > 2:
+                        # `self.attn1.to_out[0](x)`: one piece of a sublayer, not all of it.
+                        last = pieces[-1].lower()
+                        level = LIGHT if _glob_any(last, T.LIGHT_SUBMODULES) else LAYER
+                        return Work(level, "submodule", parts=tuple(pieces))
                     return self._submodule_work(name, ("self", name), PEAK)
             return _NO_WORK
         dotted = dotted_name(func)
@@ -1391,6 +1559,49 @@ class FunctionFacts:
         return Work(best.level, "loop", best.by_pattern, best.parts)
 
 
+def _from_calls(value: cst.BaseExpression, fact: ValueFact) -> bool:
+    """A call's result (`return kernel(x)`), or a local bound only to calls (`out =
+    kernel(x)`; `return out`): not a value the analysis has seen to be borrowed."""
+    if isinstance(value, cst.Call):
+        return True
+    return (
+        isinstance(value, cst.Name)
+        and bool(fact.sources)
+        and all(s.kind == "assign" and isinstance(s.value, cst.Call) for s in fact.sources)
+    )
+
+
+def _combined_returns(facts: list[ValueFact]) -> ValueFact:
+    """One fact for all the values a helper may return."""
+    facts = [f for f in facts if f != _METADATA] or facts
+    if not facts:
+        return _METADATA
+    if all(f.kind == TENSOR for f in facts):
+        return ValueFact(TENSOR, _largest(f.origin for f in facts))
+    if all(f.kind == CONTAINER for f in facts):
+        return ValueFact(CONTAINER, _largest(f.origin for f in facts))
+    if all(f.kind in (TENSOR, CONTAINER) or f.is_tensor for f in facts) and any(
+        f.kind in (TENSOR, CONTAINER) for f in facts
+    ):
+        return ValueFact(TENSOR, _largest(f.origin for f in facts))  # may be its input
+    if all(f.kind == METADATA for f in facts):
+        return _METADATA
+    return _UNKNOWN
+
+
+def _passes_itself(site: DefSite) -> bool:
+    """`q, k = rope_inplace(q, k, cache)`: the name is a positional argument of the call
+    it is rebound to."""
+    call = site.value
+    return isinstance(call, cst.Call) and any(
+        isinstance(arg.value, cst.Name)
+        and arg.value.value == site.name
+        and arg.keyword is None
+        and not arg.star
+        for arg in call.args
+    )
+
+
 _LOADERS = ("load", "build", "make", "create", "init", "get_model", "from_", "setup")
 
 
@@ -1606,6 +1817,21 @@ def _annotation_holds_tensors(annotation: cst.BaseExpression) -> bool:
                 for e in annotation.slice
             )
     return False
+
+
+def _annotation_is_tensor_tuple(annotation: cst.BaseExpression) -> bool:
+    """`tuple[torch.Tensor, torch.Tensor]`, `Tuple[Tensor, ...]`: a fixed tuple of tensors,
+    the way a helper returning `q, k, v` is annotated."""
+    if not isinstance(annotation, cst.Subscript):
+        return False
+    if (dotted_name(annotation.value) or "").split(".")[-1].lower() != "tuple":
+        return False
+    items = [e.slice for e in annotation.slice]
+    return all(isinstance(item, cst.Index) for item in items) and all(
+        _annotation_is_tensor(item.value) or isinstance(item.value, cst.Ellipsis)
+        for item in items
+        if isinstance(item, cst.Index)
+    )
 
 
 _MODULE_SUFFIXES = (

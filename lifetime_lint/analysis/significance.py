@@ -108,7 +108,12 @@ def estimate(origin: str, across: F.Work, one_chunk: bool = False) -> Estimate:
     """The significance of holding a value of this origin across this work. `one_chunk`: the
     value is the previous iteration's of a loop (one chunk of many: one size class down)."""
     size = size_class(origin)
-    if one_chunk:
+    if one_chunk and origin == F.DECODED and across.kind == "decode":
+        # The previous chunk of decoded frames held across the next decoder call: the
+        # decoder's own activations (128+ channels at the output's resolution) dwarf one
+        # 3-channel chunk, so the saving is max(0, S - A) = 0 (design notes §7).
+        size = SMALL_SIZED
+    elif one_chunk:
         size = _SMALLER.get(size, size)
     level = LOW
     if size == LARGE:
@@ -177,6 +182,8 @@ def name_origin(name: str, origin: str) -> str:
         return origin
     if words & {"logits"}:
         return F.LOGITS  # (router and gate logits are small: caught above)
+    if words & {"noise", "pred"}:
+        return F.LATENTS  # `noise_pred_text`: a prediction in latent space, not text
     if words & _CONDITIONING_WORDS or {"encoder", "hidden"} <= words:
         return F.CONDITIONING  # `image_embeds` before `image`; `encoder_hidden_states`
     if words & _MODALITY_WORDS and words & _FEATURE_WORDS:

@@ -204,7 +204,7 @@ LIGHT_SUBMODULES = (
     "*norm*", "ln*", "*_ln", "dropout*", "drop*", "act*", "*_act", "activation*",
     "nonlinearity", "*proj*", "linear*", "*embed*", "*embedder*", "time_*", "*pos_*",
     "rope*", "*rotary*", "pad*", "*pool*", "scale*", "shift*", "gate*", "*quant*",
-    "fc*", "*_fc", "*router*",
+    "fc*", "*_fc", "*router*", "to_out*", "to_q", "to_k", "to_v", "to_qkv", "to_kv",
 )  # fmt: skip
 # Submodules that set a block's activation peak: the feed-forward (it expands the hidden
 # size several times), self-attention (QKV and scores), a stack of blocks, a whole
