@@ -122,17 +122,32 @@ class Cache:
 
     def load(self, key: str, path: str) -> list[Diagnostic] | None:
         """The cached diagnostics (with `path` filled in), or None on a miss."""
+        loaded = self.load_with_counts(key, path)
+        return None if loaded is None else loaded[0]
+
+    def load_with_counts(
+        self, key: str, path: str
+    ) -> tuple[list[Diagnostic], dict[str, int]] | None:
+        """The cached diagnostics and the file's left-out counts (`FileResult.left_out`)."""
         payload = self._read(key)
         try:
-            return [_diagnostic_from_json(item, path) for item in payload["diagnostics"]]
+            diagnostics = [_diagnostic_from_json(item, path) for item in payload["diagnostics"]]
+            left_out = {str(k): int(v) for k, v in payload.get("left_out", {}).items()}
         except Exception:  # any unreadable entry (wrong shape, absurd values) is a miss
             return None
+        return diagnostics, left_out
 
-    def store(self, key: str, diagnostics: Sequence[Diagnostic]) -> None:
-        """Record a file's diagnostics; failures to write are ignored (the cache is optional)."""
+    def store(
+        self, key: str, diagnostics: Sequence[Diagnostic], left_out: dict[str, int] | None = None
+    ) -> None:
+        """Record a file's diagnostics (and the counts of what its rules left out, which
+        `--statistics` prints); failures to write are ignored (the cache is optional)."""
         if any(d.is_error for d in diagnostics):
             return
-        self._write(key, {"diagnostics": [_diagnostic_to_json(d) for d in diagnostics]})
+        payload: dict[str, Any] = {"diagnostics": [_diagnostic_to_json(d) for d in diagnostics]}
+        if left_out:
+            payload["left_out"] = dict(left_out)
+        self._write(key, payload)
 
     def load_fix(self, key: str, path: str) -> FixEntry | None:
         payload = self._read(key)

@@ -532,6 +532,8 @@ def _filter(
 
 def _load_profile(path: str | None, min_bytes: str | None) -> tuple[Any, int | None]:
     """`--profile FILE` and `--min-bytes SIZE`, checked before anything is linted."""
+    if path is None and min_bytes is None:
+        return None, None  # the warm path imports nothing more (no LibCST)
     from lifetime_lint.profile import ProfileError, SavedProfile, parse_size
 
     if min_bytes is not None and path is None:

@@ -239,6 +239,11 @@ _CUDA_BOUND_CODE = (
     (re.compile(r"""\.cuda\(\s*\)|\.cuda\(\s*(non_blocking|device)"""), "`.cuda()`"),
     (re.compile(r"""autocast\(\s*(f?["'])cuda|torch\.cuda\.amp\b"""), '`autocast("cuda")`'),
     (re.compile(r"""CUDAGraph\b|torch\.cuda\.(graph|graphs|graph_pool_handle)\b"""), "CUDA graphs"),
+    # A raw CUDA stream handle, a CUDA memory pool or pluggable allocator: CUDA's own objects.
+    (
+        re.compile(r"""\.cuda_stream\b|cuda\.(MemPool|use_mem_pool)\b|CUDAPluggableAllocator"""),
+        "a CUDA stream handle or memory pool",
+    ),
     # Saving or restoring the CUDA generators' state has no device-neutral form: such code
     # is CUDA's half of an RNG checkpoint (the CPU state is handled beside it).
     (
@@ -266,7 +271,7 @@ CUDA_ONLY_LIBRARIES = frozenset(
 # (`flashinfer_autotune.py`, `deep_gemm_wrapper/`, `_process_weights_for_sm90_cutlass`).
 _CUDA_ONLY_NAME = re.compile(
     r"(?<![A-Za-z0-9])(cudagraph|cuda_graph|nccl|pynccl|graph_runner|flashinfer|cutlass|cute|"
-    r"deep_gemm|deepgemm|trtllm|tensorrt|cudnn|nvshmem|symm_mem|nunchaku|nvfp4|sm\d{2,3})"
+    r"deep_gemm|deepgemm|trtllm|tensorrt|cudnn|nvshmem|symm_mem|nunchaku|nvfp4|nvjpeg|sm\d{2,3})"
     r"(?![A-Za-z])",
     re.IGNORECASE,
 )
@@ -305,6 +310,9 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
                 return f"a ROCm-only branch (`{test.strip()[:60]}`), where torch.cuda is right"
             if _CUDA_SPECIFIC_TEST.search(test):
                 return f"a CUDA-only branch (`{test.strip()[:60]}`)"
+            if _CUDA_ONLY_NAME.search(test) and not _OTHER_BACKEND.search(test):
+                # `if attention_backend == "flashinfer_cudnn":` picks a CUDA-only kernel.
+                return f"a branch for a CUDA-only kernel (`{test.strip()[:60]}`)"
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             if _ROCM.search(node.name.value):
                 return f"ROCm-only code (`{node.name.value}`), where torch.cuda is right"
@@ -393,8 +401,10 @@ def _built_on_cuda_only_object(node: cst.ClassDef) -> str | None:
         if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
             params = statement.params
             for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
-                if _CUDA_ONLY_NAME.search(param.name.value):
-                    return f"a class built on a CUDA-only object (`{param.name.value}`)"
+                name = param.name.value
+                # Not a bare `nccl_*` (`nccl_port` names a rendezvous that HCCL uses too).
+                if _CUDA_ONLY_FUNCTION.search(name) or name.startswith("pynccl"):
+                    return f"a class built on a CUDA-only object (`{name}`)"
     return None
 
 
@@ -412,6 +422,9 @@ def _is_cuda_skip_guard(context: FileContext, statement: cst.If) -> bool:
         # device *is* CUDA (a tensor's, the platform's, the build's), so even an early
         # `return` leaves CUDA-only code behind, unlike a bare availability test.
         return bool(_EARLY_EXIT.search(body) or re.search(r"\breturn\b", body))
+    if test.lstrip().startswith("not") and re.search(r"\braise\b[^\n]*\n?[^\n]*\bCUDA\b", body):
+        # `if not can_use_kernel(q): raise ValueError("Expected contiguous CUDA ...")`.
+        return True
     negated = test.lstrip().startswith("not") and "cuda" in test
     if not (negated or re.search(r"!=\s*[\"']cuda", test)):
         return False
@@ -420,7 +433,7 @@ def _is_cuda_skip_guard(context: FileContext, statement: cst.If) -> bool:
 
 # A test that fails unless the device in hand is CUDA (not merely available).
 _CUDA_IDENTITY_EXIT = re.compile(
-    r"\bnot\s+[\w.]*\bis_cuda\b|\.type\s*!=\s*[\"']cuda[\"']|\bversion\.cuda\s+is\s+None\b"
+    r"\bnot\s+[\w.]*\bis_cuda\b|\.type\s*!=\s*[\"']cuda[\"']|version\.cuda\s+is\s+None\b"
 )
 
 
@@ -656,7 +669,7 @@ class Portability:
             return None
         if platform_layer(context, ancestors):
             return LEFT_OUT_PLATFORM
-        if not self.library:
+        if not self.library or _in_test_function(ancestors):
             return LEFT_OUT_SCOPE
         if _in_script_entry_point(ancestors):
             return LEFT_OUT_SCRIPT
@@ -665,6 +678,15 @@ class Portability:
         if cuda_bound(context, ancestors):
             return LEFT_OUT_CUDA_BOUND
         return None
+
+
+def _in_test_function(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """A `test_*` or `benchmark_*` function (pytest collects the former wherever it lives):
+    test code, also when it sits in a library file."""
+    return any(
+        isinstance(node, cst.FunctionDef) and node.name.value.startswith(("test_", "benchmark_"))
+        for node in ancestors
+    )
 
 
 def _in_script_entry_point(ancestors: Sequence[cst.CSTNode]) -> bool:

@@ -117,7 +117,7 @@ def measured_json(d: Diagnostic) -> dict[str, object] | None:
     measured = d.extra.get("measured")
     if measured is None:
         return None
-    keys = ("bytes", "peak_bytes", "peak_row", "calls", "largest_bytes", "names")
+    keys = ("bytes", "peak_bytes", "peak_row", "calls", "largest_bytes", "held_bytes", "names")
     return {key: measured[key] for key in keys if key in measured}
 
 

@@ -102,25 +102,27 @@ class Checker:
             result = self.linter.check_source(source, self.mode, result)
         except Exception as error:  # a bug in a rule must not abort a run over 4,000 files
             return FileResult(path, [internal_error(path, error)])
-        if self.cache is not None and not result.left_out:  # the cache keeps no counts
+        if self.cache is not None:
             self._store(path, key, source, result)
         return result
 
     def _store(self, path: str, key: str, source: SourceFile, result: FileResult) -> None:
         assert self.cache is not None
         if result.fixed_text is None:
-            self.cache.store(key, result.diagnostics)
+            self.cache.store(key, result.diagnostics, result.left_out)
             return
         # What the file held before fixing serves a later `check`; what this mode computed
         # serves the same mode on the same content (a second --diff, --fix after --diff).
-        self.cache.store(key, result.original_diagnostics)
+        self.cache.store(key, result.original_diagnostics, result.left_out)
         self.cache.store_fix(
             self.cache.fix_key(key, path, self.mode.unsafe),
             FixEntry(result.original_diagnostics, result.diagnostics, result.fixed_text,
                      result.diff, result.fixes_applied, dict(result.fixed_by_code)),
         )  # fmt: skip
-        if result.written and not any(
-            d.fix is not None and self.mode.allows(d.fix) for d in result.diagnostics
+        if (
+            result.written
+            and not result.left_out
+            and not any(d.fix is not None and self.mode.allows(d.fix) for d in result.diagnostics)
         ):
             new_key = self.cache.key(path, source.encode(result.fixed_text))
             self.cache.store(new_key, result.diagnostics)
@@ -130,13 +132,14 @@ class Checker:
         if self.cache is None:
             return None
         key = key or self.cache.key(path, data)
-        diagnostics = self.cache.load(key, path)
-        if diagnostics is None:
+        loaded = self.cache.load_with_counts(key, path)
+        if loaded is None:
             return None
+        diagnostics, left_out = loaded
         if not self.mode.fixing or not any(
             d.fix is not None and self.mode.allows(d.fix) for d in diagnostics
         ):
-            return FileResult(path, diagnostics)
+            return FileResult(path, diagnostics, left_out=left_out)
         entry = self.cache.load_fix(self.cache.fix_key(key, path, self.mode.unsafe), path)
         if entry is None:
             return None  # there is something to fix and it was never computed: do the work
@@ -147,6 +150,7 @@ class Checker:
             fixed_by_code=dict(entry.fixed_by_code),
             fixed_text=entry.fixed_text,
             found=entry.found,
+            left_out=left_out,
         )
         if self.mode.diff_only:
             result.diff = entry.diff
@@ -162,7 +166,9 @@ class Checker:
                     path, [write_error(path, failure.strerror or str(failure)), *entry.found]
                 )
             result.written = True
-            if not any(d.fix is not None and self.mode.allows(d.fix) for d in entry.diagnostics):
+            if not left_out and not any(
+                d.fix is not None and self.mode.allows(d.fix) for d in entry.diagnostics
+            ):
                 self.cache.store(self.cache.key(path, source.encode(entry.fixed_text)),
                                  entry.diagnostics)  # fmt: skip
         return result

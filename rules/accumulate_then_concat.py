@@ -17,7 +17,7 @@ from lifetime_lint.analysis.uses import NameUses, Use, uses_for
 from lifetime_lint.devices import LEFT_OUT_SCOPE, Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
-from lifetime_lint.rule import Option, Rule
+from lifetime_lint.rule import SHOWS_BELOW_BAR, Option, Rule
 from lifetime_lint.traversal import visit, walk
 
 if TYPE_CHECKING:  # Python 3.9 has no typing.TypeGuard; annotations are not evaluated
@@ -53,9 +53,14 @@ class AccumulateThenConcat(Rule):
     unchanged on Wan's untiled decode), for latent-sized results (encode paths,
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
-    batch: `z.split(1)`, `unbind()`, iterating a tensor), in processor or scheduler classes,
-    and for one row of an outer accumulation (`rows.append(torch.cat(row))`). The default run reports `medium` and `high`;
-    `min-significance = "low"` under `[tool.lifetime-lint]` shows the rest.
+    batch: `z.split(1)`, `unbind()`, iterating a tensor), for chunks copied to the host
+    (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory), in processor or scheduler classes,
+    and for one row of an outer accumulation (`rows.append(torch.cat(row))`). Findings in
+    non-library paths (tests, examples, benchmarks, scripts, notebooks: the top-level
+    `non-library` globs, shared with LL004/LL005) are `low` too: another audience, small
+    inputs. The default run reports `medium` and `high`; `--statistics` counts the
+    non-library findings it left out ("left out: non-library path"), and
+    `min-significance = "low"` under `[tool.lifetime-lint]` shows every finding.
 
     ## Why is this bad?
     At the `torch.cat`, every chunk and the full result are alive together: the peak is
@@ -148,6 +153,13 @@ class AccumulateThenConcat(Rule):
     (`len()` and truth work on the writer until `result()` empties it); `chunks[0].shape`
     keeps the finding report-only (a writer has no elements).
 
+    Applicability comes from the rewrite, then from where the writer is imported: a fix
+    that adds `from lifetime_lint.runtime import ChunkWriter` to a project that neither
+    declares lifetime-lint as a dependency nor sets the top-level `runtime-module` (a
+    vendored copy: `lifetime-lint vendor-runtime`) is offered as unsafe, since the fixed
+    code would not import elsewhere; a `chunk-writer` of the project's own is imported as
+    configured.
+
     Safe when the chunk is a fresh result (a call, or a local bound to one and not read
     after the append) and the count is known to support `len`; the peak can rise by at
     most one chunk, and only where the chunk cannot be released (see above). Where a list
@@ -178,7 +190,8 @@ class AccumulateThenConcat(Rule):
     `(dim=..., count=..., stack=True)` and offer `append`, `extend`, `+=` and `result()`.
     `min-constant-count` (default 8): loops over a literal range or sequence with fewer
     elements give few chunks (significance `low`). The global `min-significance` (`"low"`,
-    `"medium"` by default, `"high"`) sets which findings are reported.
+    `"medium"` by default, `"high"`) sets which findings are reported; the global
+    `non-library` / `extend-non-library` globs say which paths are not library code.
     """
 
     code = "LL002"
@@ -248,6 +261,7 @@ class AccumulateThenConcat(Rule):
         if found is None:
             return
         site, family = found
+        assert site.value is not None  # the empty list (`_list_family`)
         # A `locals()` / `eval` while the list is bound may read it: still reported (the
         # memory is the same), but the fix is unsafe (the reader would get the writer).
         dynamic = any(_observed_dynamically(facts, member) for member in family.values())
@@ -346,6 +360,11 @@ class AccumulateThenConcat(Rule):
         level, structure = _accumulation_level(origin, work)
         if facts.owner_facts is not None and facts.owner_facts.light:
             structure = "a processor or scheduler class: preprocessing or scheduler math"
+        if structure is None and all(
+            _on_host(facts, expr, nodes.get(id(grow.node)))
+            for expr, grow in zip(chunk_exprs, grows)
+        ):
+            structure = "the chunks are copied to the host: CPU memory, not the GPU peak"
         if structure is None and _appended_elsewhere(ancestors):
             # `result_rows.append(torch.cat(result_row, dim=-1))`: one row of a tiled
             # decode; the outer concatenation (its own finding) sets the peak.
@@ -386,7 +405,7 @@ class AccumulateThenConcat(Rule):
             # `len(chunks)` / `if not chunks:` work on the writer until `result()` empties it.
             fix = self._accumulate_fix(
                 [c for _, c in cats], kind, name, init, grows, loops, kinds, index, block,
-                init_at, min(cat_positions), ancestors, facts.cfg.parameters,
+                init_at, min(cat_positions), ancestors, facts.cfg.parameters, site.value,
             )  # fmt: skip
             if fix is not None and dynamic:
                 fix = Fix(
@@ -418,6 +437,7 @@ class AccumulateThenConcat(Rule):
         cat_at: int,
         ancestors: list[cst.CSTNode],
         parameters: set[str],
+        init_value: cst.BaseExpression,
     ) -> Fix | None:
         if kind not in ("cat", "stack") or len(grows) != 1 or _role(grows[0], None) != "append":
             return None
@@ -453,7 +473,6 @@ class AccumulateThenConcat(Rule):
         target = Target.parse(self.settings["chunk-writer"])
         reference, import_edits = reference_to(self.context, target, ancestors)
         stack = ", stack=True" if kind == "stack" else ""
-        init_value = _assigned_value(init)
         start, end = self.context.span(init_value)
         edits: list[Edit] = [
             Edit(start, end, f"{reference}(dim={dim_code}, count={count_code}{stack})"),
@@ -744,7 +763,7 @@ class AccumulateThenConcat(Rule):
         if Portability.of(self.context).library:
             return level, reason
         if not S.at_least(S.LOW, S.bar_of(self.context.settings)):
-            self.leave_out(LEFT_OUT_SCOPE, 'min-significance = "low"')
+            self.leave_out(LEFT_OUT_SCOPE, SHOWS_BELOW_BAR)
             return None, None
         return S.LOW, reason or _NON_LIBRARY
 
@@ -1076,6 +1095,42 @@ def _chunk(
     return None
 
 
+_HOST_METHODS = frozenset({"cpu", "numpy", "tolist"})
+
+
+def _host_copy(expr: cst.BaseExpression | None) -> bool:
+    """`t.cpu()`, `t.to("cpu")`, `t.detach().cpu().float()`, `t.numpy()`: a host copy."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        method = expr.func.attr.value
+        if method in _HOST_METHODS:
+            return True
+        if method == "to":
+            for arg in expr.args:
+                value = arg.value
+                if (arg.keyword is None or arg.keyword.value == "device") and isinstance(
+                    value, cst.SimpleString
+                ):
+                    if value.evaluated_value in ("cpu", b"cpu"):
+                        return True
+        if method not in T.VIEW_METHODS and method not in T.MAYBE_COPY_METHODS:
+            return False
+        expr = expr.func.value
+    return False
+
+
+def _on_host(facts: F.FunctionFacts, expr: cst.BaseExpression | None, node: Node | None) -> bool:
+    """The appended chunk is a host copy, directly or through the binding that reaches the
+    append (`frame = out.cpu()` ... `frames.append(frame)`)."""
+    if _host_copy(expr):
+        return True
+    if isinstance(expr, cst.Name) and node is not None:
+        sites = facts.reaching(node, expr.value)
+        return bool(sites) and all(
+            site.kind == "assign" and not site.unpacked and _host_copy(site.value) for site in sites
+        )
+    return False
+
+
 def _made_this_iteration(facts: F.FunctionFacts, site: DefSite, body, depth: int) -> bool:
     """A binding made in the loop body that holds a new tensor, or a view of one through a
     short rebinding chain (`out = vae.decode(z)`, then `out = out[:, :, k:]`)."""
@@ -1171,16 +1226,6 @@ def _is_empty_list(node: cst.BaseExpression) -> bool:
         and node.func.value == "list"
         and not node.args
     )
-
-
-def _assigned_value(use: Use) -> cst.BaseExpression:
-    """The empty list an `init` use binds (`xs = []` or `xs: list[Tensor] = []`)."""
-    parent = use.ancestors[-1]
-    if isinstance(parent, cst.AnnAssign) and parent.value is not None:
-        return parent.value
-    assign = use.ancestors[-2]
-    assert isinstance(assign, cst.Assign)
-    return assign.value
 
 
 def _grown_value(use: Use) -> cst.BaseExpression | None:

@@ -32,8 +32,19 @@ class DiscardedAllGather(Rule):
     Flags an `all_gather` whose result is read on one rank only (under `if rank == 0:`,
     `if int(rank) == 0:`, `if is_root:`, in `return xs if rank == 0 else None`, after an
     early return of the other ranks, also a compound one such as `if dst is not None and
-    rank != dst: return`, reported as read on `dst` when it is given; also through `video = torch.cat(gathered, dim=2)` computed on every rank when
-    only the root reads `video`), or never read at all. Calls resolving to
+    rank != dst: return`, reported as read on `dst` when it is given; also through `video =
+    torch.cat(gathered, dim=2)` computed on every rank when only the root reads `video`),
+    or never read at all. The rank compared may be a local or attribute bound to one
+    (`me = dist.get_rank()`: the binding that reaches the test, from the facts layer's
+    reaching definitions) or a helper of the same module or class that returns one
+    (`if self._rank() == 0:`, `idx, size = _coordinates(group)`).
+
+    Each finding has a significance from what each rank sends (the facts layer's origin of
+    the sent tensor, refined by its name): `high` for decoded frames or tiles, `medium` for
+    activations and tensors of unknown origin, `low` for latent-sized predictions,
+    embeddings and scalars (world_size copies of a few MiB). The default run reports
+    `medium` and `high`; `min-significance = "low"` under `[tool.lifetime-lint]` shows the
+    rest. Calls resolving to
     `torch.distributed.all_gather`, `all_gather_into_tensor`, `all_gather_object`, their
     `torch.distributed._functional_collectives` forms, and configured wrappers (by default
     any `.all_gather(...)` method, as on a group coordinator).
@@ -84,9 +95,10 @@ class DiscardedAllGather(Rule):
     buffers are `*_like(tensor)` copies of the sent tensor (or one shape per rank, passed
     on as `shapes=`), the rank compared against is known to be a global rank
     (`dist.get_rank()`, giving `dst=`) or a rank in the gathered group
-    (`dist.get_rank(group)`, `group.rank()`, giving `group_dst=`), also through a local, a
-    `self.` attribute set from such a call, or a helper of the same module or class that
-    returns it (`rank, world = _rank_world(group)`), and the destination is provably a
+    (`dist.get_rank(group)`, `group.rank()`, giving `group_dst=`), also through the one
+    binding of a local that reaches the test, a `self.` attribute set once from such a
+    call, or a helper of the same module or class that returns it (`rank, world =
+    _rank_world(group)`, `self._rank()`), and the destination is provably a
     member of the group: rank 0 of the numbering the guard uses (the world always has a
     global rank 0, every group a group rank 0). Where it may not be, the original reads the
     result on no rank while the helper raises `ValueError`, so the fix is unsafe: a global
@@ -95,6 +107,11 @@ class DiscardedAllGather(Rule):
     fix then assumes a group rank), when the buffers are shaped after another tensor, and
     always for `all_gather_into_tensor` (the helper returns the gathered tensors
     concatenated along dim 0, where the original output may have been a stacked shape).
+
+    A fix that adds `from lifetime_lint.runtime import gather_to_root` to a project that
+    neither declares lifetime-lint as a dependency nor sets the top-level `runtime-module`
+    (a vendored copy: `lifetime-lint vendor-runtime`) is offered as unsafe whatever the
+    analysis shows, since the fixed code would not import elsewhere.
 
     No fix for `all_gather_object` (use `dist.gather_object`), functional collectives (they
     take meshes and are traced by `torch.compile`), wrappers, a root given by a flag
@@ -420,7 +437,8 @@ def _significance(ranks: _Ranks, sent: cst.BaseExpression | None) -> tuple[str, 
             origin = fact.origin
         elif fact.kind == F.METADATA:
             origin = F.SMALL
-    origin = S.name_origin(name, origin)
+    if len(name) > 1:  # a one-letter name (`t`, `x`) says nothing about size
+        origin = S.name_origin(name, origin)
     size = S.size_class(origin)
     if size in (S.SMALL_SIZED, S.TINY):
         return S.LOW, f"; each rank sends little ({S.describe(origin)}), so the waste is small"

@@ -52,10 +52,13 @@ class RawEmptyCache(Rule):
     `--statistics` with the reason, and reported under `portability = "strict"`: the
     project's own platform layer (a `platforms/` package, a `CudaPlatform`-style class);
     code already bound to CUDA (`device="cuda"`, `.cuda()`, `autocast("cuda")`, CUDA
-    graphs, code past `if x.device.type != "cuda": return`, a class named for CUDA or built
+    graphs, a raw `cuda_stream` or `torch.cuda.MemPool`, a branch that picks a CUDA-only
+    kernel, code past `if x.device.type != "cuda": return` or past a `raise` that names
+    CUDA, a class named for CUDA or built
     on a CUDA-only object, a function that imports a CUDA-only library, a CUDA-only kernel
     module, a ROCm/AMD-only path where `torch.cuda` is HIP, a test skipped without CUDA);
-    tests, examples, benchmarks, scripts and notebooks (the `non-library` globs).
+    tests, examples, benchmarks, scripts and notebooks (the `non-library` globs), and
+    `test_*`/`benchmark_*` functions.
 
     ## Example
     ```python

@@ -284,10 +284,19 @@ class Tracer:
         self._fold()
         if active.row:
             active.timeline.append((active.row, active.line_peak))
-            if active.line_peak > active.sample.peak_bytes or not active.sample.peak_row:
-                active.sample.peak_bytes = active.line_peak
-                active.sample.peak_row = active.row
-                active.sample.held = dict(active.snapshot)
+            sample = active.sample
+            if active.line_peak > sample.peak_bytes or not sample.peak_row:
+                sample.peak_bytes = active.line_peak
+                sample.peak_row = active.row
+                sample.held = dict(active.snapshot)
+            elif active.line_peak == sample.peak_bytes:
+                # Later lines at the same level are at the peak too. The line that allocated
+                # a buffer reaches the level first, but the buffer is bound only from the
+                # next line on (`out = [torch.empty_like(x) ...]`, then ranks that never read
+                # it return): what a finding holds at the peak is its most over those lines.
+                for key, size in active.snapshot.items():
+                    if size > sample.held.get(key, 0):
+                        sample.held[key] = size
 
     def _finish(self, active: _Active) -> None:
         self._end_line(active)
@@ -311,6 +320,10 @@ class Tracer:
             watches = [*watches, *(Watch(MISSED_PREFIX + name, (name,)) for name in dead)]
         if not watches:
             return {}
+        # A storage two findings hold is counted once, for the first that holds it: take the
+        # most specific first (fewest names: `del out_` frees `out_` alone, not the running
+        # concatenation that also names it).
+        watches = sorted(watches, key=lambda watch: len(watch.names))
         local_values = frame.f_locals
         # While a trace function runs, CPython holds one more reference to a value stored by
         # the line that just ended: a binding that changed since the last line is "fresh".
@@ -407,6 +420,12 @@ class ReferenceCounter:
         # storage id -> [storage, holders (TensorImpls seen), owner key, owner holds the base]
         storages: dict[int, list[Any]] = {}
         seen_tensors: set[int] = set()
+        # A name two findings share sits in both findings' lists: those references are ours.
+        listed: dict[int, int] = {}
+        for values in values_by_key.values():
+            for value in {id(v) for v in values}:
+                listed[value] = listed.get(value, 0) + 1
+        all_lists = tuple(values_by_key.values())
         for key, values in values_by_key.items():
             candidates: list[Any] = []
             occurrences: dict[int, int] = {}
@@ -426,8 +445,9 @@ class ReferenceCounter:
                 extra = (bindings.get(id(value), 1) - 1) * self.per_binding_extra
                 extra += 2 * (occurrences[id(value)] - 1)
                 extra += 1 if id(value) in fresh else 0
+                extra += listed[id(value)] - 1  # the other findings' lists that hold it
                 if references - 1 > self.per_binding + extra and self._referenced_elsewhere(
-                    value, (frame_locals, values, copy)
+                    value, (frame_locals, values, copy, *all_lists)
                 ):  # -1 above: the copy
                     continue  # held elsewhere too: releasing the name frees nothing
                 if isinstance(value, torch.Tensor):

@@ -59,7 +59,10 @@ def test_default_run_reports_library_code_only(tmp_path: Path) -> None:
     assert [name for name in found if name.endswith("pkg/vae.py")] == list(found)
     assert "(significance: high)" in next(iter(found.values()))
     statistics = _lint(tmp_path, "--statistics").stdout
-    assert "2\tLL002 \t    left out: non-library path" in statistics
+    assert (
+        '2\tLL002 \t    left out: non-library path (min-significance = "low" reports them)'
+        in statistics
+    )
 
 
 def test_low_bar_shows_non_library_findings_at_low(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ tracker counts storages byte for byte).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -522,3 +523,89 @@ def test_profile_reports_in_sarif_and_concise_text(tmp_path: Path) -> None:
     assert by_row[24]["properties"]["measured"] is None  # never called
     concise, _ = profile(tmp_path, PIPELINE, "--output-format", "concise")
     assert "[measured: 64.0 MiB, 16.7% of its function's peak]" in concise.stdout
+
+
+SUBGROUP_GATHER = """
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+
+def group_root(x, group):
+    out = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(out, x, group=group)
+    if dist.get_rank(group) == 0:
+        return torch.cat(out)
+    return None
+
+
+if __name__ == "__main__":
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", init_method=sys.argv[1], rank=rank, world_size=world)
+    group = dist.new_group([1, 2, 3])  # global rank 0 is not a member
+    if rank in (1, 2, 3):
+        x = torch.full((1024 * 1024,), float(rank))  # 4 MiB per rank
+        result = group_root(x, group)
+        assert (result is not None) == (rank == 1)
+        if result is not None:
+            assert torch.equal(result[: x.numel()], torch.full_like(x, 1.0))
+    dist.barrier()
+    dist.destroy_process_group()
+"""
+
+
+def test_subgroup_all_gather_discarded_on_most_ranks_is_measured_there(tmp_path: Path) -> None:
+    """A real 4-process gloo world; the all_gather runs on the subgroup [1, 2, 3], whose
+    group rank 0 (global rank 1) alone reads the receive buffers. On global ranks 2 and 3,
+    which discard them, the LL003 finding holds exactly the 3 x 4 MiB of receive buffers."""
+    script = tmp_path / "program.py"
+    script.write_text(textwrap.dedent(SUBGROUP_GATHER), encoding="utf-8")
+    init = (tmp_path / "rendezvous").as_uri()
+    processes = []
+    for rank in range(4):
+        environment = dict(os.environ, RANK=str(rank), WORLD_SIZE="4")
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "lifetime_lint", "profile", "--device", "cpu", "--save",
+             str(tmp_path / f"rank{rank}.json"), script.name, init],
+            cwd=str(tmp_path), env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        ))  # fmt: skip
+    outputs = [process.communicate(timeout=600) for process in processes]
+    for process, (_, stderr) in zip(processes, outputs):
+        assert process.returncode == 0, stderr
+    for rank in (2, 3):
+        data = json.loads((tmp_path / f"rank{rank}.json").read_text(encoding="utf-8"))
+        held = measured(data, "LL003", 11)
+        assert held is not None and held["calls"] == 1
+        assert held["bytes"] == pytest.approx(3 * 4 * MIB, rel=0.05)
+        assert "out" in held["names"]
+    outside = json.loads((tmp_path / "rank0.json").read_text(encoding="utf-8"))
+    assert measured(outside, "LL003", 11) is None  # not a member: never ran there
+
+
+def test_a_name_two_findings_hold_counts_once_for_the_first() -> None:
+    """`out_` is named by a running-concatenation finding and by its own `del` finding: its
+    storage counts once (for the first listed: the tracer lists the fewest names first)."""
+    import sys as _sys
+
+    from lifetime_lint.runtime.profiling import ReferenceCounter
+
+    counter = ReferenceCounter(torch)
+
+    def frame():
+        out = torch.ones(2 * 1024 * 1024)  # 8 MiB
+        out_ = torch.ones(1024 * 1024)  # 4 MiB
+        local_values = _sys._getframe().f_locals
+        result = counter.held_bytes(
+            {
+                "del out_": [local_values["out_"]],
+                "running cat": [local_values["out"], local_values["out_"]],
+            },
+            local_values,
+        )
+        del out, out_, local_values
+        return result
+
+    assert frame() == {"del out_": 4 * MIB, "running cat": 8 * MIB}
