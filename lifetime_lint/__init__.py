@@ -4,4 +4,4 @@ The linter (this package, `lifetime_lint.rules`) needs only libcst and click; th
 that fixed code calls live in `lifetime_lint.runtime` and import torch lazily.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -565,8 +565,9 @@ def _insert_in_section(
     if previous is None:
         return Edit(end, end, code + newline + newline * gap_below)
     start = context.line_after(previous)
-    if context.source[start:end].strip():
-        # Something other than blank lines between them (a detached comment): keep it.
+    if _not_blank(context.source[start:end]):
+        # Something other than blank lines between them (a detached comment, a form
+        # feed): keep it.
         return Edit(end, end, code + newline + newline * gap_below)
     # The blank lines between the two neighbours are rewritten to what each side needs.
     return Edit(start, end, newline * gap_above + code + newline + newline * gap_below)
@@ -662,11 +663,15 @@ def _new_import_block(context: FileContext, code: str) -> Edit:
         at, before = len(source), ""
     if at == len(source) and source and not source.endswith(("\n", "\r")):
         before = newline + before
-    rest = source[at:].splitlines()
     blank = 0
-    while blank < len(rest) and not rest[blank].strip():
+    cursor = at
+    while cursor < len(source):
+        line_end = _line_end_after(source, cursor)
+        if _not_blank(source[cursor:line_end]):
+            break
         blank += 1
-    following = rest[blank].lstrip() if blank < len(rest) else ""
+        cursor = line_end
+    following = source[cursor : _line_end_after(source, cursor)].lstrip()
     if not following:
         return Edit(at, at, before + code + newline)
     wanted = 2 if following.startswith(("def ", "class ", "@", "async def ")) else 1
@@ -792,7 +797,7 @@ def _without_stranded_blank_lines(source: str, edit: Edit) -> Edit:
     cursor = edit.start
     while cursor > 0:
         line_start = _line_start_before(source, cursor)
-        if source[line_start:cursor].strip():
+        if _not_blank(source[line_start:cursor]):
             break
         blank_above += 1
         cursor = line_start
@@ -801,7 +806,7 @@ def _without_stranded_blank_lines(source: str, edit: Edit) -> Edit:
     blank_below = 0
     while end < len(source):
         line_end = _line_end_after(source, end)
-        if source[end:line_end].strip():
+        if _not_blank(source[end:line_end]):
             break
         blank_below += 1
         end = line_end
@@ -817,6 +822,12 @@ def _without_stranded_blank_lines(source: str, edit: Edit) -> Edit:
     for _ in range(drop):
         end = _line_end_after(source, end)
     return Edit(edit.start, end, "")
+
+
+def _not_blank(text: str) -> bool:
+    """Whether `text` holds more than blank lines. A form feed counts as content: it is
+    the file's own page break, and a fix never deletes or rewrites one."""
+    return bool(text.strip()) or "\x0c" in text
 
 
 def _at_line_start(source: str, offset: int) -> bool:

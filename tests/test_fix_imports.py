@@ -451,3 +451,19 @@ def test_a_fix_line_longer_than_the_line_length_is_wrapped(tmp_path: Path) -> No
         """, line_length=72)  # fmt: skip
     after = _fix_and_check(module)
     assert "ChunkWriter(\n" in after, after
+
+
+@pytest.mark.parametrize("between", ["\x0c\n", "\n\x0c\n", "\x0c"])
+def test_a_form_feed_between_imports_survives_the_fix(tmp_path: Path, between: str) -> None:
+    """A page break is the file's own: placing an import or removing an orphaned one never
+    takes a form feed for a blank line (found by the fuzz test of test_fix_safety.py)."""
+    module = _project(tmp_path, "")
+    module.write_bytes(
+        b"import torch\n" + between.encode() + b"from torch.cuda import empty_cache\n\n\n"
+        b"def f(x):\n    empty_cache()\n    return x\n"
+    )
+    _lint(module, "--fix")
+    after = module.read_bytes()
+    assert b"reclaim()" in after, after
+    assert after.count(b"\x0c") == 1, after
+    compile(after, str(module), "exec")
