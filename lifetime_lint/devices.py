@@ -123,8 +123,22 @@ def _may_name_a_device_function(
     name = func.value
     if name in wanted or context.imports.is_bound_locally(name):
         return True
-    source = context.source
-    return "import *" in source or re.search(rf"\b{re.escape(name)}\s*=[^=]", source) is not None
+    return "import *" in context.source or name in _assigned_names(context)
+
+
+# A name followed by `=` (not `==`): where a bare name may be bound to a device function.
+_ASSIGNED_NAME = re.compile(r"\b((?!\d)\w+)(?=\s*=[^=])")
+
+
+def _assigned_names(context: FileContext) -> frozenset[str]:
+    """Every name the file's text assigns with `=`, found in one pass and memoised: a
+    search of the whole text per call made this filter cost calls x file size."""
+    names = context.memo.get("devices.assigned_names")
+    if names is None:
+        names = context.memo["devices.assigned_names"] = frozenset(
+            _ASSIGNED_NAME.findall(context.source)
+        )
+    return names
 
 
 def describe_ladder(context: FileContext, call: CudaCall) -> str:

@@ -70,3 +70,23 @@ def test_every_spelling_of_a_backward_call_is_scanned(text: str) -> None:
 def test_text_without_a_backward_call_is_not_scanned(text: str) -> None:
     assert any(trigger in text for trigger in AutogradHistoryKept.triggers + ("backward",))
     assert not _may_call_backward_in(text)
+
+
+def test_assigned_names_answer_as_the_per_name_search_did() -> None:
+    """LL004/LL005's filter for renamed device functions reads one memoised set of assigned
+    names instead of searching the whole text for `name =` at every bare call; on random
+    text over the characters that matter it answers exactly as that search did."""
+    import random
+    import re
+
+    from lifetime_lint.devices import _ASSIGNED_NAME
+
+    rng = random.Random(7)
+    alphabet = "ab1_ =\n.()\u00e9"
+    names = ["a", "b", "ab", "a1", "_", "\u00e9", "ba", "a_b", "a\u00e9"]
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        assigned = set(_ASSIGNED_NAME.findall(text))
+        for name in names:
+            searched = re.search(rf"\b{re.escape(name)}\s*=[^=]", text) is not None
+            assert searched == (name in assigned), (text, name)
