@@ -20,6 +20,7 @@ from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.dataflow import Dataflow
+from lifetime_lint.analysis.domain import file_domain
 from lifetime_lint.analysis.tables import MODEL_CALLS
 from lifetime_lint.devices import Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
@@ -240,8 +241,8 @@ class TensorKeptAlive(Rule):
         if _is_compiled(node):
             return
         facts = F.facts_for(self.context, node, self.max_nodes)
-        if facts is None:
-            return
+        if facts is None or facts.kernel_dsl:
+            return  # (a kernel-DSL body holds per-tile values, not tensors)
         _Analysis(self, facts).run()
 
     # -- heavy work, with this rule's options ---------------------------------------------
@@ -319,6 +320,7 @@ class _Analysis:
         self._loop_work: dict[int, tuple[F.Work, cst.Call | None]] = {}
         self.flow: Dataflow | None = None
         self._owner_name = facts.owner.name.value if facts.owner is not None else None
+        self._peak: int | None = None
 
     def run(self) -> None:
         cfg = self.cfg
@@ -358,7 +360,9 @@ class _Analysis:
             if self._shared_live(info, real):
                 continue
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
-            origin = S.domain_origin(origin, self.context.path, self._owner_name)
+            origin = S.domain_origin(
+                origin, self.context.path, self._owner_name, file_domain(self.context)
+            )
             if S.size_class(origin) == S.TINY:
                 continue
             held = self._held_across(info, name, real)
@@ -375,7 +379,9 @@ class _Analysis:
                 self.context.position(held.node).start.line
                 <= self.context.position(info.statement).start.line
             )  # held into the next iteration: one chunk's worth
-            estimate = S.estimate(origin, held.work, one_chunk=carried)
+            estimate = S.estimate(
+                origin, held.work, one_chunk=carried, function_peak=self._function_peak()
+            )
             if not library:
                 # Tests, examples, benchmarks, scripts: small inputs, run once (the shared
                 # non-library globs): low, shown with `min-significance = "low"`.
@@ -384,6 +390,16 @@ class _Analysis:
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)
         self._report(pending, groups)
+
+    def _function_peak(self) -> int:
+        """The level of the heaviest work anywhere in the function (memoised per node)."""
+        if self._peak is None:
+            headers = {n.index for n in self.cfg.nodes if n.loop_body}
+            self._peak = max(
+                (self._work_of_node(node, headers)[0].level for node in self.cfg.nodes),
+                default=F.NONE,
+            )
+        return self._peak
 
     # -- decide: which bindings alone own a tensor ---------------------------------------
     def _reportable(self, site: DefSite) -> str | None:
@@ -761,6 +777,10 @@ class _Analysis:
             label = "the helper that runs sublayers,"
         elif work.kind == "module-parameter":
             label = "the call of a module passed in,"
+        elif work.sized_by == "large":
+            label = "the sublayer over large inputs"
+        elif work.sized_by == "conditioning":
+            label = "one conditioning-stream sublayer,"
         elif work.level >= F.PEAK:
             label = "the sublayer"
         else:

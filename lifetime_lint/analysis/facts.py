@@ -97,6 +97,11 @@ class Work:
     # closure, module-parameter, loop, none
     by_pattern: bool = False  # model-level only because its name matches MODEL_CALLS
     parts: tuple[str, ...] = ()  # the callee's dotted name, split
+    # What sized it down from its callee's name (`_sized_by_inputs`): "conditioning" (its
+    # input is the text/conditioning stream), "tiny" (its inputs are ids, sizes, masks),
+    # "in-place" (a collective that reduces into its input), "large" (sized up: its input
+    # is decoded frames or logits); "" when nothing did.
+    sized_by: str = ""
 
 
 _NO_WORK = Work(NONE, "none")
@@ -340,7 +345,34 @@ class FunctionFacts:
         self._nested: dict[str, cst.FunctionDef] = {}
         self._module_params: set[str] | None = None
         self._loop_modules: dict[str, Work] | None = None
+        self._kernel_dsl: bool | None = None
         self._mark_dynamic_aliases()
+
+    @property
+    def _in_autoencoder(self) -> bool:
+        name = self.owner.name.value.lower() if self.owner is not None else ""
+        return "autoencoder" in name or "vae" in name
+
+    @property
+    def kernel_dsl(self) -> bool:
+        """A kernel-DSL body (Triton, Helion, TileLang, CuTe...): its "tensors" are per-tile
+        values in registers or shared memory, not tensors a `del` could free. Known by a
+        decorator from such a package (`@triton.jit`, `@helion.kernel`) or by calls into
+        its language module (`hl.tile(...)`, `tl.load(...)`) in the body."""
+        if self._kernel_dsl is None:
+            found = any(
+                _is_kernel_dsl_name(self.context.qualified_name(_decorator_callee(d)) or "")
+                for d in self.function.decorators
+            )
+            if not found:
+                found = any(
+                    _is_kernel_language(self.context.qualified_name(call.func) or "")
+                    for node in self.cfg.nodes
+                    for call in node.calls
+                    if isinstance(call.func, cst.Attribute)
+                )
+            self._kernel_dsl = found
+        return self._kernel_dsl
 
     # -- flow facts ----------------------------------------------------------------------
     @property
@@ -741,6 +773,12 @@ class FunctionFacts:
             origin = _origin_of_work(work)
             if origin == ACTIVATION and work.kind in ("submodule", "module-parameter"):
                 origin = self._conditioning_input(call, node) or origin
+            elif origin == MODEL_OUTPUT and work.kind == "encode" and self._in_autoencoder:
+                origin = LATENTS  # `self.encoder(tile)` of an autoencoder: latent moments
+            elif origin == MODEL_OUTPUT and any(
+                a.keyword is not None and a.keyword.value in _DENOISER_KEYWORDS for a in call.args
+            ):
+                origin = LATENTS  # `self.transformer(x, timestep=t)`: a latent-space prediction
             return ValueFact(TENSOR, origin)
         callee = self.local_callee(call)
         if callee is not None:
@@ -818,6 +856,10 @@ class FunctionFacts:
                 return _METADATA
             return ValueFact(VIEW, first.origin, first.sources, tensor=True)
         if last in T.ALLOCATORS:
+            if last.endswith("_like") and call.args:
+                like = self.expression(call.args[0].value, node)
+                if like.is_tensor:
+                    return ValueFact(TENSOR, like.origin)  # exactly its template's size
             if last in ("randn", "rand", "randint", "normal"):
                 return ValueFact(TENSOR, LATENTS)
             return ValueFact(TENSOR, ALLOCATION)
@@ -1005,6 +1047,14 @@ class FunctionFacts:
         if not isinstance(expr, cst.Call):
             return False
         work = self.work(expr)
+        owner = self.owner_facts
+        if (
+            owner is not None
+            and len(work.parts) == 2
+            and work.parts[0] == "self"
+            and work.parts[1] not in owner.submodules
+        ):
+            return False  # `await self._check_model(request)`: a coroutine, not a module
         if work.kind in ("model", "decode", "encode", "encoder"):
             return work.parts[-1:] != ("call",)
         return work.kind == "submodule" and len(work.parts) == 2
@@ -1127,7 +1177,7 @@ class FunctionFacts:
         assert self._contents is not None
         given = self._contents.get(site.index, [])
         initial = self.value(site)
-        if initial.kind == CONTAINER and initial.origin != SMALL:
+        if initial.kind == CONTAINER and (initial.origin != SMALL or _filled_display(site.value)):
             given = given + [ValueFact(TENSOR, initial.origin)]  # a display or comprehension
         if site.kind in ("annassign", "param") and site.annotation is not None:
             if _annotation_holds_tensors(site.annotation):
@@ -1301,9 +1351,107 @@ class FunctionFacts:
         """How heavy a call is (memoised)."""
         cached = self._work.get(id(call))
         if cached is None:
-            cached = self._classify_work(call)
+            cached = self._sized_by_inputs(call, self._classify_work(call))
             self._work[id(call)] = cached
         return cached
+
+    def _sized_by_inputs(self, call: cst.Call, work: Work) -> Work:
+        """How heavy a piece of work is follows from the size of its inputs (dataflow), not
+        only from its callee's name: a feed-forward over the text stream
+        (`self.ff_context(norm_encoder_hidden_states)`) works on a few hundred tokens after
+        the image stream's feed-forward set the block's peak, and a gather of per-tile
+        metadata moves a few bytes. A collective that reduces into its input
+        (`dist.all_reduce(x)`, `tensor_model_parallel_all_reduce(x)`) allocates nothing."""
+        kind = work.kind
+        if kind == "collective":
+            last = work.parts[-1].lower() if work.parts else ""
+            if last in T.IN_PLACE_COLLECTIVES or any(w in last for w in T.IN_PLACE_WORDS):
+                return Work(LIGHT, kind, work.by_pattern, work.parts, "in-place")
+            if self._input_class(call, every=True) == SMALL:
+                return Work(LIGHT, kind, work.by_pattern, work.parts, "tiny")
+            return work
+        if kind == "concatenation" and self._joins_small(call):
+            # `torch.cat(image_latents)`: latent-sized, not an output-sized join.
+            return Work(work.level, kind, work.by_pattern, work.parts, "small")
+        if work.level not in (LAYER, PEAK) or kind not in _INPUT_SIZED_KINDS:
+            return work
+        size = self._input_class(call, every=False)
+        if size in (DECODED, LOGITS) and work.level == LAYER:
+            # `self.upsampler(video)` over decoded frames: output-resolution work.
+            return Work(PEAK, kind, work.by_pattern, work.parts, "large")
+        if size == SMALL:
+            return Work(LIGHT, kind, work.by_pattern, work.parts, "tiny")
+        if size == CONDITIONING:
+            return Work(LAYER, kind, work.by_pattern, work.parts, "conditioning")
+        return work
+
+    def _input_class(self, call: cst.Call, every: bool) -> str | None:
+        """SMALL when the call's main input (`every`: each of its tensor inputs) is tiny
+        (ids, sizes, masks, reductions), CONDITIONING when it is conditioning-sized (the
+        text/encoder stream), DECODED or LOGITS when it is large, None otherwise or when
+        unknown."""
+        from lifetime_lint.analysis.significance import name_origin  # (it imports this module)
+
+        node = self._node_of_call(call)
+        if node is None:
+            return None
+        args = [a for a in call.args if not a.star and (every or a.keyword is None)]
+        if not every:
+            args = args[:1]
+        classes: set[str] = set()
+        for arg in args:
+            value = arg.value
+            fact = self.expression(value, node)
+            if fact.kind == METADATA or (
+                arg.keyword is not None and not fact.is_tensor and fact.kind != CONTAINER
+            ):
+                continue  # (`group=self.group`: an option, not an input)
+            if fact.kind == CONTAINER:
+                origin = fact.origin
+            elif isinstance(value, cst.Name):
+                # The name may say conditioning (`norm_encoder_hidden_states`); tiny only
+                # when dataflow agrees or knows nothing (`x_mod` may be a whole activation).
+                origin = fact.origin if fact.is_tensor else ACTIVATION
+                named = name_origin(value.value, origin)
+                if named == CONDITIONING or (named == SMALL and not fact.is_tensor):
+                    origin = named
+            elif fact.is_tensor:
+                origin = fact.origin
+            else:
+                return None
+            classes.add(origin)
+        if not classes:
+            return None
+        for large in (DECODED, LOGITS):
+            if large in classes:
+                return large
+        if classes == {SMALL}:
+            return SMALL
+        if classes <= {SMALL, CONDITIONING}:
+            return CONDITIONING
+        return None
+
+    def _joins_small(self, call: cst.Call) -> bool:
+        """A concatenation whose inputs are known to be small-sized (latents, conditioning,
+        ids): its result is no output-sized join."""
+        from lifetime_lint.analysis.significance import SMALL_SIZED, TINY, name_origin, size_class
+
+        node = self._node_of_call(call)
+        if node is None or not call.args:
+            return False
+        first = call.args[0].value
+        fact = self.expression(first, node)
+        if not fact.is_tensor and fact.kind != CONTAINER:
+            return False
+        origin = fact.origin
+        if isinstance(first, cst.Name):
+            origin = name_origin(first.value, origin)
+        return size_class(origin) in (SMALL_SIZED, TINY)
+
+    def _node_of_call(self, call: cst.Call) -> Node | None:
+        if self._call_nodes is None:
+            self._call_nodes = {id(c): n for n in self.cfg.nodes for c in n.calls}
+        return self._call_nodes.get(id(call))
 
     def _classify_work(self, call: cst.Call) -> Work:
         func = call.func
@@ -1416,9 +1564,7 @@ class FunctionFacts:
     def _joins_large(self, call: cst.Call) -> bool:
         if not call.args:
             return False
-        if self._call_nodes is None:
-            self._call_nodes = {id(c): n for n in self.cfg.nodes for c in n.calls}
-        node = self._call_nodes.get(id(call))
+        node = self._node_of_call(call)
         if node is None:
             return False
         inputs = self.expression(call.args[0].value, node)
@@ -1557,6 +1703,41 @@ class FunctionFacts:
         if best.level <= LIGHT:
             return _NO_WORK
         return Work(best.level, "loop", best.by_pattern, best.parts)
+
+
+# Packages of kernel DSLs, and their language modules (whose calls mark a kernel body).
+_KERNEL_PACKAGES = ("triton", "helion", "tilelang", "cutlass", "cuda.tile", "numba.cuda", "warp")
+_KERNEL_LANGUAGES = (
+    "triton.language.", "helion.language.", "tilelang.language.", "cutlass.cute.",
+    "numba.cuda.", "warp.", "cuda.tile.",
+)  # fmt: skip
+
+
+def _decorator_callee(decorator: cst.Decorator) -> cst.BaseExpression:
+    expr = decorator.decorator
+    return expr.func if isinstance(expr, cst.Call) else expr
+
+
+def _is_kernel_dsl_name(qualified: str) -> bool:
+    return any(qualified == p or qualified.startswith(p + ".") for p in _KERNEL_PACKAGES)
+
+
+def _is_kernel_language(qualified: str) -> bool:
+    return qualified.startswith(_KERNEL_LANGUAGES)
+
+
+def _filled_display(value: cst.BaseExpression | None) -> bool:
+    """A comprehension or a non-empty display (an empty `[]` is filled by what is put in)."""
+    if isinstance(value, (cst.ListComp, cst.SetComp, cst.DictComp)):
+        return True
+    return isinstance(value, (cst.List, cst.Tuple, cst.Set, cst.Dict)) and bool(value.elements)
+
+
+# Keywords of a denoiser's call: its output is a prediction the size of its latent input.
+_DENOISER_KEYWORDS = frozenset({"timestep", "timesteps", "sigma", "sigmas", "noise_level"})
+
+# Work whose weight follows its main input: sublayers, module parameters, torch ops.
+_INPUT_SIZED_KINDS = frozenset({"submodule", "module-parameter", "torch-op"})
 
 
 def _from_calls(value: cst.BaseExpression, fact: ValueFact) -> bool:
@@ -1708,6 +1889,8 @@ def _origin_of_work(work: Work) -> str:
         last = work.parts[-1].lower() if work.parts else ""
         if "lm_head" in last or "logits" in last:
             return LOGITS
+        if last == "generate":
+            return SMALL  # `model.generate(...)` returns token ids: batch x new tokens
         return MODEL_OUTPUT
     if work.parts and "lm_head" in work.parts[-1].lower():
         return LOGITS
