@@ -969,7 +969,8 @@ class FunctionFacts:
                                 [
                                     helper.returned(value.elements[i].value, node)  # type: ignore[union-attr]
                                     for value, node in returns
-                                ]
+                                ],
+                                keep_views=True,
                             )
                             for i in range(length)
                         )
@@ -1011,8 +1012,56 @@ class FunctionFacts:
             if element.value is site.target:
                 if item.kind in (TENSOR, CONTAINER):
                     return ValueFact(item.kind, item.origin)
+                if item.kind == VIEW and item.tensor:
+                    return self._view_of_argument(item, callee, call, site.node)
                 return _METADATA if item.kind == METADATA else None
         return None
+
+    def _view_of_argument(
+        self, item: ValueFact, callee: cst.FunctionDef, call: cst.Call, node: Node
+    ) -> ValueFact | None:
+        """`q, k, v, z = self.split_qkvz(projected)` where the helper returns
+        `torch.split(mixed.view(...))` pieces of its parameter: each name is a view of the
+        caller's argument (deleting the argument frees nothing while `z` lives)."""
+        helper = self._helper_facts(callee)
+        if helper is None:
+            return None
+        roots: set[str] = set()
+        pending = list(item.sources)
+        seen: set[int] = set()
+        while pending:
+            source = pending.pop()
+            if source.index in seen:
+                continue
+            seen.add(source.index)
+            if source.kind == "param":
+                roots.add(source.name)
+                continue
+            fact = helper.value(source)
+            if fact.kind != VIEW or not fact.sources:
+                return None  # a fresh tensor somewhere along the chain: not a view
+            pending.extend(fact.sources)
+        if not roots:
+            return None
+        params = [p.name.value for p in callee.params.params]
+        if params and params[0] in ("self", "cls") and isinstance(call.func, cst.Attribute):
+            params = params[1:]
+        sites: list[DefSite] = []
+        for root in roots:
+            argument = None
+            for index, arg in enumerate(call.args):
+                if arg.star:
+                    return None
+                if (arg.keyword is None and index < len(params) and params[index] == root) or (
+                    arg.keyword is not None and arg.keyword.value == root
+                ):
+                    argument = arg.value
+            if not isinstance(argument, cst.Name):
+                return None
+            sites.extend(self.reaching(node, argument.value))
+        if not sites:
+            return None
+        return ValueFact(VIEW, item.origin, tuple(sites), tensor=True)
 
     def helper_work(self, function: cst.FunctionDef) -> Work:
         """The heaviest work a helper of this file does (its own calls, one level deep)."""
@@ -1752,8 +1801,9 @@ def _from_calls(value: cst.BaseExpression, fact: ValueFact) -> bool:
     )
 
 
-def _combined_returns(facts: list[ValueFact]) -> ValueFact:
-    """One fact for all the values a helper may return."""
+def _combined_returns(facts: list[ValueFact], keep_views: bool = False) -> ValueFact:
+    """One fact for all the values a helper may return. `keep_views`: views of the helper's
+    own bindings stay views (their sources are the helper's: the caller must map them)."""
     facts = [f for f in facts if f != _METADATA] or facts
     if not facts:
         return _METADATA
@@ -1765,6 +1815,10 @@ def _combined_returns(facts: list[ValueFact]) -> ValueFact:
         f.kind in (TENSOR, CONTAINER) for f in facts
     ):
         return ValueFact(TENSOR, _largest(f.origin for f in facts))  # may be its input
+    if keep_views and all(f.kind == VIEW and f.tensor and f.sources for f in facts):
+        # Views of the helper's own bindings (of its parameters, `_view_of_argument`).
+        sources = tuple(s for f in facts for s in f.sources)
+        return ValueFact(VIEW, _largest(f.origin for f in facts), sources, tensor=True)
     if all(f.kind == METADATA for f in facts):
         return _METADATA
     return _UNKNOWN
