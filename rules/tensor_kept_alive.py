@@ -74,10 +74,22 @@ class TensorKeptAlive(Rule):
       (usually a few MiB) held across anything, and the previous chunk of decoded frames
       held across the next decoder call (the decoder's activations dwarf one chunk).
     Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not heavy work.
+    How heavy work is follows from its inputs: a sublayer over the conditioning stream
+    (`self.ff_context(norm_encoder_hidden_states)` in a dual-stream block: a few hundred
+    text tokens) is one other sublayer whatever its name, one over ids or sizes is light,
+    one over decoded frames sets the peak; an all-reduce (`dist.all_reduce(x)`,
+    `tensor_model_parallel_all_reduce(x)`) reduces into its input and allocates nothing,
+    nor does a gather of sizes. A value held only across work lighter than the function's
+    heaviest work (the post-norm after the vision tower, latent packing after the VAE
+    encode) is not alive at the function's peak and counts one level down. In a file whose
+    code is about audio or speech (mel, waveform, codebooks, CTC), detection
+    post-processing, or a text model with a learned position table (no rotary positions),
+    activations, outputs and logits are small (a few MiB at real sizes).
     Findings in tests, examples, benchmarks and scripts (the non-library globs the
     portability rules share) are `low`: small inputs, run once.
     The default run reports `medium` and `high`; `min-significance = "low"` under
-    `[tool.lifetime-lint]` shows the rest.
+    `[tool.lifetime-lint]` shows the rest, and `--statistics` counts the findings below
+    the bar.
 
     The analysis is a per-function control-flow graph (if/elif/else, for/while with else,
     break/continue, try/except/else/finally, with, match, return, raise, async forms) with
@@ -113,7 +125,10 @@ class TensorKeptAlive(Rule):
     parameter, loop target, literal, `len(...)`, `math.ceil(...)`, `a // b` over numbers,
     `.shape[i]`, `.item()`, a string or path, a JSON or msgpack decode, an awaited RPC
     result, a value tested for truth (`if x:`), or the result of an unknown function. Small
-    tensors (reductions, ids, masks, positions, timesteps) are never reported.
+    tensors (reductions, ids, masks, positions, timesteps, the token ids `generate`
+    returns, the indices `torch.where(mask)` returns) are never reported, nor is anything
+    in a kernel-DSL body (`@triton.jit`, `@helion.kernel`, code calling `tl.*`/`hl.*`),
+    whose values are per-tile registers.
 
     ## Example
     ```python

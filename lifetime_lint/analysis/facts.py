@@ -838,8 +838,10 @@ class FunctionFacts:
             return _UNKNOWN  # module constructors and helpers
         if last[:1].isupper() and last not in T.TORCH_SMALL_FUNCTIONS:
             return _METADATA  # classes: torch.Size, torch.Generator, ...
-        if last in T.TORCH_SMALL_FUNCTIONS or last in T.REDUCTIONS:
+        if last in T.TORCH_SMALL_FUNCTIONS or last in T.REDUCTIONS or last in T.INDEX_FUNCTIONS:
             return ValueFact(TENSOR, SMALL)
+        if last == "where" and len(call.args) == 1:
+            return ValueFact(TENSOR, SMALL)  # `torch.where(mask)`: the indices of a mask
         if qualified in T.CONCATENATIONS:
             inputs = self.expression(call.args[0].value, node) if call.args else _UNKNOWN
             origin = inputs.origin if inputs.kind == CONTAINER else CONCATENATION

@@ -24,7 +24,11 @@ The bar (`DEFAULT_BAR`, "medium"): the default run reports `high` and `medium`.
 | small | low | low | low |
 
 A value held from the previous iteration of a loop (`out_` of a chunked decode, rebound each
-iteration) is one chunk of many: it counts one size class smaller.
+iteration) is one chunk of many: it counts one size class smaller. A value held only across
+work lighter than its function's heaviest work (`function_peak`) is not alive at the peak:
+one level down. How heavy the work is follows from its inputs (`facts.Work.sized_by`: the
+text stream's feed-forward is conditioning-sized, an in-place all-reduce allocates nothing),
+and how large an activation is follows from the file's model domain (`domain.py`).
 
 Calibration (docs/architecture.md has the figures): diffusers' WanPipeline, 480p, 81
 frames on an H200: the attention output of a transformer block held across the block's

@@ -145,6 +145,8 @@ TORCH_SMALL_FUNCTIONS = frozenset(
     {"tensor", "as_tensor", "arange", "linspace", "logspace", "from_numpy", "scalar_tensor",
      "LongTensor", "IntTensor", "FloatTensor", "BoolTensor"}
 )  # fmt: skip
+# torch functions returning the indices of a mask (integers per hit, not activations).
+INDEX_FUNCTIONS = frozenset({"nonzero", "argwhere", "searchsorted", "bucketize"})
 # Concatenations: a new tensor the size of all inputs together.
 CONCATENATIONS = frozenset(
     {"torch.cat", "torch.concat", "torch.concatenate", "torch.stack", "torch.hstack",
