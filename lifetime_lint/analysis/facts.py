@@ -348,6 +348,20 @@ class FunctionFacts:
         self._kernel_dsl: bool | None = None
         self._mark_dynamic_aliases()
 
+    def _reads_text(self, call: cst.Call, node: Node) -> bool:
+        """A module call over strings (`self.byte5(byte5_texts)`): a text encoder."""
+        first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+        if first is None:
+            return False
+        if isinstance(first, (cst.SimpleString, cst.FormattedString)):
+            return True
+        if isinstance(first, cst.Name):
+            words = set(first.value.lower().split("_"))
+            return bool(words & {"text", "texts", "prompt", "prompts", "caption", "captions"}) and (
+                self.expression(first, node).kind in (METADATA, UNKNOWN)
+            )
+        return False
+
     @property
     def _in_autoencoder(self) -> bool:
         name = self.owner.name.value.lower() if self.owner is not None else ""
@@ -773,6 +787,8 @@ class FunctionFacts:
             origin = _origin_of_work(work)
             if origin == ACTIVATION and work.kind in ("submodule", "module-parameter"):
                 origin = self._conditioning_input(call, node) or origin
+            elif origin in (MODEL_OUTPUT, ACTIVATION) and self._reads_text(call, node):
+                origin = CONDITIONING  # `self.byte5(texts)`: a text encoder's features
             elif origin == MODEL_OUTPUT and work.kind == "encode" and self._in_autoencoder:
                 origin = LATENTS  # `self.encoder(tile)` of an autoencoder: latent moments
             elif origin == MODEL_OUTPUT and any(
@@ -793,6 +809,11 @@ class FunctionFacts:
         method = func.attr.value
         if method in T.METADATA_METHODS:
             return _METADATA
+        if method not in ("to", "type", "cuda", "view") and any(
+            a.keyword is None and isinstance(a.value, (cst.SimpleString, cst.FormattedString))
+            for a in call.args[:1]
+        ):
+            return _METADATA  # `address.split(":")`: a string method, not a tensor's
         receiver = func.value
         if isinstance(receiver, cst.Name) and receiver.value == "self":
             return _UNKNOWN
@@ -859,9 +880,16 @@ class FunctionFacts:
             return ValueFact(VIEW, first.origin, first.sources, tensor=True)
         if last in T.ALLOCATORS:
             if last.endswith("_like") and call.args:
-                like = self.expression(call.args[0].value, node)
+                template = call.args[0].value
+                like = self.expression(template, node)
                 if like.is_tensor:
                     return ValueFact(TENSOR, like.origin)  # exactly its template's size
+                if isinstance(template, cst.Name):
+                    from lifetime_lint.analysis.significance import name_origin
+
+                    return ValueFact(TENSOR, name_origin(template.value, ALLOCATION))
+            if _small_shape(call):
+                return ValueFact(TENSOR, SMALL)  # `torch.ones(batch, 1)`, `torch.zeros(n, 4)`
             if last in ("randn", "rand", "randint", "normal"):
                 return ValueFact(TENSOR, LATENTS)
             return ValueFact(TENSOR, ALLOCATION)
@@ -1416,7 +1444,11 @@ class FunctionFacts:
         kind = work.kind
         if kind == "collective":
             last = work.parts[-1].lower() if work.parts else ""
-            if last in T.IN_PLACE_COLLECTIVES or any(w in last for w in T.IN_PLACE_WORDS):
+            if (
+                last in T.IN_PLACE_COLLECTIVES
+                or last in T.OBJECT_COLLECTIVES
+                or any(w in last for w in T.IN_PLACE_WORDS)
+            ):
                 return Work(LIGHT, kind, work.by_pattern, work.parts, "in-place")
             if self._input_class(call, every=True) == SMALL:
                 return Work(LIGHT, kind, work.by_pattern, work.parts, "tiny")
@@ -1528,6 +1560,8 @@ class FunctionFacts:
         last = parts[-1]
         if last[:1].isupper():
             return _NO_WORK  # a class: `DecoderOutput(...)`
+        if last.lstrip("_").startswith(_LOADERS):
+            return _NO_WORK  # `get_model()`, `load_vae(...)`: returns a module or config
         lowered = [part.lower() for part in parts]
         if any(_glob_any(part, T.LIGHT_OWNERS) for part in lowered):
             return _NO_WORK
@@ -1591,8 +1625,10 @@ class FunctionFacts:
                 # `self.attn.to_out[0](x)`, `self.mlp.fc1(x)`: a piece of a sublayer.
                 if name in T.METADATA_METHODS or name in _MODULE_BOOKKEEPING:
                     return _NO_WORK
-                if len(parts) == 3 and _is_tensor_method(name):
-                    return _NO_WORK  # `self.table.unsqueeze(0)`: a parameter's method
+                if len(parts) >= 3 and _is_tensor_method(name):
+                    # `self.table.unsqueeze(0)`, `self.vae.latents_std.view(...)`: a
+                    # parameter's or buffer's method, not the module's work.
+                    return _NO_WORK
                 return Work(
                     LIGHT if _glob_any(name, T.LIGHT_SUBMODULES) else LAYER,
                     "submodule",
@@ -1762,6 +1798,17 @@ _KERNEL_LANGUAGES = (
     "triton.language.", "helion.language.", "tilelang.language.", "cutlass.cute.",
     "numba.cuda.", "warp.", "cuda.tile.",
 )  # fmt: skip
+
+
+def _small_shape(call: cst.Call) -> bool:
+    """An allocation of at most two dimensions, one of them a small literal
+    (`torch.ones(batch, 1)`, `torch.zeros(max_objs, 4)`): a vector or a few columns."""
+    dims = [a.value for a in call.args if a.keyword is None and not a.star]
+    if len(dims) == 1 and isinstance(dims[0], (cst.Tuple, cst.List)):
+        dims = [e.value for e in dims[0].elements]
+    if not 1 <= len(dims) <= 2:
+        return False
+    return any(isinstance(d, cst.Integer) and int(d.value, 0) <= 16 for d in dims)
 
 
 def _decorator_callee(decorator: cst.Decorator) -> cst.BaseExpression:

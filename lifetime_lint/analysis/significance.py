@@ -341,6 +341,7 @@ _CONDITIONING_WORDS = frozenset(
         "conditioning",
         "context",
         "caption",
+        "cap",
         "negative",
         "pooled",
     ]

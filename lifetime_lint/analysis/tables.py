@@ -187,6 +187,10 @@ COLLECTIVES = frozenset(
 IN_PLACE_COLLECTIVES = frozenset(
     ["all_reduce", "reduce", "broadcast", "send", "recv", "isend", "irecv", "batch_isend_irecv"]
 )  # fmt: skip
+# Collectives of Python objects (pickled metadata, not tensors).
+OBJECT_COLLECTIVES = frozenset(
+    ["all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list"]
+)  # fmt: skip
 # ... and the words of a project helper's name that say it wraps one
 # (`tensor_model_parallel_all_reduce`).
 IN_PLACE_WORDS = ("all_reduce",)
