@@ -785,10 +785,10 @@ class FunctionFacts:
         work = self.work(call)
         if work.level >= LIGHT and work.kind not in ("collective", "none", "helper"):
             origin = _origin_of_work(work)
-            if origin == ACTIVATION and work.kind in ("submodule", "module-parameter"):
-                origin = self._conditioning_input(call, node) or origin
-            elif origin in (MODEL_OUTPUT, ACTIVATION) and self._reads_text(call, node):
+            if origin in (MODEL_OUTPUT, ACTIVATION) and self._reads_text(call, node):
                 origin = CONDITIONING  # `self.byte5(texts)`: a text encoder's features
+            elif origin == ACTIVATION and work.kind in ("submodule", "module-parameter"):
+                origin = self._conditioning_input(call, node) or origin
             elif origin == MODEL_OUTPUT and work.kind == "encode" and self._in_autoencoder:
                 origin = LATENTS  # `self.encoder(tile)` of an autoencoder: latent moments
             elif origin == MODEL_OUTPUT and any(
@@ -890,6 +890,16 @@ class FunctionFacts:
                     return ValueFact(TENSOR, name_origin(template.value, ALLOCATION))
             if _small_shape(call):
                 return ValueFact(TENSOR, SMALL)  # `torch.ones(batch, 1)`, `torch.zeros(n, 4)`
+            template_name = _shape_template(call)
+            if template_name is not None:
+                # `torch.zeros(cond.shape[0], pad, *cond.shape[2:])`: sized like `cond`.
+                from lifetime_lint.analysis.significance import name_origin
+
+                like = self._name_value(template_name, node)
+                return ValueFact(
+                    TENSOR,
+                    name_origin(template_name, like.origin if like.is_tensor else ALLOCATION),
+                )
             if last in ("randn", "rand", "randint", "normal"):
                 return ValueFact(TENSOR, LATENTS)
             return ValueFact(TENSOR, ALLOCATION)
@@ -1618,6 +1628,8 @@ class FunctionFacts:
                     return self._submodule_work(component, parts, default)
                 if name in T.MAYBE_COPY_METHODS or name in _MODULE_BOOKKEEPING:
                     return _NO_WORK  # `self.unet.to("cpu")`: moving a model is no tensor work
+                if len(parts) >= 4 and _is_tensor_method(name):
+                    return _NO_WORK  # `self.vae.latents_std.view(...)`: a buffer's method
                 if _glob_any(name, T.MODEL_CALLS) or component in owner.registered:
                     return Work(MODEL, _model_kind(parts), parts=parts)
                 if _glob_any(component.lower(), T.MODEL_CALLS) and name in ("forward", "__call__"):
@@ -1809,6 +1821,41 @@ def _small_shape(call: cst.Call) -> bool:
     if not 1 <= len(dims) <= 2:
         return False
     return any(isinstance(d, cst.Integer) and int(d.value, 0) <= 16 for d in dims)
+
+
+def _shape_template(call: cst.Call) -> str | None:
+    """The one tensor whose dimensions (`x.shape[i]`, `x.size(i)`) give an allocation at
+    least two of its sizes, or None."""
+    names: set[str] = set()
+    count = 0
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            continue
+        dims = arg.value.elements if isinstance(arg.value, (cst.Tuple, cst.List)) else [arg.value]
+        for dim in dims:
+            value = dim.value if isinstance(dim, cst.BaseElement) else dim
+            name = _dimension_of(value)
+            if name is not None:
+                names.add(name)
+                count += 1
+    return names.pop() if len(names) == 1 and count >= 2 else None
+
+
+def _dimension_of(value: cst.BaseExpression) -> str | None:
+    """`x.shape[i]` or `x.size(i)`: the name `x`."""
+    if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Attribute):
+        attribute = value.value
+        if attribute.attr.value == "shape" and isinstance(attribute.value, cst.Name):
+            return attribute.value.value
+    if (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "size"
+        and isinstance(value.func.value, cst.Name)
+        and value.args
+    ):
+        return value.func.value.value
+    return None
 
 
 def _decorator_callee(decorator: cst.Decorator) -> cst.BaseExpression:
