@@ -375,9 +375,8 @@ class _Analysis:
             if self._shared_live(info, real):
                 continue
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
-            origin = S.domain_origin(
-                origin, self.context.path, self._owner_name, file_domain(self.context)
-            )
+            domain = file_domain(self.context)
+            origin = S.domain_origin(origin, self.context.path, self._owner_name, domain)
             if S.size_class(origin) == S.TINY:
                 continue
             held = self._held_across(info, name, real)
@@ -395,7 +394,11 @@ class _Analysis:
                 <= self.context.position(info.statement).start.line
             )  # held into the next iteration: one chunk's worth
             estimate = S.estimate(
-                origin, held.work, one_chunk=carried, function_peak=self._function_peak()
+                origin,
+                held.work,
+                one_chunk=carried,
+                function_peak=self._function_peak(),
+                domain=domain,
             )
             if not library:
                 # Tests, examples, benchmarks, scripts: small inputs, run once (the shared

@@ -12,6 +12,7 @@ from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.domain import (
     LARGE_DOMAIN,
     SMALL_DOMAIN,
+    UNJUDGED_DOMAIN,
     UNKNOWN_DOMAIN,
     domain_of_source,
     file_domain,
@@ -111,6 +112,14 @@ def test_held_below_the_functions_peak_counts_one_level_down() -> None:
     assert S.estimate(F.DECODED, latents_join, function_peak=F.MODEL).level == S.LOW
 
 
+def test_an_activation_without_evidence_of_big_inputs_counts_one_level_down() -> None:
+    ffn = F.Work(F.PEAK, "submodule", parts=("self", "ffn"))
+    assert S.estimate(F.ACTIVATION, ffn, domain=LARGE_DOMAIN).level == S.MEDIUM
+    assert S.estimate(F.ACTIVATION, ffn, domain=UNJUDGED_DOMAIN).level == S.MEDIUM
+    assert S.estimate(F.ACTIVATION, ffn, domain=UNKNOWN_DOMAIN).level == S.LOW
+    assert S.estimate(F.DECODED, ffn, domain=UNKNOWN_DOMAIN).level == S.HIGH  # large stays
+
+
 def test_model_domain_from_the_files_words() -> None:
     video = "def f(latents, num_frames):\n" + "    x = conv3d(latents) + timestep\n" * 4
     audio = "def f(audio_waveform, sample_rate):\n" + "    mel = audio_mel(waveform, ctc)\n" * 4
@@ -119,8 +128,10 @@ def test_model_domain_from_the_files_words() -> None:
     assert domain_of_source(video) == LARGE_DOMAIN
     assert domain_of_source(audio) == SMALL_DOMAIN
     assert domain_of_source(legacy) == SMALL_DOMAIN  # sequences capped by a learned table
-    assert domain_of_source(llama) == UNKNOWN_DOMAIN
-    assert domain_of_source("def f(x):\n    return x\n") == UNKNOWN_DOMAIN
+    assert domain_of_source(llama) == UNJUDGED_DOMAIN  # too short to say
+    assert domain_of_source("def f(x):\n    return x\n") == UNJUDGED_DOMAIN
+    utility = "def retrieve(question, index, docs):\n    return index.search(question)\n" * 200
+    assert domain_of_source(utility) == UNKNOWN_DOMAIN  # long, and no sign of big inputs
     context = _context(audio)
     assert file_domain(context) == SMALL_DOMAIN
     assert file_domain(context) == SMALL_DOMAIN  # memoised

@@ -18,7 +18,11 @@ underscores), counted once per file and memoised on the file context:
   panoptic, multimask) dominates, or the file is a text model whose positions come from a
   learned table (`max_position_embeddings`, relative buckets) with no rotary or ALiBi
   positions and no generation vocabulary: its sequences are capped at the table's size;
-- `unknown`: neither (a generic layer, a utility): sizes are not judged from the domain.
+- `unknown`: neither, in a file long enough to show it (a utility, a config layer, a
+  retrieval model): no evidence of many tokens or pixels, so an activation counts one
+  level down;
+- `unjudged`: a file too short to say (a snippet, a small module): sizes are not judged
+  from the domain.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import re
 from collections import Counter
 
 LARGE_DOMAIN, SMALL_DOMAIN, UNKNOWN_DOMAIN = "large", "small", "unknown"
+UNJUDGED_DOMAIN = "unjudged"
 
 MEMO_KEY = "analysis.domain"
 
@@ -55,13 +60,16 @@ _TABLE_POSITIONS = ("max_position_embeddings", "num_buckets")
 _OPEN_POSITIONS = frozenset(["rotary", "rope", "alibi"])
 # Below this many domain words a file says too little to judge.
 _EVIDENCE = 10
+# Below this many identifiers, a file without domain words is too short to judge.
+_LONG_FILE = 1500
 
 
 def domain_of_source(source: str) -> str:
     """The domain (`large`, `small` or `unknown`) of a file's source text."""
     counts: Counter[str] = Counter()
     table_positions = False
-    for word in _WORD.findall(source):
+    words = _WORD.findall(source)
+    for word in words:
         lowered = word.lower()
         if not table_positions and lowered.endswith(_TABLE_POSITIONS):
             table_positions = True
@@ -77,7 +85,7 @@ def domain_of_source(source: str) -> str:
         return SMALL_DOMAIN  # a legacy text model: sequences capped by its position table
     if large >= _EVIDENCE:
         return LARGE_DOMAIN
-    return UNKNOWN_DOMAIN
+    return UNKNOWN_DOMAIN if len(words) >= _LONG_FILE else UNJUDGED_DOMAIN
 
 
 def file_domain(context) -> str:

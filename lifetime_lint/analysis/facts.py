@@ -792,7 +792,7 @@ class FunctionFacts:
             elif origin == MODEL_OUTPUT and work.kind == "encode" and self._in_autoencoder:
                 origin = LATENTS  # `self.encoder(tile)` of an autoencoder: latent moments
             elif origin == MODEL_OUTPUT and any(
-                a.keyword is not None and a.keyword.value in _DENOISER_KEYWORDS for a in call.args
+                a.keyword is not None and _is_denoiser_keyword(a.keyword.value) for a in call.args
             ):
                 origin = LATENTS  # `self.transformer(x, timestep=t)`: a latent-space prediction
             return ValueFact(TENSOR, origin)
@@ -882,12 +882,13 @@ class FunctionFacts:
             if last.endswith("_like") and call.args:
                 template = call.args[0].value
                 like = self.expression(template, node)
-                if like.is_tensor:
-                    return ValueFact(TENSOR, like.origin)  # exactly its template's size
+                origin = like.origin if like.is_tensor else ALLOCATION
                 if isinstance(template, cst.Name):
                     from lifetime_lint.analysis.significance import name_origin
 
-                    return ValueFact(TENSOR, name_origin(template.value, ALLOCATION))
+                    origin = name_origin(template.value, origin)
+                if like.is_tensor or isinstance(template, cst.Name):
+                    return ValueFact(TENSOR, origin)  # exactly its template's size
             if _small_shape(call):
                 return ValueFact(TENSOR, SMALL)  # `torch.ones(batch, 1)`, `torch.zeros(n, 4)`
             template_name = _shape_template(call)
@@ -1879,7 +1880,14 @@ def _filled_display(value: cst.BaseExpression | None) -> bool:
 
 
 # Keywords of a denoiser's call: its output is a prediction the size of its latent input.
-_DENOISER_KEYWORDS = frozenset({"timestep", "timesteps", "sigma", "sigmas", "noise_level"})
+_DENOISER_WORDS = ("timestep", "sigma", "noise_level")
+
+
+def _is_denoiser_keyword(keyword: str) -> bool:
+    """`timestep=t`, `timesteps=`, `sigma_value=`: a noise level a denoiser conditions on."""
+    lowered = keyword.lower()
+    return any(word in lowered for word in _DENOISER_WORDS)
+
 
 # Work whose weight follows its main input: sublayers, module parameters, torch ops.
 _INPUT_SIZED_KINDS = frozenset({"submodule", "module-parameter", "torch-op"})

@@ -46,7 +46,7 @@ import re
 from dataclasses import dataclass
 
 from lifetime_lint.analysis import facts as F
-from lifetime_lint.analysis.domain import SMALL_DOMAIN
+from lifetime_lint.analysis.domain import LARGE_DOMAIN, SMALL_DOMAIN, UNKNOWN_DOMAIN
 from lifetime_lint.config import GLOBAL_KEYS, KEY_VALIDATORS
 
 LOW, MEDIUM, HIGH = "low", "medium", "high"
@@ -110,7 +110,11 @@ _SMALLER = {LARGE: ACTIVATION_SIZED, ACTIVATION_SIZED: SMALL_SIZED}
 
 
 def estimate(
-    origin: str, across: F.Work, one_chunk: bool = False, function_peak: int | None = None
+    origin: str,
+    across: F.Work,
+    one_chunk: bool = False,
+    function_peak: int | None = None,
+    domain: str = LARGE_DOMAIN,
 ) -> Estimate:
     """The significance of holding a value of this origin across this work. `one_chunk`: the
     value is the previous iteration's of a loop (one chunk of many: one size class down).
@@ -118,7 +122,9 @@ def estimate(
     across lighter work (after the encoder ran, or dead before the decode) is not alive at
     the function's peak, so it counts one level down (an output-sized concatenation of
     decoded tiles excepted: there the result sits beside all its inputs; a concatenation of
-    latents or embeddings is no such join)."""
+    latents or embeddings is no such join). `domain`: the file's model domain; an
+    activation in a file with no evidence of many tokens or pixels (`unknown`: neither
+    generation nor long-context vocabulary) counts one level down too."""
     size = size_class(origin)
     decoding = across.kind == "decode" or (
         across.kind in ("helper", "loop", "closure")
@@ -143,6 +149,8 @@ def estimate(
         and (across.kind != "concatenation" or across.sized_by == "small")
         and level != LOW
     ):
+        level = LEVELS[rank(level) - 1]
+    if domain == UNKNOWN_DOMAIN and size == ACTIVATION_SIZED and level != LOW:
         level = LEVELS[rank(level) - 1]
     return Estimate(level, size, across.level)
 
@@ -210,6 +218,10 @@ def name_origin(name: str, origin: str) -> str:
         return F.SMALL  # (a model-level call's output keeps its class whatever its name)
     if origin in (F.DECODED, F.MODEL_OUTPUT) and words & _INDEX_WORDS:
         return F.SMALL  # `video_pos_ids = video_coords.chunk(2)[0]`: positions, not frames
+    if origin == F.DECODED and words & _EMBEDDING_WORDS:
+        return F.CONDITIONING  # `prefix_embeds = self.decode_prefix(h)`: embeddings, not frames
+    if words & _LATENT_WORDS and origin not in (F.DECODED, F.CONDITIONING):
+        return F.LATENTS  # `image_latents`, `tile_latents`: latent space, not pixels
     if "pixel" in words and "values" in words and origin in _PIXEL_INPUT_ORIGINS:
         return F.IMAGE  # `pixel_values`: a processor's preprocessed input images
     if origin in (F.DECODED, F.CONDITIONING):
@@ -261,6 +273,7 @@ _TINY_WORDS = frozenset(
         "t",
         "ts",
         "timestep",
+        "time",
         "timesteps",
         "sigma",
         "sigmas",
@@ -351,5 +364,6 @@ _FEATURE_WORDS = frozenset(
     ["features", "feature", "feats", "feat", "hidden", "states", "tokens", "embeds", "mask"]
 )
 _LATENT_WORDS = frozenset(["latent", "latents", "noise", "pred", "noise_pred"])
+_EMBEDDING_WORDS = frozenset(["embeds", "embed", "embedding", "embeddings", "emb"])
 # What a `pixel_values` binding may come from when it is a model's preprocessed input.
 _PIXEL_INPUT_ORIGINS = frozenset([F.ACTIVATION, F.DECODED, F.CONCATENATION, F.ALLOCATION])
