@@ -46,6 +46,9 @@ from lifetime_lint.config import Settings
 from lifetime_lint.diagnostics import Applicability, Diagnostic, Edit, Fix, Location
 
 DEFAULT_CACHE_DIR = ".lifetime_lint_cache"
+# The first line of a CACHEDIR.TAG (bford.info/cachedir): backup tools, and file discovery
+# (`files.is_cache_folder`), pass over a folder holding one.
+CACHEDIR_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 _FORMAT = 2  # bump when the entry layout changes
 
 
@@ -371,7 +374,7 @@ def prepare_cache_root(root: str) -> None:
     os.makedirs(root, exist_ok=True)
     for name, text in (
         (".gitignore", "# Created by lifetime-lint.\n*\n"),
-        ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"
+        ("CACHEDIR.TAG", CACHEDIR_SIGNATURE.decode() + "\n"
                          "# This is a cache directory created by lifetime-lint.\n"),
     ):  # fmt: skip
         marker = os.path.join(root, name)

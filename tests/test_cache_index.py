@@ -236,3 +236,22 @@ def test_project_memo_sees_an_edited_pyproject(tmp_path: Path) -> None:
     assert project_module.forget_changed_projects() >= 1
     assert project_module.project_for(path).declares is True
     assert str(tmp_path / "other") in project_module._PROJECTS  # untouched, kept
+
+
+def test_discovery_passes_over_cache_folders(tmp_path: Path) -> None:
+    """A folder marked by a CACHEDIR.TAG (the result cache, wherever `--cache-dir` puts it)
+    is not walked: a warm run's cache holds as many folders as the tree it lints. A
+    CACHEDIR.TAG without the standard signature marks nothing."""
+    from lifetime_lint.cache import CACHEDIR_SIGNATURE
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n')
+    (tmp_path / "a.py").write_text(CLEAN)
+    for name, tag in (("marked", CACHEDIR_SIGNATURE + b"\n"), ("unmarked", b"not a tag\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "CACHEDIR.TAG").write_bytes(tag)
+        (tmp_path / name / "b.py").write_text(CLEAN)
+    completed = subprocess.run(
+        [sys.executable, "-m", "lifetime_lint", "check", "--show-files", "--cache-dir",
+         "marked", "."], cwd=tmp_path, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert completed.stdout.split() == ["a.py", os.path.join("unmarked", "b.py")]
