@@ -107,8 +107,7 @@ class Cache:
         self, path: str, info: os.stat_result
     ) -> tuple[list[Diagnostic], dict[str, int]] | None:
         """The findings of `path` from the index, by its stat alone (None: not known)."""
-        absolute = os.path.abspath(path)
-        found = self.index.lookup(absolute, self.settings.relative(path), info)
+        found = self.index.lookup(os.path.abspath(path), self.settings.root, info)
         if found is None:
             return None
         items, left_out = found
@@ -130,8 +129,8 @@ class Cache:
         now_ns: int,
     ) -> None:
         """Index the findings of `path` read after `info` was taken, at `now_ns`."""
-        self.index.record(os.path.abspath(path), self.settings.relative(path), info, key,
-                          diagnostics, left_out, now_ns)  # fmt: skip
+        self.index.record(os.path.abspath(path), self.settings.root, info, key, diagnostics,
+                          left_out, now_ns)  # fmt: skip
 
     def key(self, path: str, data: bytes) -> str:
         digest = hashlib.sha256(self.settings.relative(path).encode() + b"\0")
@@ -250,8 +249,9 @@ def stat_signature(info: os.stat_result) -> list[int]:
 
 
 class StatIndex:
-    """One file mapping each checked path to (stat signature, project stamp, content key,
-    findings, left-out counts): a warm run stats files instead of reading and hashing them.
+    """One file mapping each checked path to (stat signature, project stamp, settings root,
+    content key, findings, left-out counts): a warm run stats files instead of reading and
+    hashing them.
 
     Written whole, by rename, at the end of a run that learnt something; before writing,
     the file on disk is read again and this run's entries are laid over it, so concurrent
@@ -282,15 +282,16 @@ class StatIndex:
         return self._stamps[folder]
 
     def lookup(
-        self, path: str, relative: str, info: os.stat_result
+        self, path: str, root: str, info: os.stat_result
     ) -> tuple[list[Any], dict[str, int]] | None:
         """The stored findings (as JSON items) and left-out counts of the file at the
-        absolute `path`, if its stat and project are as they were when it was indexed."""
+        absolute `path`, if its stat and project are as they were when it was indexed and
+        its settings have the same root (paths relative to it decide per-file-ignores)."""
         entry = self._load().get(path)
         if not isinstance(entry, list) or len(entry) != 6:
             return None
-        signature, stamp, name, _key, items, left_out = entry
-        if signature != stat_signature(info) or name != relative:
+        signature, stamp, indexed_root, _key, items, left_out = entry
+        if signature != stat_signature(info) or indexed_root != root:
             return None
         current = self.project_stamp(path)
         if current is None or stamp != _short(current):
@@ -302,7 +303,7 @@ class StatIndex:
     def record(
         self,
         path: str,
-        relative: str,
+        root: str,
         info: os.stat_result,
         key: str,
         diagnostics: Sequence[Diagnostic],
@@ -318,7 +319,7 @@ class StatIndex:
         if stamp is None or any(d.is_error for d in diagnostics):
             self._forget(path)
             return
-        entry = [stat_signature(info), _short(stamp), relative, key,
+        entry = [stat_signature(info), _short(stamp), root, key,
                  [_diagnostic_to_json(d) for d in diagnostics], dict(left_out)]  # fmt: skip
         if self._load().get(path) != entry:
             self._learnt[path] = entry
