@@ -247,6 +247,9 @@ def platform_layer(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> st
 
 # -- code that is CUDA-only by intent ------------------------------------------------------
 
+# A CUDA device pinned somewhere in a function: evidence about that function's own code
+# (often one generator or tensor of a long one), too weak to bind the helpers it calls.
+_PINNED_DEVICE = "code bound to CUDA by a pinned device"
 _CUDA_BOUND_CODE = (
     (re.compile(r"""\bdevice(_type)?\s*=\s*(f?["'])cuda"""), 'an explicit `device="cuda"`'),
     (re.compile(r"""torch\.device\(\s*(f?["'])cuda"""), '`torch.device("cuda")`'),
@@ -279,6 +282,7 @@ _CUDA_BOUND_CODE = (
         "CUDA RNG state bookkeeping",
     ),
 )
+_PINNED_DEVICE_REASONS = frozenset(reason for _, reason in _CUDA_BOUND_CODE[:5])
 # A decorator or marker that skips a test without CUDA (`@require_torch_gpu`,
 # `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`, `@unittest.skipUnless(
 # torch.cuda.device_count() > 1, ...)`, `pytestmark = pytest.mark.cuda`).
@@ -396,6 +400,8 @@ def _device_evidence(
         ]
     for offset, reason in matches:
         if not excluded[0] <= offset < excluded[1]:
+            if reason in _PINNED_DEVICE_REASONS:
+                return f"{_PINNED_DEVICE} ({reason})"
             return f"code bound to CUDA by {reason}"
     for statement in _body_statements(function):
         # An unconditional import of a CUDA-only library in the function's own body (kernel
@@ -906,7 +912,7 @@ def _caller_gated(context: FileContext, function: cst.FunctionDef) -> str | None
     sites = _reference_sites(context).get(key, [])
     reasons = [cuda_bound(context, site) for site in sites]
     reason = None
-    if sites and all(reasons):
+    if sites and all(r and not r.startswith(_PINNED_DEVICE) for r in reasons):
         caller = next(
             (n.name.value for n in reversed(sites[0]) if isinstance(n, cst.FunctionDef)),
             "<module>",
