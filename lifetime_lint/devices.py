@@ -436,7 +436,23 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
             return "code that raises or skips without CUDA"
-    return _uses_cuda_only_library(context, node)
+    return _documented_cuda_kernel(node) or _uses_cuda_only_library(context, node)
+
+
+# What a docstring says a function wraps: a CUDA-only kernel library or a CUDA kernel.
+_CUDA_KERNEL_DOC = re.compile(
+    _CUDA_ONLY_FUNCTION.pattern + r"|\bCUDA (extension|kernel)s?\b|\bCuTe\b", re.IGNORECASE
+)
+
+
+def _documented_cuda_kernel(function: cst.FunctionDef) -> str | None:
+    """A function whose own docstring says it wraps a CUDA-only kernel ("Opaque wrapper
+    around the CuTe-DSL kernel", "FlashInfer autotune"): its author's word."""
+    docstring = function.get_docstring()
+    match = _CUDA_KERNEL_DOC.search(docstring) if docstring else None
+    if match is None:
+        return None
+    return f"a function documented as a CUDA-only kernel wrapper (`{match.group(0)}`)"
 
 
 def _built_on_cuda_only_object(node: cst.ClassDef) -> str | None:
