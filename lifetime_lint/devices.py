@@ -250,6 +250,7 @@ def platform_layer(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> st
 # A CUDA device pinned somewhere in a function: evidence about that function's own code
 # (often one generator or tensor of a long one), too weak to bind the helpers it calls.
 _PINNED_DEVICE = "code bound to CUDA by a pinned device"
+_NCCL_BRANCH = "an NCCL branch"
 _CUDA_BOUND_CODE = (
     (re.compile(r"""\bdevice(_type)?\s*=\s*(f?["'])cuda"""), 'an explicit `device="cuda"`'),
     (re.compile(r"""torch\.device\(\s*(f?["'])cuda"""), '`torch.device("cuda")`'),
@@ -303,7 +304,8 @@ CUDA_ONLY_LIBRARIES = frozenset(
 # (`flashinfer_autotune.py`, `deep_gemm_wrapper/`, `_process_weights_for_sm90_cutlass`).
 _CUDA_ONLY_NAME = re.compile(
     r"(?<![A-Za-z0-9])(cudagraph|cuda_graph|nccl|pynccl|graph_runner|flashinfer|cutlass|cute|"
-    r"deep_gemm|deepgemm|trtllm|tensorrt|cudnn|nvshmem|symm_mem|nunchaku|nvfp4|nvjpeg|sm\d{2,3})"
+    r"deep_gemm|deepgemm|trtllm|tensorrt|cudnn|nvshmem|symm_mem|nunchaku|nvfp4|nvjpeg|nvidia|vmm|"
+    r"sm\d{2,3})"
     r"(?![A-Za-z])",
     re.IGNORECASE,
 )
@@ -347,8 +349,10 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
             if _CUDA_SPECIFIC_TEST.search(test):
                 return f"a CUDA-only branch (`{test.strip()[:60]}`)"
             if _CUDA_ONLY_NAME.search(test) and not _OTHER_BACKEND.search(test):
-                # `if attention_backend == "flashinfer_cudnn":` picks a CUDA-only kernel.
-                return f"a branch for a CUDA-only kernel (`{test.strip()[:60]}`)"
+                # `if attention_backend == "flashinfer_cudnn":` picks a CUDA-only kernel; a
+                # test naming only NCCL (`pre_warm_nccl`) is weaker: HCCL/RCCL mirror it.
+                weak = "" if _CUDA_ONLY_FUNCTION.search(test) else f"{_NCCL_BRANCH}: "
+                return f"{weak}a branch for a CUDA-only kernel (`{test.strip()[:60]}`)"
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             if _ROCM.search(node.name.value):
                 return f"ROCm-only code (`{node.name.value}`), where torch.cuda is right"
@@ -911,6 +915,8 @@ def _called_names(node: cst.CSTNode) -> Iterator[str]:
 
 
 CALLED_ONLY_FROM = "called only from CUDA-bound code"
+# Evidence about a caller's own code that does not carry over to the helpers it calls.
+_WEAK_REASONS = (_PINNED_DEVICE, _NCCL_BRANCH)
 
 
 def _caller_gated(context: FileContext, function: cst.FunctionDef) -> str | None:
@@ -928,7 +934,7 @@ def _caller_gated(context: FileContext, function: cst.FunctionDef) -> str | None
     sites = _reference_sites(context).get(key, [])
     reasons = [cuda_bound(context, site) for site in sites]
     reason = None
-    if sites and all(r and not r.startswith(_PINNED_DEVICE) for r in reasons):
+    if sites and all(r and not r.startswith(_WEAK_REASONS) for r in reasons):
         caller = next(
             (n.name.value for n in reversed(sites[0]) if isinstance(n, cst.FunctionDef)),
             "<module>",
