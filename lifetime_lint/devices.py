@@ -257,7 +257,13 @@ _CUDA_BOUND_CODE = (
     (re.compile(r"""\.to\(\s*(f?["'])cuda"""), '`.to("cuda")`'),
     (re.compile(r"""\.cuda\(\s*\)|\.cuda\(\s*(non_blocking|device)"""), "`.cuda()`"),
     (re.compile(r"""autocast\(\s*(f?["'])cuda|torch\.cuda\.amp\b"""), '`autocast("cuda")`'),
-    (re.compile(r"""CUDAGraph\b|torch\.cuda\.(graph|graphs|graph_pool_handle)\b"""), "CUDA graphs"),
+    (
+        re.compile(
+            r"""CUDAGraph\b|torch\.cuda\.(graph|graphs|graph_pool_handle)\b|"""
+            r"""cuda\.is_current_stream_capturing\("""
+        ),
+        "CUDA graphs",
+    ),
     # A raw CUDA stream handle, a CUDA memory pool or pluggable allocator: CUDA's own objects.
     (
         re.compile(r"""\.cuda_stream\b|cuda\.(MemPool|use_mem_pool)\b|CUDAPluggableAllocator"""),
@@ -440,7 +446,24 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
             return "code that raises or skips without CUDA"
-    return _documented_cuda_kernel(node) or _uses_cuda_only_library(context, node)
+    backend = _raises_off_backend(context, node)
+    if backend:
+        return _bound_reason(backend, f"`{node.name.value}` raises without it")
+    return (
+        _documented_cuda_kernel(node)
+        or _uses_cuda_only_library(context, node)
+        or _probes_cuda_capability(context, node)
+    )
+
+
+def _probes_cuda_capability(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """A function that reads the CUDA compute capability (`get_device_capability`) and
+    only asks CUDA when `torch.cuda.is_available()`: an architecture probe for tuning
+    that already has its own answer off CUDA."""
+    text = context.code_for(function.body)
+    if "get_device_capability(" in text and _AVAILABILITY.search(text):
+        return "a CUDA capability probe with its own fallback"
+    return None
 
 
 # What a docstring says a function wraps: a CUDA-only kernel library or a CUDA kernel.
@@ -573,6 +596,10 @@ _BACKEND_FLAG = re.compile(r"^_*is_(cuda|hip|rocm)(_alike)?$", re.IGNORECASE)
 # Libraries that exist only for AMD GPUs: code that needs one runs on ROCm, where
 # `torch.cuda` is HIP and right.
 ROCM_ONLY_LIBRARIES = frozenset({"aiter", "amdsmi", "pyrsmi", "rocm_smi", "hip"})
+# A predicate on NVIDIA architectures (`_blackwell_or_newer(dev)`, `is_sm100_supported()`).
+_ARCH_PREDICATE = re.compile(
+    r"(?<![A-Za-z0-9])(blackwell|hopper|ampere|sm\d{2,3})(?![A-Za-z])", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -602,6 +629,8 @@ def _backend_when_true(expression: cst.BaseExpression) -> BackendTest | None:
         return _flag_backend(expression.value)
     if isinstance(expression, cst.Call):
         dotted = dotted_name(expression.func) or ""
+        if _ARCH_PREDICATE.search(dotted.rpartition(".")[2]):
+            return BackendTest("CUDA", True)  # `_blackwell_or_newer(device)`, `is_sm90()`
         if not expression.args:
             if dotted.endswith("cuda.is_available"):
                 return BackendTest("CUDA", False)
@@ -713,6 +742,11 @@ def _past_cuda_exit(
                 return _bound_reason(backend, f"past `{_header(context, statement)}`")
         elif isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
+                if isinstance(small, cst.Assert):
+                    backend = _asserted_backend(context, small.test, outer)
+                    if backend:
+                        return _bound_reason(backend, "past an assertion that it is")
+                    continue
                 value = small.value if isinstance(small, (cst.Expr, cst.Assign)) else None
                 if isinstance(value, cst.Call):
                     validator = _same_module_function(context, value.func, outer)
@@ -722,6 +756,45 @@ def _past_cuda_exit(
                             backend, f"past `{validator.name.value}()`, which raises without it"
                         )
     return None
+
+
+def _asserted_backend(
+    context: FileContext, test: cst.BaseExpression, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """The backend `assert test` requires: `assert x.is_cuda and ...`, or `assert
+    can_use_kernel(x)` where the same-module predicate is false off that backend."""
+    found = _backend_when_true(test)
+    if found is not None and found.identity:
+        return found.backend
+    if isinstance(test, cst.Call):
+        predicate = _same_module_function(context, test.func, outer)
+        if predicate is not None:
+            return _predicate_backend(context, predicate)
+    return None
+
+
+def _predicate_backend(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """The backend a same-module predicate requires: every `return` gives `False` or an
+    expression true only on that backend (`return x.is_cuda and x.dtype == torch.bf16`)."""
+    cache = context.memo.setdefault("devices.predicate_backend", {})
+    if id(function) in cache:
+        return cache[id(function)]
+    cache[id(function)] = None
+    returns: list[cst.Return] = []
+    walk(function.body, lambda n: returns.append(n) if isinstance(n, cst.Return) else None,
+         lambda _: None)  # fmt: skip
+    backends = set()
+    for statement in returns:
+        value = statement.value
+        if isinstance(value, cst.Name) and value.value == "False":
+            continue
+        found = _backend_when_true(value) if value is not None else None
+        if found is None or not found.identity:
+            return None
+        backends.add(found.backend)
+    result = "CUDA" if backends == {"CUDA"} else None
+    cache[id(function)] = result
+    return result
 
 
 def _bound_reason(backend: str, where: str) -> str:
@@ -1121,6 +1194,7 @@ LEFT_OUT_CALLER_GATED = "called only from CUDA-bound code"
 LEFT_OUT_SCOPE = "non-library path"
 LEFT_OUT_SCRIPT = "script entry point"
 LEFT_OUT_LOGGING = "logging only"
+LEFT_OUT_DEBUG = "debugging branch"
 # The setting that reports every one of them (what `--statistics` prints beside the counts).
 SHOWS_LEFT_OUT = 'portability = "strict"'
 
@@ -1140,6 +1214,25 @@ def in_logging_function(ancestors: Sequence[cst.CSTNode]) -> bool:
     that act (`synchronize`, `empty_cache`): `_log_validation` also runs the validation."""
     function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
     return function is not None and _LOGGING_FUNCTION.match(function.name.value) is not None
+
+
+# Words of a flag that turns on debugging or tracing (`envs.SGLANG_TRACE_LOGITS_SYNC.get()`,
+# `self.debug`, `DEBUG_SYNC`); whole words only (not `debugger`, `traceback`).
+_DEBUG_WORDS = frozenset({"debug", "trace"})
+
+
+def in_debugging_branch(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The node runs only when a debugging or tracing flag is set (`if
+    envs.SGLANG_TRACE_LOGITS_E2E_SYNC.get(): torch.cuda.synchronize()`): a developer's
+    switch for their own machine, not what the library does."""
+    chain = list(ancestors)
+    for index in range(len(chain) - 1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, cst.If) and child is node.body:
+            words = re.split(r"[^A-Za-z0-9]+", context.code_for(node.test).lower())
+            if _DEBUG_WORDS.intersection(words):
+                return True
+    return False
 
 
 def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -1217,6 +1310,8 @@ class Portability:
             return LEFT_OUT_SCRIPT
         if only_for_logging(context, ancestors) or (query and in_logging_function(ancestors)):
             return LEFT_OUT_LOGGING
+        if in_debugging_branch(context, ancestors):
+            return LEFT_OUT_DEBUG
         reason = cuda_bound(context, ancestors)
         if reason:
             return left_out_label(reason)
