@@ -882,6 +882,9 @@ class FunctionFacts:
             if last.endswith("_like") and call.args:
                 template = call.args[0].value
                 like = self.expression(template, node)
+                if like.is_tensor and isinstance(template, cst.Subscript):
+                    # `torch.ones_like(tile[:1, :1])`: a slice's size is not its base's.
+                    return ValueFact(TENSOR, ALLOCATION)
                 origin = like.origin if like.is_tensor else ALLOCATION
                 if isinstance(template, cst.Name):
                     from lifetime_lint.analysis.significance import name_origin
