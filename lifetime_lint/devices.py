@@ -278,6 +278,8 @@ _CUDA_BOUND_CODE = (
         ),
         "the CUDA driver API or CUDA IPC",
     ),
+    # Symmetric memory (`torch.distributed._symmetric_memory`): CUDA peer-mapped buffers.
+    (re.compile(r"""SymmetricMemory\b|\bsymmetric_memory\b"""), "CUDA symmetric memory"),
     # A CUDA stream or event object of the function's own: its work is ordered on CUDA.
     (re.compile(r"""\bcuda\.(Stream|Event|ExternalStream)\("""), "a CUDA stream or event"),
     # The author's own message says so: `logger.info("Expert-pack CUDA extension ...")`.
@@ -322,6 +324,8 @@ _CUDA_MODULE_NAME = re.compile(r"(?<![A-Za-z0-9])cuda(?![A-Za-z])", re.IGNORECAS
 # A class named for CUDA (`CUDAGraphRunner`, `CudaGraphWrapper`, `Cuda_IPC`): snake_case
 # words and CamelCase humps, not `barracuda`.
 _CUDA_IDENTIFIER = re.compile(r"(?:^|_)[cC]uda(?=_|\d|$)|(?:^|_|[a-z])(?:CUDA|Cuda)(?=[A-Z_\d]|$)")
+# A class named for a CUDA graph memory pool (`GraphPoolPrecarve`, `CudaGraphPool`).
+_CUDA_GRAPH_POOL = re.compile(r"GraphPool|graph_pool")
 # ROCm runs the `torch.cuda` API: code written only for it is already right there.
 _ROCM = re.compile(r"(?<![A-Za-z0-9])(hip|rocm|amd|aiter|gfx\d+)(?![A-Za-z0-9])", re.IGNORECASE)
 # Branch tests that pick CUDA (or ROCm) specifically, beyond "is an accelerator there".
@@ -364,6 +368,8 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
                 return f"ROCm-only code (`{node.name.value}`), where torch.cuda is right"
             if _CUDA_ONLY_FUNCTION.search(node.name.value):
                 return f"code for a CUDA-only kernel (`{node.name.value}`)"
+            if isinstance(node, cst.ClassDef) and _CUDA_GRAPH_POOL.search(node.name.value):
+                return f"a CUDA graph memory pool (`{node.name.value}`)"
             if isinstance(node, cst.ClassDef) and _CUDA_IDENTIFIER.search(node.name.value):
                 # `CUDAGraphRunner`, `CudaIpcBuffer`: a class its author named for CUDA. (Not
                 # functions: a `_empty_cuda_cache()` helper in shared code runs everywhere.)
@@ -421,6 +427,9 @@ def _device_evidence(
                 root = _imported_root(small)
                 if root in CUDA_ONLY_LIBRARIES:
                     return f"code that imports a CUDA-only library (`{root}`)"
+                module = _imported_module(small)
+                if module and any(_CUDA_ONLY_FUNCTION.search(p) for p in module.split(".")):
+                    return f"code that imports a CUDA-only kernel module (`{module}`)"
     return None
 
 
@@ -510,7 +519,9 @@ def _is_cuda_skip_guard(context: FileContext, statement: cst.If) -> bool:
         # device *is* CUDA (a tensor's, the platform's, the build's), so even an early
         # `return` leaves CUDA-only code behind, unlike a bare availability test.
         return bool(_EARLY_EXIT.search(body) or re.search(r"\breturn\b", body))
-    if test.lstrip().startswith("not") and re.search(r"\braise\b[^\n]*\n?[^\n]*\bCUDA\b", body):
+    if test.lstrip().startswith("not") and re.search(
+        r"\braise\b[^\n]*\n?[^\n]*\b(CUDA|Blackwell|Hopper|NVIDIA)\b", body
+    ):
         # `if not can_use_kernel(q): raise ValueError("Expected contiguous CUDA ...")`.
         return True
     negated = test.lstrip().startswith("not") and "cuda" in test
@@ -535,6 +546,11 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
             return f"a CUDA-only kernel module (`{part}`)"
     if _ROCM.search(name.rsplit(".", 1)[0]):
         return f"a ROCm-only module (`{name}`), where torch.cuda is right"
+    for part in relative.split("/")[:-1]:
+        if _ROCM.search(part):  # `kernels/ops/attention/vattn_asm_gfx950/__init__.py`
+            return f"a ROCm-only module (in `{part}/`), where torch.cuda is right"
+    if _CUDA_DRIVER_MODULE.search(context.source):
+        return "a module that drives the CUDA driver API (`libcuda`, `cuda.bindings`)"
     for statement in module.body:
         if isinstance(statement, cst.If):
             backend = _exit_guard(context, statement, raise_only=True)
@@ -560,6 +576,11 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
     return None
 
 
+# A module that loads or imports the CUDA driver itself (`ctypes.CDLL("libcuda.so.1")`,
+# `from cuda.bindings import driver`): its streams, mappings and handles are CUDA's.
+_CUDA_DRIVER_MODULE = re.compile(r"libcuda\.so|\bcuda\.bindings\b")
+
+
 def _keyed_by_cuda_devices(value: cst.BaseExpression) -> bool:
     """A dict literal of two or more entries whose keys are all `"cuda:N"` (a NIC or NUMA
     affinity table per CUDA device): the module addresses CUDA devices by name."""
@@ -572,6 +593,13 @@ def _keyed_by_cuda_devices(value: cst.BaseExpression) -> bool:
         and re.fullmatch(r"cuda:\d+", element.key.evaluated_value) is not None
         for element in value.elements
     )
+
+
+def _imported_module(small: cst.BaseSmallStatement) -> str | None:
+    """The module an absolute `from m import ...` names."""
+    if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+        return dotted_name(small.module)
+    return None
 
 
 def _imported_root(small: cst.BaseSmallStatement) -> str | None:
