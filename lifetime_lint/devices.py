@@ -447,6 +447,8 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         if _CUDA_SKIP.search(text) and not _OTHER_BACKEND.search(text):
             return f"a test skipped without CUDA (`@{text.strip()[:60]}`)"
     if isinstance(node, cst.ClassDef):
+        if _CUDA_DRIVER.search(context.code_for(node)):
+            return f"a class on the CUDA driver API (`{node.name.value}`)"
         return (
             _built_on_cuda_only_object(node)
             or _declares_cuda_only_capabilities(context, node)
@@ -549,8 +551,6 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
     for part in relative.split("/")[:-1]:
         if _ROCM.search(part):  # `kernels/ops/attention/vattn_asm_gfx950/__init__.py`
             return f"a ROCm-only module (in `{part}/`), where torch.cuda is right"
-    if _CUDA_DRIVER_MODULE.search(context.source):
-        return "a module that drives the CUDA driver API (`libcuda`, `cuda.bindings`)"
     for statement in module.body:
         if isinstance(statement, cst.If):
             backend = _exit_guard(context, statement, raise_only=True)
@@ -576,9 +576,10 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
     return None
 
 
-# A module that loads or imports the CUDA driver itself (`ctypes.CDLL("libcuda.so.1")`,
-# `from cuda.bindings import driver`): its streams, mappings and handles are CUDA's.
-_CUDA_DRIVER_MODULE = re.compile(r"libcuda\.so|\bcuda\.bindings\b")
+# A class that loads or imports the CUDA driver or runtime itself (`ctypes.CDLL(
+# "libcuda.so.1")`, `from cuda.bindings import driver`): its streams, mappings and handles
+# are CUDA's. (Per class: a utility module may use the driver in one helper only.)
+_CUDA_DRIVER = re.compile(r"libcuda(rt)?\.so|\bcuda\.bindings\b")
 
 
 def _keyed_by_cuda_devices(value: cst.BaseExpression) -> bool:
