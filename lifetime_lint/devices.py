@@ -640,13 +640,15 @@ class BackendTest:
     identity: bool
 
 
-def _backend_when_true(expression: cst.BaseExpression) -> BackendTest | None:
+def _backend_when_true(
+    expression: cst.BaseExpression, context: FileContext | None = None
+) -> BackendTest | None:
     """The backend `expression` being true proves (`x.is_cuda`, `dev.type == "cuda"`,
     `device.startswith("cuda")`, `is_hip()`, `not a or b.is_cuda` does not, `a and
     b.is_cuda` does)."""
     if isinstance(expression, cst.BooleanOperation):
-        left = _backend_when_true(expression.left)
-        right = _backend_when_true(expression.right)
+        left = _backend_when_true(expression.left, context)
+        right = _backend_when_true(expression.right, context)
         if isinstance(expression.operator, cst.And):
             return _stronger(left, right)
         if left and right:  # `is_cuda() or is_hip()`: torch.cuda is right on either
@@ -666,6 +668,10 @@ def _backend_when_true(expression: cst.BaseExpression) -> BackendTest | None:
             return _flag_backend(dotted.rpartition(".")[2])
         if dotted.endswith(".startswith") and _names_cuda(expression.args[0].value):
             return BackendTest("CUDA", True)
+        if context is not None:  # `_is_bf16_cuda(x)`: a same-module predicate
+            predicate = _same_module_function(context, expression.func, ())
+            backend = _predicate_backend(context, predicate) if predicate else None
+            return BackendTest(backend, True) if backend else None
         return None
     if isinstance(expression, cst.Comparison) and len(expression.comparisons) == 1:
         target = expression.comparisons[0]
@@ -678,14 +684,17 @@ def _backend_when_true(expression: cst.BaseExpression) -> BackendTest | None:
     return None
 
 
-def _backend_when_false(expression: cst.BaseExpression) -> BackendTest | None:
+def _backend_when_false(
+    expression: cst.BaseExpression, context: FileContext | None = None
+) -> BackendTest | None:
     """The backend `expression` being false proves (`not x.is_cuda`, `dev.type !=
     "cuda"`, `not (is_cuda() and x.is_contiguous())`, `a or not _is_hip`)."""
     if isinstance(expression, cst.UnaryOperation) and isinstance(expression.operator, cst.Not):
-        return _backend_when_true(expression.expression)
+        return _backend_when_true(expression.expression, context)
     if isinstance(expression, cst.BooleanOperation) and isinstance(expression.operator, cst.Or):
         return _stronger(
-            _backend_when_false(expression.left), _backend_when_false(expression.right)
+            _backend_when_false(expression.left, context),
+            _backend_when_false(expression.right, context),
         )
     if isinstance(expression, cst.Comparison) and len(expression.comparisons) == 1:
         target = expression.comparisons[0]
@@ -722,7 +731,7 @@ def _exit_guard(context: FileContext, statement: cst.If, raise_only: bool) -> st
     `return` when it tests the device itself and `raise_only` is False) with no `else`."""
     if statement.orelse is not None:
         return None
-    test = _backend_when_false(statement.test)
+    test = _backend_when_false(statement.test, context)
     if test is None:
         return None
     exits = _how_body_exits(statement.body)
@@ -792,7 +801,7 @@ def _asserted_backend(
 ) -> str | None:
     """The backend `assert test` requires: `assert x.is_cuda and ...`, or `assert
     can_use_kernel(x)` where the same-module predicate is false off that backend."""
-    found = _backend_when_true(test)
+    found = _backend_when_true(test, context)
     if found is not None and found.identity:
         return found.backend
     if isinstance(test, cst.Call):
@@ -817,7 +826,7 @@ def _predicate_backend(context: FileContext, function: cst.FunctionDef) -> str |
         value = statement.value
         if isinstance(value, cst.Name) and value.value == "False":
             continue
-        found = _backend_when_true(value) if value is not None else None
+        found = _backend_when_true(value, context) if value is not None else None
         if found is None or not found.identity:
             return None
         backends.add(found.backend)
