@@ -313,7 +313,7 @@ CUDA_ONLY_LIBRARIES = frozenset(
 _CUDA_ONLY_NAME = re.compile(
     r"(?<![A-Za-z0-9])(cudagraph|cuda_graph|nccl|pynccl|graph_runner|flashinfer|cutlass|cute|"
     r"deep_gemm|deepgemm|trtllm|tensorrt|cudnn|nvshmem|symm_mem|nunchaku|nvfp4|nvjpeg|nvidia|vmm|"
-    r"sm\d{2,3})"
+    r"mscclpp|pymscclpp|custom_all_reduce|sm\d{2,3})"
     r"(?![A-Za-z])",
     re.IGNORECASE,
 )
@@ -324,6 +324,18 @@ _CUDA_MODULE_NAME = re.compile(r"(?<![A-Za-z0-9])cuda(?![A-Za-z])", re.IGNORECAS
 # A class named for CUDA (`CUDAGraphRunner`, `CudaGraphWrapper`, `Cuda_IPC`): snake_case
 # words and CamelCase humps, not `barracuda`.
 _CUDA_IDENTIFIER = re.compile(r"(?:^|_)[cC]uda(?=_|\d|$)|(?:^|_|[a-z])(?:CUDA|Cuda)(?=[A-Z_\d]|$)")
+
+
+def _names_cuda_class(test: str) -> bool:
+    """A test naming a class its author named for CUDA (`isinstance(f,
+    CudaIpcTensorTransportProxy)`): CamelCase names only, so `torch.cuda.is_available()`
+    is not one."""
+    return any(
+        word[0].isupper() and not word.isupper() and _CUDA_IDENTIFIER.search(word)
+        for word in re.findall(r"[A-Za-z_]\w*", test)
+    )
+
+
 # A class named for a CUDA graph memory pool (`GraphPoolPrecarve`, `CudaGraphPool`).
 _CUDA_GRAPH_POOL = re.compile(r"GraphPool|graph_pool")
 # ROCm runs the `torch.cuda` API: code written only for it is already right there.
@@ -356,7 +368,7 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
             test = context.code_for(node.test)
             if _ROCM.search(test):
                 return f"a ROCm-only branch (`{test.strip()[:60]}`), where torch.cuda is right"
-            if _CUDA_SPECIFIC_TEST.search(test):
+            if _CUDA_SPECIFIC_TEST.search(test) or _names_cuda_class(test):
                 return f"a CUDA-only branch (`{test.strip()[:60]}`)"
             if _CUDA_ONLY_NAME.search(test) and not _OTHER_BACKEND.search(test):
                 # `if attention_backend == "flashinfer_cudnn":` picks a CUDA-only kernel; a
