@@ -633,7 +633,7 @@ def _imported_root(small: cst.BaseSmallStatement) -> str | None:
 # A flag or platform probe named for one backend (`_is_hip`, `is_hip()`, `is_cuda()`,
 # `current_platform.is_rocm()`, `IS_CUDA`): true only on that backend. Availability
 # (`torch.cuda.is_available()`) is weaker: other accelerators may still be there.
-_BACKEND_FLAG = re.compile(r"^_*is_(cuda|hip|rocm)(_alike)?$", re.IGNORECASE)
+_BACKEND_FLAG = re.compile(r"^_*is_(cuda|hip|rocm)(_alike|_runtime|_platform)?$", re.IGNORECASE)
 # Libraries that exist only for AMD GPUs: code that needs one runs on ROCm, where
 # `torch.cuda` is HIP and right.
 ROCM_ONLY_LIBRARIES = frozenset({"aiter", "amdsmi", "pyrsmi", "rocm_smi", "hip"})
