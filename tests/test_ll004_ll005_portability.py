@@ -189,7 +189,7 @@ def test_cuda_bound_causes_are_counted_by_reason_and_strict_reports_them(
     assert findings == []
     # `_launch_rms_norm`, `FusedRMSNorm._fused`, and the uuid lookup's `device_count`.
     assert "    3\tLL005 \t    left out: called only from CUDA-bound code" in statistics
-    assert "    2\tLL004 \t    left out: ROCm-only code (torch.cuda is HIP there)" in statistics
+    assert "    3\tLL004 \t    left out: ROCm-only code (torch.cuda is HIP there)" in statistics
     assert "LL005 \t    left out: CUDA-bound code" in statistics
     (tmp_path / "pyproject.toml").write_text('[tool.lifetime-lint]\nportability = "strict"\n')
     strict, statistics = _check(tmp_path)
