@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from lifetime_lint.analysis import chunks as C
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis import tables as T
@@ -353,13 +354,23 @@ class AccumulateThenConcat(Rule):
             if isinstance(expr, cst.Name):
                 origin = S.name_origin(expr.value, origin)
         origin = _encoder_output(function, origin)
+        if all(
+            C.latent_by_callee(facts, expr, nodes.get(id(grow.node)))
+            for expr, grow in zip(chunk_exprs, grows)
+            if expr is not None
+        ):
+            origin = F.LATENTS
         named = [name.value] + [e.value for e in chunk_exprs if isinstance(e, cst.Name)]
         if S.size_class(origin) == S.TINY or any(_per_item(n) for n in named):
             return
+        origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop_statement)
         level, structure = _accumulation_level(origin, work)
-        if facts.owner_facts is not None and facts.owner_facts.light:
-            structure = "a processor or scheduler class: preprocessing or scheduler math"
+        structure = structure or self._chunk_structure(
+            facts, function, origin, named,
+            [(expr, nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
+             for expr, grow, loop in zip(chunk_exprs, grows, loops)],
+        )  # fmt: skip
         if structure is None and all(
             _on_host(facts, expr, nodes.get(id(grow.node)))
             for expr, grow in zip(chunk_exprs, grows)
@@ -549,11 +560,16 @@ class AccumulateThenConcat(Rule):
             return
         if not _loop_carried(out, assign, loop, self._index(function)):
             return  # `x = torch.cat([x, extra], 1)` after `x = ...` in the same iteration
+        origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop)
         level, structure = _accumulation_level(origin, work)
+        named = [out] + ([elements[1].value] if isinstance(elements[1], cst.Name) else [])
         structure = (
-            _small_loop(loop, self.settings["min-constant-count"], self._index(function))
+            _small_loop(
+                loop, self.settings["min-constant-count"], self._index(function), facts, header
+            )
             or structure
+            or self._chunk_structure(facts, function, origin, named, [(elements[1], node, header)])
         )
         if structure is not None:
             level = S.LOW
@@ -738,6 +754,9 @@ class AccumulateThenConcat(Rule):
         if S.size_class(origin) == S.TINY:
             return
         level, reason = _accumulation_level(origin, work)
+        reason = reason or C.light_owner(self.context.path, facts.owner)
+        if reason is not None:
+            level = S.LOW
         if any(_iterable_is_small_or_model_axis(c.iter, min_count, index) for c in clauses):
             level = S.LOW
         scoped, reason = self._scoped(level, reason)
@@ -754,6 +773,54 @@ class AccumulateThenConcat(Rule):
             + f" (significance: {level})",
             significance=level,
         )
+
+    def _chunk_structure(
+        self,
+        facts: F.FunctionFacts,
+        function: cst.FunctionDef,
+        origin: str,
+        names: Sequence[str],
+        chunks: Sequence[tuple[cst.BaseExpression | None, Node | None, Node | None]],
+    ) -> str | None:
+        """Why the chunks, next to what the loop holds anyway, do not set the peak (the
+        chunk facts of `analysis.chunks`); None when nothing says so."""
+        light = C.light_owner(self.context.path, facts.owner)
+        if light is not None:
+            return light
+        if C.small_by_name(names):
+            return "an audio waveform or audio latent: a few MiB"
+        if (
+            origin == F.DECODED
+            and (image := C.image_model(self.context, function, facts.owner)) is not None
+        ):
+            return (
+                f"decoded tiles of {image}: a whole image is tens of MiB at 2K, less than "
+                f"one tile's decoder activations, so the merge does not set the peak"
+            )
+        nodes = self._load_nodes(facts)
+        sources = [
+            C.live_source(self.context, facts, nodes, expr, header) if expr is not None else None
+            for expr, _, header in chunks
+        ]
+        if sources and all(source is not None for source in sources):
+            names = list(dict.fromkeys(name for found in sources if found for name in found))
+            listed = ", ".join(f"`{name}`" for name in names[:3]) + (
+                " and more" if len(names) > 3 else ""
+            )
+            return (
+                f"each chunk is computed from slices of {listed}, which stay alive across "
+                f"the loop: the chunks together are no larger than the loop's own inputs, so "
+                f"the concatenation does not set a new peak"
+            )
+        if chunks and all(
+            expr is not None and C.moved_from_container(facts, nodes, expr, node, header)
+            for expr, node, header in chunks
+        ):
+            return (
+                "the chunks are taken out of a container that held them before the loop: "
+                "the list adds no memory of its own"
+            )
+        return None
 
     def _scoped(self, level: str, reason: str | None) -> tuple[str | None, str | None]:
         """Tests, examples, benchmarks and scripts (the `non-library` globs shared with the
@@ -974,11 +1041,14 @@ def _mutually_exclusive(facts: F.FunctionFacts, nodes: list[Node]) -> bool:
 
 
 def _encoder_output(function: cst.FunctionDef, origin: str) -> str:
-    """In an encode path (`tiled_encode`, `_encode`, `encode_tile_merge`) the chunks are an
-    encoder's output: latent-sized (1/48 to 1/64 of the pixels), whatever the list is called
-    (`result_rows`)."""
+    """In an encode path (`tiled_encode`, `_encode`, `encode_tile_merge`) or one that builds
+    latents (`tile_indices_to_latent`) the chunks are latent-sized (1/48 to 1/64 of the
+    pixels), whatever the list is called (`result_rows`)."""
     words = set(function.name.value.lower().strip("_").split("_"))
-    if words & {"encode", "encoder", "encoding"} and not words & {"decode", "decoder"}:
+    if words & {"encode", "encoder", "encoding", "latent", "latents"} and not words & {
+        "decode",
+        "decoder",
+    }:  # (`tile_indices_to_latent`: latents too)
         return F.LATENTS if origin != F.LOGITS else origin
     return origin
 
@@ -1002,9 +1072,13 @@ def _accumulation_level(origin: str, work: F.Work) -> tuple[str, str | None]:
     size = S.size_class(origin)
     if size not in (S.LARGE, S.ACTIVATION_SIZED):
         return S.LOW, None
-    if work.level >= F.MODEL:
+    if C.runs_a_network(work):
         return S.LOW, _MODEL_IN_LOOP
     return (S.HIGH if size == S.LARGE else S.MEDIUM), None
+
+
+def _owner_name(facts: F.FunctionFacts) -> str | None:
+    return facts.owner.name.value if facts.owner is not None else None
 
 
 def _appended_elsewhere(ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -1061,7 +1135,18 @@ def _chunk(
     if isinstance(expr, cst.Name):
         sites = facts.reaching(node, expr.value)
         if any(site.kind in ("param", "for") for site in sites):
-            return None
+            # The loop's own element on some paths, a tensor made in this iteration on
+            # others (`group = self._blend(groups[k - 1], group)` for k > 0): the list
+            # holds the new ones, as a tile merge's rows do.
+            body = (header.loop_body or []) if header is not None else []
+            made = [
+                site
+                for site in sites
+                if site.kind not in ("param", "for") and _fresh_on_some_path(facts, site, body, 3)
+            ]
+            if not made:
+                return None
+            return _Chunk("derived", F._largest(facts.value(site).origin for site in made))
         if len(sites) == 1:
             fact = facts.value(sites[0])  # what the binding holds, not an alias of it
             called = sites[0].kind == "assign" and isinstance(sites[0].value, cst.Call)
@@ -1141,6 +1226,19 @@ def _made_this_iteration(facts: F.FunctionFacts, site: DefSite, body, depth: int
         return True
     if fact.kind == F.VIEW and fact.sources and not fact.element_of and depth > 0:
         return all(_made_this_iteration(facts, s, body, depth - 1) for s in fact.sources)
+    return False
+
+
+def _fresh_on_some_path(facts: F.FunctionFacts, site: DefSite, body, depth: int) -> bool:
+    """A binding made in the loop body that holds a new tensor (or the result of a call the
+    layer cannot classify, `self._blend(a, b)`), or a view of one on some path."""
+    if site.node is None or not any(site.node is member for member in body):
+        return False
+    fact = facts.value(site)
+    if fact.kind == F.TENSOR or (fact.kind == F.UNKNOWN and isinstance(site.value, cst.Call)):
+        return fact.origin != F.SMALL
+    if fact.kind == F.VIEW and fact.sources and not fact.element_of and depth > 0:
+        return any(_fresh_on_some_path(facts, s, body, depth - 1) for s in fact.sources)
     return False
 
 
@@ -1346,7 +1444,9 @@ def _small_loop(
             words = set(dotted.lower().replace(".", "_").split("_"))
             if words & {"batch", "bs", "bsz", "prompts", "samples"}:
                 return "few chunks: one per sample of a batch"
-        if _walks_the_batch(loop.iter, facts, header):
+        if _walks_the_batch(loop.iter, facts, header) or (
+            facts is not None and C.batch_loop(facts, loop, header)
+        ):
             return "few chunks: one per sample of a batch"
     return None
 

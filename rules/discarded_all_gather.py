@@ -232,7 +232,7 @@ class DiscardedAllGather(Rule):
         if kind in BUFFER_KINDS and _ranks_of_another_group(ranks, call, guards):
             return  # `sp_rank == 0` around a world all_gather: one reader per group, not one
         written = self.context.source_of(call.func)
-        level, small = _significance(ranks, _sent_tensor(call, kind))
+        level, small = _significance(ranks, _sent_tensor(call, kind), kind)
         if not guards:
             self.report(
                 call,
@@ -422,23 +422,28 @@ def _sent_tensor(call: cst.Call, kind: str) -> cst.BaseExpression | None:
     return positional[0] if positional else None
 
 
-def _significance(ranks: _Ranks, sent: cst.BaseExpression | None) -> tuple[str, str]:
+def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> tuple[str, str]:
     """How much the wasted receive buffers are worth, from what each rank sends (the facts
     layer's origin, refined by its name): world_size copies of a latent-sized prediction or
     an embedding are a few MiB (`low`, below the default bar), of decoded frames `high`,
     of anything else (an activation, a tensor of unknown origin) `medium`. And, when low,
     the words that say so in the message."""
     origin = F.ACTIVATION
+    tensor = False  # the facts layer knows it sends a tensor (or a container of them)
     name = sent.value if isinstance(sent, cst.Name) else ""
     node = ranks.loads.get(id(sent)) if sent is not None else None
     if ranks.facts is not None and sent is not None and node is not None:
         fact = ranks.facts.expression(sent, node)
         if fact.is_tensor or fact.kind == F.CONTAINER:
             origin = fact.origin
+            tensor = True
         elif fact.kind == F.METADATA:
             origin = F.SMALL
     if len(name) > 1:  # a one-letter name (`t`, `x`) says nothing about size
         origin = S.name_origin(name, origin)
+    if kind == OBJECT and not tensor:
+        # `all_gather_object` pickles Python objects: request ids, sets, status records.
+        return S.LOW, "; each rank sends a pickled Python object (metadata), so the waste is small"
     size = S.size_class(origin)
     if size in (S.SMALL_SIZED, S.TINY):
         return S.LOW, f"; each rank sends little ({S.describe(origin)}), so the waste is small"
@@ -471,13 +476,42 @@ def _gather_group(context, call: cst.Call) -> str | None:
 
 def _ranks_of_another_group(ranks: _Ranks, call: cst.Call, guards: Sequence[_Guard]) -> bool:
     """Whether a guard compares a rank known to be numbered in another group than the one
-    gathered over (then every such group has its own "rank 0" reader)."""
+    gathered over (then every such group has its own "rank 0" reader): known from the
+    call that made it (`dist.get_rank(group=sp_group)`), or from its name, which names a
+    parallel dimension (`pp_rank`, `self.tp_rank`, `cfg_rank`) that the gathered group's
+    code does not mention (`pp_rank == 0` around a gather over the TP group: one reader per
+    pipeline stage, and every rank of the gathered group reads)."""
     group = _gather_group(ranks.context, call)
     for guard in guards:
         kind = ranks.kind(guard.rank)
         if isinstance(kind, tuple) and kind[1] != group:
             return True
+        dimension = _parallel_dimension(guard.rank)
+        if dimension is not None and (group is None or dimension not in _code_words(group)):
+            return True
     return False
+
+
+# Names of parallel dimensions in rank names (`pp_rank`, `tp_rank_in_group`, `cfg_rank`).
+_DIMENSION_RANK = re.compile(
+    r"^_?(pp|tp|dp|sp|cp|ep|cfg|pipeline|tensor|data|sequence|expert)_rank"
+)
+
+
+def _parallel_dimension(rank: cst.BaseExpression | None) -> str | None:
+    """`pp` for `pp_rank`, `self.pp_rank`, `int(pp_rank)`; None for other ranks."""
+    if rank is None:
+        return None
+    rank = _unwrap_int(rank)
+    name = rank.attr.value if isinstance(rank, cst.Attribute) else getattr(rank, "value", None)
+    if not isinstance(name, str):
+        return None
+    found = _DIMENSION_RANK.match(name.lower())
+    return found.group(1) if found else None
+
+
+def _code_words(code: str) -> set[str]:
+    return set(re.split(r"[^a-z0-9]+", code.lower()))
 
 
 # -- what is flagged -----------------------------------------------------------------------
