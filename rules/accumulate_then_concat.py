@@ -354,12 +354,17 @@ class AccumulateThenConcat(Rule):
             if isinstance(expr, cst.Name):
                 origin = S.name_origin(expr.value, origin)
         origin = _encoder_output(function, origin)
-        if all(
-            C.latent_by_callee(facts, expr, nodes.get(id(grow.node)))
+        # What the producing call is named for, where that says the chunks are small
+        # (`patchify_video_latents(x)`, `self.input_embeddings(ids)`); `decode_latents`
+        # makes frames.
+        callees = [
+            C.callee_name(facts, expr, nodes.get(id(grow.node)))
             for expr, grow in zip(chunk_exprs, grows)
             if expr is not None
-        ):
-            origin = F.LATENTS
+        ]
+        by_callee = {_smaller_by_name(callee, origin) for callee in callees}
+        if len(by_callee) == 1:
+            origin = by_callee.pop()
         named = [name.value] + [e.value for e in chunk_exprs if isinstance(e, cst.Name)]
         if S.size_class(origin) == S.TINY or any(_per_item(n) for n in named):
             return
@@ -787,8 +792,11 @@ class AccumulateThenConcat(Rule):
         light = C.light_owner(self.context.path, facts.owner)
         if light is not None:
             return light
-        if C.small_by_name(names):
-            return "an audio waveform or audio latent: a few MiB"
+        small = C.small_by_name(names)
+        if small is not None:
+            return small
+        if C.audio_model(self.context.path):
+            return "an audio or speech model: its waveforms, codes and logits are a few MiB"
         if (
             origin == F.DECODED
             and (image := C.image_model(self.context, function, facts.owner)) is not None
@@ -1075,6 +1083,25 @@ def _accumulation_level(origin: str, work: F.Work) -> tuple[str, str | None]:
     if C.runs_a_network(work):
         return S.LOW, _MODEL_IN_LOOP
     return (S.HIGH if size == S.LARGE else S.MEDIUM), None
+
+
+def _smaller_by_name(callee: str, origin: str) -> str:
+    """The origin a producing call's name gives, when it is a smaller size class than
+    `origin` (never larger: a call named `frames` does not make a chunk large)."""
+    if not callee or _words(callee) & {"decode", "decoder", "decoded"}:
+        return origin
+    named = S.name_origin(callee, F.ACTIVATION)
+    if named == F.ACTIVATION:
+        return origin  # the name says nothing about size (`cat`, `blend_v`)
+    smaller = _SIZE_ORDER.index(S.size_class(named)) < _SIZE_ORDER.index(S.size_class(origin))
+    return named if smaller else origin
+
+
+_SIZE_ORDER = (S.TINY, S.SMALL_SIZED, S.ACTIVATION_SIZED, S.LARGE)
+
+
+def _words(name: str) -> set[str]:
+    return set(name.lower().strip("_").split("_"))
 
 
 def _owner_name(facts: F.FunctionFacts) -> str | None:

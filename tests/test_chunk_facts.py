@@ -79,6 +79,7 @@ def test_light_owner_sees_mixin_bases_and_files_but_not_attention_processors():
     assert C.light_owner("models/autoencoders/autoencoder_kl_wan.py", None) is None
 
 
-def test_small_by_name_reads_audio_words_only():
+def test_small_by_name_reads_audio_and_padding_words_only():
     assert C.small_by_name(["audio"]) and C.small_by_name(["wavs", "x"])
-    assert not C.small_by_name(["video", "frames", "audition_rows"])
+    assert C.small_by_name(["input_padding"])
+    assert C.small_by_name(["video", "frames", "audition_rows"]) is None

@@ -108,12 +108,14 @@ def live_source(
             if node is None:
                 continue
             for site in facts.reaching(node, name.value):
-                if site.index in seen or site.node is None or id(site.node) not in body:
+                if site.index in seen or site.node is None:
                     continue
                 seen.add(site.index)
-                if site.kind == "for" and id(site.node) == id(header):
+                if site.kind == "for" and site.node is header:
                     if _iterates_a_tensor(facts, header) and name.value not in found:
                         found.append(name.value)  # `for x_i in x`: one sample per step
+                elif id(site.node) not in body:
+                    continue
                 elif site.kind in ("assign", "annassign", "augassign") and site.value is not None:
                     if depth < _MAX_DEPTH:
                         pending.append((site.value, depth + 1))
@@ -121,7 +123,7 @@ def live_source(
 
 
 # Callee words of work whose output outgrows its input (upsamplers, decoders, renderers).
-_EXPANDING = re.compile(r"(upsampl|upscal|decod|render|generat|synthes|vocod|interpolat|expand)")
+_EXPANDING = re.compile(r"(upsampl|upscal|decod|render|generat|synthes|vocod|interpolat)")
 
 
 def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
@@ -139,10 +141,17 @@ def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
     if any(_EXPANDING.search(part.lower()) for part in _dotted_parts(func)):
         return True
     if isinstance(func, cst.Name):
-        return func.value not in _BUILTINS and work.kind not in ("helper", "closure")
+        return (
+            func.value not in _BUILTINS
+            and work.kind not in ("helper", "closure")
+            and not _SIZE_KEEPING.search(func.value.lower())
+        )
     return False
 
 
+# Callables named for work that keeps its input's size: attention (the output is the
+# query's size), layers and blocks of a stack, norms, projections.
+_SIZE_KEEPING = re.compile(r"(attention|attn|layer|block|norm|mlp|proj)")
 _BUILTINS = frozenset({"float", "int", "len", "min", "max", "abs", "range", "zip", "enumerate"})
 
 
@@ -226,7 +235,7 @@ def batch_loop(facts: F.FunctionFacts, loop: cst.CSTNode, header: Node | None) -
 
 
 _IMAGE_WORD = re.compile(r"^(image|images|img|imgs|picture|photo)\d*$")
-_VIDEO_WORD = re.compile(r"^(video|videos|vid|frames?|temporal|motion|movie|clip|3d)\d*$")
+_VIDEO_WORD = re.compile(r"^(video|videos|vid|frames?|temporal|motion|movie|clip)\d*$")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
@@ -290,7 +299,7 @@ def _words(path: str, owner: cst.ClassDef | None) -> set[str]:
 _LIGHT_FILES = re.compile(
     r"(^|/)(scheduling_[^/]*|processing_[^/]*|image_processing_[^/]*|video_processing_[^/]*|"
     r"feature_extraction_[^/]*|tokenization_[^/]*)\.py$|(^|/)(schedulers|preprocess|"
-    r"preprocessing|processors|data_preprocess)/"
+    r"preprocessing|processors|data_preprocess|dataset|datasets|eval|evaluation|metrics)/"
 )
 # diffusers' attention processors (`AttnProcessor2_0`) run the network: not preprocessing.
 _ATTENTION = re.compile(r"(attn|attention)", re.IGNORECASE)
@@ -310,8 +319,9 @@ def light_owner(path: str, owner: cst.ClassDef | None) -> str | None:
             name.endswith(("Module", "Model")) or _ATTENTION.search(name) for name in names
         ) and any(_LIGHT_CLASS.search(name) for name in names):
             return "a scheduler, processor or tokenizer class: preprocessing or solver math"
-    if _LIGHT_FILES.search(path.replace("\\", "/")):
-        return "a scheduler, processing or preprocessing module: host-side or offline work"
+    near = "/".join(path.replace("\\", "/").rsplit("/", 3)[-3:])  # not the checkout's folders
+    if _LIGHT_FILES.search(near):
+        return "a scheduler, preprocessing, dataset or evaluation module: host-side or offline work"
     return None
 
 
@@ -321,9 +331,32 @@ _AUDIO_WORDS = frozenset(
 )  # fmt: skip
 
 
-def small_by_name(names: Iterable[str]) -> bool:
-    """An audio waveform or audio latent (by what the code calls it): a few MiB."""
-    return any(set(name.lower().strip("_").split("_")) & _AUDIO_WORDS for name in names)
+_MASK_WORDS = frozenset(["padding", "paddings", "pad_mask", "mask", "masks"])
+
+
+# Model families whose tensors are a few MiB: audio, speech and music models (by the file's
+# folder or name).
+_AUDIO_DOMAIN = re.compile(
+    r"(^|[/_])(audio|tts|speech|vocoder|codec|voice|voicechat|asr|whisper|music|wav2vec)"
+)
+
+
+def audio_model(path: str) -> bool:
+    """An audio, speech or music model's file (`qwen3_tts/`, `nemotron_voicechat/`)."""
+    return bool(_AUDIO_DOMAIN.search("/".join(path.replace("\\", "/").lower().rsplit("/", 2)[-2:])))
+
+
+def small_by_name(names: Iterable[str]) -> str | None:
+    """Why the chunks are small by what the code calls them, or None: audio waveforms and
+    audio latents (`audio`, `wavs`), padding masks (`input_padding`): a few MiB at most."""
+    words = set()
+    for name in names:
+        words |= set(name.lower().strip("_").split("_"))
+    if words & _AUDIO_WORDS:
+        return "an audio waveform or audio latent: a few MiB"
+    if words & _MASK_WORDS:
+        return "padding masks: one value per position, a few KiB to MiB"
+    return None
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -406,16 +439,36 @@ def _loop_targets(header: Node) -> set[str]:
 
 
 def _iterates_a_tensor(facts: F.FunctionFacts, header: Node) -> bool:
+    """The loop walks a tensor along a dimension, or views split off one (`for q, k, v in
+    zip(*splits)` after `splits = [torch.split(t, sizes) for t in (q, k, v)]`)."""
     statement = header.statement
     if not isinstance(statement, cst.For):
         return False
     iterable = statement.iter
     if _is_call(iterable, "zip") or _is_call(iterable, "enumerate"):
-        return any(
-            isinstance(a.value, cst.Name) and _tensor_name(facts, a.value, header)
-            for a in iterable.args
-        )
-    return isinstance(iterable, cst.Name) and _tensor_name(facts, iterable, header)
+        return any(_tensor_pieces(facts, a.value, header) for a in iterable.args)
+    return _tensor_pieces(facts, iterable, header)
+
+
+def _tensor_pieces(facts: F.FunctionFacts, value: cst.BaseExpression, header: Node) -> bool:
+    if _split_call(value):
+        return True
+    if not isinstance(value, cst.Name):
+        return False
+    if _tensor_name(facts, value, header):
+        return True
+    sites = facts.reaching(header, value.value)
+    if len(sites) != 1 or sites[0].kind != "assign" or sites[0].unpacked:
+        return False
+    bound = sites[0].value
+    if isinstance(bound, (cst.ListComp, cst.GeneratorExp)):
+        return _split_call(bound.elt)
+    return bound is not None and _split_call(bound)
+
+
+def _split_call(value: cst.BaseExpression) -> bool:
+    """`torch.split(t, n)`, `t.chunk(4)`, `t.unbind(1)`: views of one tensor."""
+    return isinstance(value, cst.Call) and _last_name(value.func) in _SPLITS
 
 
 def _tensor_name(facts: F.FunctionFacts, name: cst.Name, header: Node) -> bool:
@@ -461,15 +514,29 @@ def runs_a_network(work: F.Work) -> bool:
     return work.level >= F.MODEL or any(_NETWORK_PART.match(part) for part in work.parts)
 
 
-def latent_by_callee(facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node | None) -> bool:
-    """The chunk comes from a call named for latents (`patchify_video_latents(x)`,
-    `self.prepare_latents(...)`), directly or through the one binding that reaches the
-    append; `decode_latents` makes frames, not latents."""
+def callee_name(facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node | None) -> str:
+    """The name of the call that made the chunk (`patchify_video_latents` of
+    `patchify_video_latents(x)`, `input_embeddings` of `self.input_embeddings(ids)`),
+    directly or through the one binding that reaches the append; "" when none."""
     value: cst.BaseExpression | None = expr
-    if isinstance(expr, cst.Name) and node is not None:
-        sites = facts.reaching(node, expr.value)
+    while True:
+        if isinstance(value, (cst.Subscript, cst.Attribute)):
+            value = value.value
+        elif (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _SHAPING
+        ):
+            value = value.func.value
+        else:
+            break
+    if isinstance(value, cst.Name) and node is not None:
+        sites = facts.reaching(node, value.value)
         value = sites[0].value if len(sites) == 1 and sites[0].kind == "assign" else None
     if not isinstance(value, cst.Call):
-        return False
-    words = set(_last_name(value.func).lower().strip("_").split("_"))
-    return bool(words & {"latent", "latents"}) and not words & {"decode", "decoder", "decoded"}
+        return ""
+    return _last_name(value.func)
+
+
+# Methods that reshape a call's output without changing what it is (`f(x).reshape(1, -1)`).
+_SHAPING = frozenset({"reshape", "view", "flatten", "squeeze", "unsqueeze", "contiguous", "to"})
