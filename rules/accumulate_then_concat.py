@@ -55,13 +55,29 @@ class AccumulateThenConcat(Rule):
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
     batch: `z.split(1)`, `unbind()`, iterating a tensor), for chunks copied to the host
-    (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory), in processor or scheduler classes,
-    and for one row of an outer accumulation (`rows.append(torch.cat(row))`). Findings in
+    (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory), and for one row of an outer
+    accumulation (`rows.append(torch.cat(row))`). The chunk facts of
+    `lifetime_lint.analysis.chunks` compare the chunks with what the loop holds anyway,
+    and make these `low` too: chunks computed, without work that may expand them, from
+    slices of a tensor alive across the loop (a recurrent scan's per-step outputs,
+    per-sample attention over `q[b : b + 1]`, a loop over `torch.split` views: together no
+    larger than the loop's own inputs); decoded tiles of an image model (4-D tensors, or a
+    file or class named for an image model such as `QwenImage`: a whole 2K image is tens
+    of MiB, less than one tile's decoder activations); scheduler, processor, tokenizer and
+    feature-extractor classes (`SchedulerMixin` and `ProcessorMixin` bases included) and
+    scheduling, processing, preprocessing, dataset and evaluation files; audio waveforms,
+    audio latents and padding masks (by name) and audio or speech model files; one chunk
+    per sample (`range(x.shape[0])`, `range(len(x))` of a tensor); tensors taken out of a
+    container that held them before the loop (`state_dict.pop(key)`); chunks whose
+    producing call is named for something small (`patchify_video_latents`,
+    `input_embeddings`); calls into an encoder the work facts rate lighter than a model
+    (`self.vision.forward_features`). Findings in
     non-library paths (tests, examples, benchmarks, scripts, notebooks: the top-level
     `non-library` globs, shared with LL004/LL005) are `low` too: another audience, small
     inputs. The default run reports `medium` and `high`; `--statistics` counts the
-    non-library findings it left out ("left out: non-library path"), and
-    `min-significance = "low"` under `[tool.lifetime-lint]` shows every finding.
+    non-library findings it left out ("left out: non-library path") and the ones below
+    the bar, and `min-significance = "low"` under `[tool.lifetime-lint]` shows every
+    finding, each with the reason it is `low` in its message.
 
     ## Why is this bad?
     At the `torch.cat`, every chunk and the full result are alive together: the peak is

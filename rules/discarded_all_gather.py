@@ -42,7 +42,9 @@ class DiscardedAllGather(Rule):
     Each finding has a significance from what each rank sends (the facts layer's origin of
     the sent tensor, refined by its name): `high` for decoded frames or tiles, `medium` for
     activations and tensors of unknown origin, `low` for latent-sized predictions,
-    embeddings and scalars (world_size copies of a few MiB). The default run reports
+    embeddings and scalars (world_size copies of a few MiB), and for `all_gather_object`
+    of anything the facts layer does not know to be a tensor (pickled request ids, sets,
+    status records: metadata). The default run reports
     `medium` and `high`; `min-significance = "low"` under `[tool.lifetime-lint]` shows the
     rest. Calls resolving to
     `torch.distributed.all_gather`, `all_gather_into_tensor`, `all_gather_object`, their
@@ -50,7 +52,10 @@ class DiscardedAllGather(Rule):
     any `.all_gather(...)` method, as on a group coordinator).
 
     Not flagged: results that every rank reads (a CFG-parallel combine, a context-parallel
-    unshard, sequence-parallel attention, sizes gathered to build groups), buffers that come
+    unshard, sequence-parallel attention, sizes gathered to build groups; a guard on the
+    rank of another parallel dimension than the gathered group's, by the call that made
+    it or by its name: `if self.pp_rank == 0:` around a gather over the TP group has one
+    reader per pipeline stage, and every rank of the group reads), buffers that come
     from outside the function (a parameter, an attribute), asynchronous calls
     (`async_op=True`), and an `all_gather` in a branch that chooses by backend (the guarded
     path for backends that lack a fast `gather`, such as Ascend's HCCL).
