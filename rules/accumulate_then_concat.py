@@ -811,6 +811,9 @@ class AccumulateThenConcat(Rule):
         small = C.small_by_name(names)
         if small is not None:
             return small
+        loading = C.load_time(self.context.path, function.name.value, names)
+        if loading is not None:
+            return loading
         if C.audio_model(self.context.path):
             return "an audio or speech model: its waveforms, codes and logits are a few MiB"
         if (

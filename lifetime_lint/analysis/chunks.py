@@ -332,6 +332,35 @@ _AUDIO_WORDS = frozenset(
 
 
 _MASK_WORDS = frozenset(["padding", "paddings", "pad_mask", "mask", "masks"])
+# Bookkeeping tensors of a serving stack: a few values per token, page or request.
+_INDEX_WORDS = frozenset(
+    ["locs", "loc", "indices", "index", "idx", "ids", "pages", "slots", "orders", "positions",
+     "offsets", "lens", "lengths", "phys", "table", "tables"]
+)  # fmt: skip
+# What loading and converting weights is named for: it runs once, one layer at a time.
+_LOAD_WORDS = frozenset(
+    ["load", "loading", "loader", "weights", "checkpoint", "convert", "conversion", "repack",
+     "quantize", "dequantize"]
+)  # fmt: skip
+_LOAD_FOLDERS = re.compile(r"(^|/)(quantization|model_loader|loaders?|lora|checkpoints?)/")
+_WEIGHT_WORDS = frozenset(["weight", "weights", "qweight", "qzeros", "scales", "w13", "w2", "w1"])
+
+
+def load_time(path: str, function: str, names: Iterable[str]) -> str | None:
+    """Why the accumulation runs at load time, or None: a function named for loading or
+    converting weights (`process_weights_after_loading`, `load_weights`), a file of a
+    quantization, model-loader or LoRA package, or chunks named for weights (`qweight`,
+    `w13_chunks`). One layer's weights next to the whole model: below the serving peak."""
+    words = set(function.lower().strip("_").split("_"))
+    named: set[str] = set()
+    for name in names:
+        named |= set(name.lower().strip("_").split("_"))
+    near = "/".join(path.replace("\\", "/").rsplit("/", 3)[-3:])
+    if words & _LOAD_WORDS or named & _WEIGHT_WORDS or _LOAD_FOLDERS.search(near):
+        return (
+            "weight loading or conversion: one layer's weights at load time, below the serving peak"
+        )
+    return None
 
 
 # Model families whose tensors are a few MiB: audio, speech and music models (by the file's
@@ -356,6 +385,8 @@ def small_by_name(names: Iterable[str]) -> str | None:
         return "an audio waveform or audio latent: a few MiB"
     if words & _MASK_WORDS:
         return "padding masks: one value per position, a few KiB to MiB"
+    if words & _INDEX_WORDS:
+        return "indices or locations: a few values per token, page or request"
     return None
 
 
