@@ -49,7 +49,11 @@ class AccumulateThenConcat(Rule):
     from), what the loop does, and a significance from what sets the peak: `high` for
     decoded tiles or frames merged by light work (blending, cropping: the tiles' decoder
     activations are gone, so every chunk plus the output is the peak), `medium` for
-    activation-sized chunks so merged, `low` when each chunk comes from model-level work in
+    activation-sized chunks so merged in a decoder's output assembly (a function named for
+    decoding, tiles, merging, blending or upsampling, or a list named for frames or video:
+    temporal tiles, blended frame groups), `low` for activation-sized chunks elsewhere (the
+    loop's own inputs and work are of the same order), `low` when each chunk comes from
+    model-level work in
     the same loop (that call's own activations usually exceed the concatenation: measured
     unchanged on Wan's untiled decode), for latent-sized results (encode paths,
     conditioning), and whenever the loop gives few chunks (a short literal range, model
@@ -386,7 +390,9 @@ class AccumulateThenConcat(Rule):
             return
         origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop_statement)
-        level, structure = _accumulation_level(origin, work)
+        level, generic = _accumulation_level(origin, work, _decode_path(function, named))
+        # The specific reasons below say more than "outside a decoder's output assembly".
+        structure = None if generic == _OUTSIDE_DECODE else generic
         structure = structure or self._chunk_structure(
             facts, function, origin, named,
             [(expr, nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
@@ -410,6 +416,7 @@ class AccumulateThenConcat(Rule):
                     facts,
                     _header_node(facts, loop),
                 )
+        structure = structure or generic
         if structure is not None:
             level = S.LOW
         scoped, structure = self._scoped(level, structure)
@@ -583,14 +590,15 @@ class AccumulateThenConcat(Rule):
             return  # `x = torch.cat([x, extra], 1)` after `x = ...` in the same iteration
         origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop)
-        level, structure = _accumulation_level(origin, work)
         named = [out] + ([elements[1].value] if isinstance(elements[1], cst.Name) else [])
+        level, generic = _accumulation_level(origin, work, _decode_path(function, named))
         structure = (
             _small_loop(
                 loop, self.settings["min-constant-count"], self._index(function), facts, header
             )
-            or structure
+            or (None if generic == _OUTSIDE_DECODE else generic)
             or self._chunk_structure(facts, function, origin, named, [(elements[1], node, header)])
+            or generic
         )
         if structure is not None:
             level = S.LOW
@@ -774,7 +782,7 @@ class AccumulateThenConcat(Rule):
         origin = S.name_origin(list_name or "", F._origin_of_work(work))
         if S.size_class(origin) == S.TINY:
             return
-        level, reason = _accumulation_level(origin, work)
+        level, reason = _accumulation_level(origin, work, True)
         reason = reason or C.light_owner(self.context.path, facts.owner)
         if reason is not None:
             level = S.LOW
@@ -1088,20 +1096,60 @@ _MODEL_IN_LOOP = (
 )
 
 
-def _accumulation_level(origin: str, work: F.Work) -> tuple[str, str | None]:
+# Function names of a decoder's output assembly (`tiled_decode`, `_merge_spatial_tiles`,
+# `tile_merge`, `temporal_tiled_decode`).
+_DECODE_WORDS = frozenset(
+    {
+        "decode",
+        "decoder",
+        "decoding",
+        "tiled",
+        "tile",
+        "tiles",
+        "merge",
+        "blend",
+        "stitch",
+        "upsample",
+        "upscale",
+    }
+)
+
+
+def _decode_path(function: cst.FunctionDef, names: Sequence[str]) -> bool:
+    """The accumulation assembles a decoder's output: the function is named for decoding
+    or merging tiles, or the list is named for decoded frames (`video`, `frames`)."""
+    words = set(function.name.value.lower().strip("_").split("_"))
+    return bool(words & _DECODE_WORDS) or any(
+        S.name_origin(name, F.CONCATENATION) == F.DECODED for name in names
+    )
+
+
+_OUTSIDE_DECODE = (
+    "activation-sized chunks outside a decoder's output assembly: the loop's own inputs and "
+    "work are of the same order, so the concatenation rarely sets the peak"
+)
+
+
+def _accumulation_level(origin: str, work: F.Work, decode_path: bool) -> tuple[str, str | None]:
     """LL002's significance: the concatenation's peak is every chunk plus the output, and it
     is the function's peak only where nothing in the loop needs more. Decoded tiles merged by
     light work (blending, copying: the tiles were decoded earlier): `high`; activation-sized
     chunks so merged: `medium`. Where each chunk comes from a model-level call in the same
     loop, that call's activations usually set the peak (measured on an H200: Wan's untiled
     decode, 4,487 MiB with and without a preallocated output; the 720p tiled merge -16%):
-    `low`, with the reason."""
+    `low`, with the reason. Activation-sized chunks are `medium` only in a decoder's output
+    assembly (`decode_path`), `low` elsewhere."""
     size = S.size_class(origin)
     if size not in (S.LARGE, S.ACTIVATION_SIZED):
         return S.LOW, None
     if C.runs_a_network(work):
         return S.LOW, _MODEL_IN_LOOP
-    return (S.HIGH if size == S.LARGE else S.MEDIUM), None
+    if size == S.LARGE:
+        return S.HIGH, None
+    # Activation-sized chunks merged by light work: worth it where they are a decoder's
+    # output (temporal tiles of a video VAE, blended frame groups); elsewhere the loop's
+    # own inputs and work are as large as the chunks.
+    return (S.MEDIUM, None) if decode_path else (S.LOW, _OUTSIDE_DECODE)
 
 
 def _smaller_by_name(callee: str, origin: str) -> str:

@@ -342,7 +342,9 @@ _LOAD_WORDS = frozenset(
     ["load", "loading", "loader", "weights", "checkpoint", "convert", "conversion", "repack",
      "quantize", "dequantize"]
 )  # fmt: skip
-_LOAD_FOLDERS = re.compile(r"(^|/)(quantization|model_loader|loaders?|lora|checkpoints?)/")
+_LOAD_FOLDERS = re.compile(
+    r"(^|/)(quantization|quantizers|model_loader|loaders?|lora|checkpoints?)/"
+)
 _WEIGHT_WORDS = frozenset(["weight", "weights", "qweight", "qzeros", "scales", "w13", "w2", "w1"])
 
 
