@@ -446,6 +446,9 @@ def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> 
             origin = F.SMALL
     if len(name) > 1:  # a one-letter name (`t`, `x`) says nothing about size
         origin = S.name_origin(name, origin)
+    if isinstance(sent, cst.Name) and _literal_small_allocation(ranks.binding(sent)):
+        # `tmp = torch.zeros(1, device="npu")`: a warm-up or handshake of a few elements.
+        return S.LOW, "; each rank sends a tensor of a few elements, so the waste is small"
     if kind == OBJECT and not tensor:
         # `all_gather_object` pickles Python objects: request ids, sets, status records.
         return S.LOW, "; each rank sends a pickled Python object (metadata), so the waste is small"
@@ -453,6 +456,34 @@ def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> 
     if size in (S.SMALL_SIZED, S.TINY):
         return S.LOW, f"; each rank sends little ({S.describe(origin)}), so the waste is small"
     return (S.HIGH if size == S.LARGE else S.MEDIUM), ""
+
+
+_LITERAL_ALLOCATORS = frozenset({"zeros", "ones", "empty", "full", "tensor", "randn", "rand"})
+
+
+def _literal_small_allocation(bound) -> bool:
+    """`torch.zeros(1)`, `torch.ones(2, 4)`, `torch.tensor([0])`: shapes written as small
+    literals (at most 64 elements)."""
+    if bound is None or bound[1] is not None:
+        return False
+    value = bound[0]
+    if not (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _LITERAL_ALLOCATORS
+    ):
+        return False
+    positional = [a.value for a in value.args if a.keyword is None and not a.star]
+    if value.func.attr.value == "tensor":
+        return bool(positional) and isinstance(positional[0], (cst.List, cst.Tuple, cst.Integer))
+    sizes = positional[:-1] if value.func.attr.value == "full" else positional
+    if not sizes or not all(isinstance(size, cst.Integer) for size in sizes):
+        return False
+    count = 1
+    for size in sizes:
+        assert isinstance(size, cst.Integer)
+        count *= int(size.value)
+    return count <= 64
 
 
 def _has_comment(statement: cst.SimpleStatementLine) -> bool:

@@ -535,7 +535,7 @@ def _last_name(node: cst.BaseExpression) -> str:
 
 
 _NETWORK_PART = re.compile(
-    r"^(vision|visual|vit|backbone|tower|vision_tower|vision_model|vision_encoder|"
+    r"^(vision|visual|vit|backbone|tower|decoder|vae|vision_tower|vision_model|vision_encoder|"
     r"visual_encoder|image_encoder|text_encoder|audio_encoder|[a-z_]+_(tower|encoder|backbone))$"
 )
 
