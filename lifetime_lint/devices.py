@@ -278,6 +278,8 @@ _CUDA_BOUND_CODE = (
         ),
         "the CUDA driver API or CUDA IPC",
     ),
+    # Symmetric memory (`torch.distributed._symmetric_memory`): CUDA peer-mapped buffers.
+    (re.compile(r"""SymmetricMemory\b|\bsymmetric_memory\b"""), "CUDA symmetric memory"),
     # A CUDA stream or event object of the function's own: its work is ordered on CUDA.
     (re.compile(r"""\bcuda\.(Stream|Event|ExternalStream)\("""), "a CUDA stream or event"),
     # The author's own message says so: `logger.info("Expert-pack CUDA extension ...")`.
@@ -311,7 +313,7 @@ CUDA_ONLY_LIBRARIES = frozenset(
 _CUDA_ONLY_NAME = re.compile(
     r"(?<![A-Za-z0-9])(cudagraph|cuda_graph|nccl|pynccl|graph_runner|flashinfer|cutlass|cute|"
     r"deep_gemm|deepgemm|trtllm|tensorrt|cudnn|nvshmem|symm_mem|nunchaku|nvfp4|nvjpeg|nvidia|vmm|"
-    r"sm\d{2,3})"
+    r"mscclpp|pymscclpp|custom_all_reduce|sm\d{2,3})"
     r"(?![A-Za-z])",
     re.IGNORECASE,
 )
@@ -322,6 +324,20 @@ _CUDA_MODULE_NAME = re.compile(r"(?<![A-Za-z0-9])cuda(?![A-Za-z])", re.IGNORECAS
 # A class named for CUDA (`CUDAGraphRunner`, `CudaGraphWrapper`, `Cuda_IPC`): snake_case
 # words and CamelCase humps, not `barracuda`.
 _CUDA_IDENTIFIER = re.compile(r"(?:^|_)[cC]uda(?=_|\d|$)|(?:^|_|[a-z])(?:CUDA|Cuda)(?=[A-Z_\d]|$)")
+
+
+def _names_cuda_class(test: str) -> bool:
+    """A test naming a class its author named for CUDA (`isinstance(f,
+    CudaIpcTensorTransportProxy)`): CamelCase names only, so `torch.cuda.is_available()`
+    is not one."""
+    return any(
+        word[0].isupper() and not word.isupper() and _CUDA_IDENTIFIER.search(word)
+        for word in re.findall(r"[A-Za-z_]\w*", test)
+    )
+
+
+# A class named for a CUDA graph memory pool (`GraphPoolPrecarve`, `CudaGraphPool`).
+_CUDA_GRAPH_POOL = re.compile(r"GraphPool|graph_pool")
 # ROCm runs the `torch.cuda` API: code written only for it is already right there.
 _ROCM = re.compile(r"(?<![A-Za-z0-9])(hip|rocm|amd|aiter|gfx\d+)(?![A-Za-z0-9])", re.IGNORECASE)
 # Branch tests that pick CUDA (or ROCm) specifically, beyond "is an accelerator there".
@@ -352,7 +368,7 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
             test = context.code_for(node.test)
             if _ROCM.search(test):
                 return f"a ROCm-only branch (`{test.strip()[:60]}`), where torch.cuda is right"
-            if _CUDA_SPECIFIC_TEST.search(test):
+            if _CUDA_SPECIFIC_TEST.search(test) or _names_cuda_class(test):
                 return f"a CUDA-only branch (`{test.strip()[:60]}`)"
             if _CUDA_ONLY_NAME.search(test) and not _OTHER_BACKEND.search(test):
                 # `if attention_backend == "flashinfer_cudnn":` picks a CUDA-only kernel; a
@@ -364,6 +380,8 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
                 return f"ROCm-only code (`{node.name.value}`), where torch.cuda is right"
             if _CUDA_ONLY_FUNCTION.search(node.name.value):
                 return f"code for a CUDA-only kernel (`{node.name.value}`)"
+            if isinstance(node, cst.ClassDef) and _CUDA_GRAPH_POOL.search(node.name.value):
+                return f"a CUDA graph memory pool (`{node.name.value}`)"
             if isinstance(node, cst.ClassDef) and _CUDA_IDENTIFIER.search(node.name.value):
                 # `CUDAGraphRunner`, `CudaIpcBuffer`: a class its author named for CUDA. (Not
                 # functions: a `_empty_cuda_cache()` helper in shared code runs everywhere.)
@@ -421,6 +439,9 @@ def _device_evidence(
                 root = _imported_root(small)
                 if root in CUDA_ONLY_LIBRARIES:
                     return f"code that imports a CUDA-only library (`{root}`)"
+                module = _imported_module(small)
+                if module and any(_CUDA_ONLY_FUNCTION.search(p) for p in module.split(".")):
+                    return f"code that imports a CUDA-only kernel module (`{module}`)"
     return None
 
 
@@ -438,6 +459,8 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         if _CUDA_SKIP.search(text) and not _OTHER_BACKEND.search(text):
             return f"a test skipped without CUDA (`@{text.strip()[:60]}`)"
     if isinstance(node, cst.ClassDef):
+        if _CUDA_DRIVER.search(context.code_for(node)):
+            return f"a class on the CUDA driver API (`{node.name.value}`)"
         return (
             _built_on_cuda_only_object(node)
             or _declares_cuda_only_capabilities(context, node)
@@ -510,7 +533,9 @@ def _is_cuda_skip_guard(context: FileContext, statement: cst.If) -> bool:
         # device *is* CUDA (a tensor's, the platform's, the build's), so even an early
         # `return` leaves CUDA-only code behind, unlike a bare availability test.
         return bool(_EARLY_EXIT.search(body) or re.search(r"\breturn\b", body))
-    if test.lstrip().startswith("not") and re.search(r"\braise\b[^\n]*\n?[^\n]*\bCUDA\b", body):
+    if test.lstrip().startswith("not") and re.search(
+        r"\braise\b[^\n]*\n?[^\n]*\b(CUDA|Blackwell|Hopper|NVIDIA)\b", body
+    ):
         # `if not can_use_kernel(q): raise ValueError("Expected contiguous CUDA ...")`.
         return True
     negated = test.lstrip().startswith("not") and "cuda" in test
@@ -535,6 +560,9 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
             return f"a CUDA-only kernel module (`{part}`)"
     if _ROCM.search(name.rsplit(".", 1)[0]):
         return f"a ROCm-only module (`{name}`), where torch.cuda is right"
+    for part in relative.split("/")[:-1]:
+        if _ROCM.search(part):  # `kernels/ops/attention/vattn_asm_gfx950/__init__.py`
+            return f"a ROCm-only module (in `{part}/`), where torch.cuda is right"
     for statement in module.body:
         if isinstance(statement, cst.If):
             backend = _exit_guard(context, statement, raise_only=True)
@@ -560,6 +588,12 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
     return None
 
 
+# A class that loads or imports the CUDA driver or runtime itself (`ctypes.CDLL(
+# "libcuda.so.1")`, `from cuda.bindings import driver`): its streams, mappings and handles
+# are CUDA's. (Per class: a utility module may use the driver in one helper only.)
+_CUDA_DRIVER = re.compile(r"libcuda(rt)?\.so|\bcuda\.bindings\b")
+
+
 def _keyed_by_cuda_devices(value: cst.BaseExpression) -> bool:
     """A dict literal of two or more entries whose keys are all `"cuda:N"` (a NIC or NUMA
     affinity table per CUDA device): the module addresses CUDA devices by name."""
@@ -572,6 +606,13 @@ def _keyed_by_cuda_devices(value: cst.BaseExpression) -> bool:
         and re.fullmatch(r"cuda:\d+", element.key.evaluated_value) is not None
         for element in value.elements
     )
+
+
+def _imported_module(small: cst.BaseSmallStatement) -> str | None:
+    """The module an absolute `from m import ...` names."""
+    if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+        return dotted_name(small.module)
+    return None
 
 
 def _imported_root(small: cst.BaseSmallStatement) -> str | None:
@@ -592,7 +633,7 @@ def _imported_root(small: cst.BaseSmallStatement) -> str | None:
 # A flag or platform probe named for one backend (`_is_hip`, `is_hip()`, `is_cuda()`,
 # `current_platform.is_rocm()`, `IS_CUDA`): true only on that backend. Availability
 # (`torch.cuda.is_available()`) is weaker: other accelerators may still be there.
-_BACKEND_FLAG = re.compile(r"^_*is_(cuda|hip|rocm)(_alike)?$", re.IGNORECASE)
+_BACKEND_FLAG = re.compile(r"^_*is_(cuda|hip|rocm)(_alike|_runtime|_platform)?$", re.IGNORECASE)
 # Libraries that exist only for AMD GPUs: code that needs one runs on ROCm, where
 # `torch.cuda` is HIP and right.
 ROCM_ONLY_LIBRARIES = frozenset({"aiter", "amdsmi", "pyrsmi", "rocm_smi", "hip"})
@@ -611,13 +652,15 @@ class BackendTest:
     identity: bool
 
 
-def _backend_when_true(expression: cst.BaseExpression) -> BackendTest | None:
+def _backend_when_true(
+    expression: cst.BaseExpression, context: FileContext | None = None
+) -> BackendTest | None:
     """The backend `expression` being true proves (`x.is_cuda`, `dev.type == "cuda"`,
     `device.startswith("cuda")`, `is_hip()`, `not a or b.is_cuda` does not, `a and
     b.is_cuda` does)."""
     if isinstance(expression, cst.BooleanOperation):
-        left = _backend_when_true(expression.left)
-        right = _backend_when_true(expression.right)
+        left = _backend_when_true(expression.left, context)
+        right = _backend_when_true(expression.right, context)
         if isinstance(expression.operator, cst.And):
             return _stronger(left, right)
         if left and right:  # `is_cuda() or is_hip()`: torch.cuda is right on either
@@ -637,6 +680,10 @@ def _backend_when_true(expression: cst.BaseExpression) -> BackendTest | None:
             return _flag_backend(dotted.rpartition(".")[2])
         if dotted.endswith(".startswith") and _names_cuda(expression.args[0].value):
             return BackendTest("CUDA", True)
+        if context is not None:  # `_is_bf16_cuda(x)`: a same-module predicate
+            predicate = _same_module_function(context, expression.func, ())
+            backend = _predicate_backend(context, predicate) if predicate else None
+            return BackendTest(backend, True) if backend else None
         return None
     if isinstance(expression, cst.Comparison) and len(expression.comparisons) == 1:
         target = expression.comparisons[0]
@@ -649,14 +696,17 @@ def _backend_when_true(expression: cst.BaseExpression) -> BackendTest | None:
     return None
 
 
-def _backend_when_false(expression: cst.BaseExpression) -> BackendTest | None:
+def _backend_when_false(
+    expression: cst.BaseExpression, context: FileContext | None = None
+) -> BackendTest | None:
     """The backend `expression` being false proves (`not x.is_cuda`, `dev.type !=
     "cuda"`, `not (is_cuda() and x.is_contiguous())`, `a or not _is_hip`)."""
     if isinstance(expression, cst.UnaryOperation) and isinstance(expression.operator, cst.Not):
-        return _backend_when_true(expression.expression)
+        return _backend_when_true(expression.expression, context)
     if isinstance(expression, cst.BooleanOperation) and isinstance(expression.operator, cst.Or):
         return _stronger(
-            _backend_when_false(expression.left), _backend_when_false(expression.right)
+            _backend_when_false(expression.left, context),
+            _backend_when_false(expression.right, context),
         )
     if isinstance(expression, cst.Comparison) and len(expression.comparisons) == 1:
         target = expression.comparisons[0]
@@ -693,7 +743,7 @@ def _exit_guard(context: FileContext, statement: cst.If, raise_only: bool) -> st
     `return` when it tests the device itself and `raise_only` is False) with no `else`."""
     if statement.orelse is not None:
         return None
-    test = _backend_when_false(statement.test)
+    test = _backend_when_false(statement.test, context)
     if test is None:
         return None
     exits = _how_body_exits(statement.body)
@@ -763,7 +813,7 @@ def _asserted_backend(
 ) -> str | None:
     """The backend `assert test` requires: `assert x.is_cuda and ...`, or `assert
     can_use_kernel(x)` where the same-module predicate is false off that backend."""
-    found = _backend_when_true(test)
+    found = _backend_when_true(test, context)
     if found is not None and found.identity:
         return found.backend
     if isinstance(test, cst.Call):
@@ -788,7 +838,7 @@ def _predicate_backend(context: FileContext, function: cst.FunctionDef) -> str |
         value = statement.value
         if isinstance(value, cst.Name) and value.value == "False":
             continue
-        found = _backend_when_true(value) if value is not None else None
+        found = _backend_when_true(value, context) if value is not None else None
         if found is None or not found.identity:
             return None
         backends.add(found.backend)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from lifetime_lint.analysis import chunks as C
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis import tables as T
@@ -48,19 +49,39 @@ class AccumulateThenConcat(Rule):
     from), what the loop does, and a significance from what sets the peak: `high` for
     decoded tiles or frames merged by light work (blending, cropping: the tiles' decoder
     activations are gone, so every chunk plus the output is the peak), `medium` for
-    activation-sized chunks so merged, `low` when each chunk comes from model-level work in
+    activation-sized chunks so merged in a decoder's output assembly (a function named for
+    decoding, tiles, merging, blending or upsampling, or a list named for frames or video:
+    temporal tiles, blended frame groups), `low` for activation-sized chunks elsewhere (the
+    loop's own inputs and work are of the same order), `low` when each chunk comes from
+    model-level work in
     the same loop (that call's own activations usually exceed the concatenation: measured
     unchanged on Wan's untiled decode), for latent-sized results (encode paths,
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
     batch: `z.split(1)`, `unbind()`, iterating a tensor), for chunks copied to the host
-    (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory), in processor or scheduler classes,
-    and for one row of an outer accumulation (`rows.append(torch.cat(row))`). Findings in
+    (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory), and for one row of an outer
+    accumulation (`rows.append(torch.cat(row))`). The chunk facts of
+    `lifetime_lint.analysis.chunks` compare the chunks with what the loop holds anyway,
+    and make these `low` too: chunks computed, without work that may expand them, from
+    slices of a tensor alive across the loop (a recurrent scan's per-step outputs,
+    per-sample attention over `q[b : b + 1]`, a loop over `torch.split` views: together no
+    larger than the loop's own inputs); decoded tiles of an image model (4-D tensors, or a
+    file or class named for an image model such as `QwenImage`: a whole 2K image is tens
+    of MiB, less than one tile's decoder activations); scheduler, processor, tokenizer and
+    feature-extractor classes (`SchedulerMixin` and `ProcessorMixin` bases included) and
+    scheduling, processing, preprocessing, dataset and evaluation files; audio waveforms,
+    audio latents and padding masks (by name) and audio or speech model files; one chunk
+    per sample (`range(x.shape[0])`, `range(len(x))` of a tensor); tensors taken out of a
+    container that held them before the loop (`state_dict.pop(key)`); chunks whose
+    producing call is named for something small (`patchify_video_latents`,
+    `input_embeddings`); calls into an encoder the work facts rate lighter than a model
+    (`self.vision.forward_features`). Findings in
     non-library paths (tests, examples, benchmarks, scripts, notebooks: the top-level
     `non-library` globs, shared with LL004/LL005) are `low` too: another audience, small
     inputs. The default run reports `medium` and `high`; `--statistics` counts the
-    non-library findings it left out ("left out: non-library path"), and
-    `min-significance = "low"` under `[tool.lifetime-lint]` shows every finding.
+    non-library findings it left out ("left out: non-library path") and the ones below
+    the bar, and `min-significance = "low"` under `[tool.lifetime-lint]` shows every
+    finding, each with the reason it is `low` in its message.
 
     ## Why is this bad?
     At the `torch.cat`, every chunk and the full result are alive together: the peak is
@@ -353,13 +374,30 @@ class AccumulateThenConcat(Rule):
             if isinstance(expr, cst.Name):
                 origin = S.name_origin(expr.value, origin)
         origin = _encoder_output(function, origin)
+        # What the producing call is named for, where that says the chunks are small
+        # (`patchify_video_latents(x)`, `self.input_embeddings(ids)`); `decode_latents`
+        # makes frames.
+        callees = [
+            C.callee_name(facts, expr, nodes.get(id(grow.node)))
+            for expr, grow in zip(chunk_exprs, grows)
+            if expr is not None
+        ]
+        by_callee = {_smaller_by_name(callee, origin) for callee in callees}
+        if len(by_callee) == 1:
+            origin = by_callee.pop()
         named = [name.value] + [e.value for e in chunk_exprs if isinstance(e, cst.Name)]
         if S.size_class(origin) == S.TINY or any(_per_item(n) for n in named):
             return
+        origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop_statement)
-        level, structure = _accumulation_level(origin, work)
-        if facts.owner_facts is not None and facts.owner_facts.light:
-            structure = "a processor or scheduler class: preprocessing or scheduler math"
+        level, generic = _accumulation_level(origin, work, _decode_path(function, named))
+        # The specific reasons below say more than "outside a decoder's output assembly".
+        structure = None if generic == _OUTSIDE_DECODE else generic
+        structure = structure or self._chunk_structure(
+            facts, function, origin, named,
+            [(expr, nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
+             for expr, grow, loop in zip(chunk_exprs, grows, loops)],
+        )  # fmt: skip
         if structure is None and all(
             _on_host(facts, expr, nodes.get(id(grow.node)))
             for expr, grow in zip(chunk_exprs, grows)
@@ -378,6 +416,7 @@ class AccumulateThenConcat(Rule):
                     facts,
                     _header_node(facts, loop),
                 )
+        structure = structure or generic
         if structure is not None:
             level = S.LOW
         scoped, structure = self._scoped(level, structure)
@@ -549,11 +588,17 @@ class AccumulateThenConcat(Rule):
             return
         if not _loop_carried(out, assign, loop, self._index(function)):
             return  # `x = torch.cat([x, extra], 1)` after `x = ...` in the same iteration
+        origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop)
-        level, structure = _accumulation_level(origin, work)
+        named = [out] + ([elements[1].value] if isinstance(elements[1], cst.Name) else [])
+        level, generic = _accumulation_level(origin, work, _decode_path(function, named))
         structure = (
-            _small_loop(loop, self.settings["min-constant-count"], self._index(function))
-            or structure
+            _small_loop(
+                loop, self.settings["min-constant-count"], self._index(function), facts, header
+            )
+            or (None if generic == _OUTSIDE_DECODE else generic)
+            or self._chunk_structure(facts, function, origin, named, [(elements[1], node, header)])
+            or generic
         )
         if structure is not None:
             level = S.LOW
@@ -737,7 +782,10 @@ class AccumulateThenConcat(Rule):
         origin = S.name_origin(list_name or "", F._origin_of_work(work))
         if S.size_class(origin) == S.TINY:
             return
-        level, reason = _accumulation_level(origin, work)
+        level, reason = _accumulation_level(origin, work, True)
+        reason = reason or C.light_owner(self.context.path, facts.owner)
+        if reason is not None:
+            level = S.LOW
         if any(_iterable_is_small_or_model_axis(c.iter, min_count, index) for c in clauses):
             level = S.LOW
         scoped, reason = self._scoped(level, reason)
@@ -754,6 +802,60 @@ class AccumulateThenConcat(Rule):
             + f" (significance: {level})",
             significance=level,
         )
+
+    def _chunk_structure(
+        self,
+        facts: F.FunctionFacts,
+        function: cst.FunctionDef,
+        origin: str,
+        names: Sequence[str],
+        chunks: Sequence[tuple[cst.BaseExpression | None, Node | None, Node | None]],
+    ) -> str | None:
+        """Why the chunks, next to what the loop holds anyway, do not set the peak (the
+        chunk facts of `analysis.chunks`); None when nothing says so."""
+        light = C.light_owner(self.context.path, facts.owner)
+        if light is not None:
+            return light
+        small = C.small_by_name(names)
+        if small is not None:
+            return small
+        loading = C.load_time(self.context.path, function.name.value, names)
+        if loading is not None:
+            return loading
+        if C.audio_model(self.context.path):
+            return "an audio or speech model: its waveforms, codes and logits are a few MiB"
+        if (
+            origin == F.DECODED
+            and (image := C.image_model(self.context, function, facts.owner)) is not None
+        ):
+            return (
+                f"decoded tiles of {image}: a whole image is tens of MiB at 2K, less than "
+                f"one tile's decoder activations, so the merge does not set the peak"
+            )
+        nodes = self._load_nodes(facts)
+        sources = [
+            C.live_source(self.context, facts, nodes, expr, header) if expr is not None else None
+            for expr, _, header in chunks
+        ]
+        if sources and all(source is not None for source in sources):
+            names = list(dict.fromkeys(name for found in sources if found for name in found))
+            listed = ", ".join(f"`{name}`" for name in names[:3]) + (
+                " and more" if len(names) > 3 else ""
+            )
+            return (
+                f"each chunk is computed from slices of {listed}, which stay alive across "
+                f"the loop: the chunks together are no larger than the loop's own inputs, so "
+                f"the concatenation does not set a new peak"
+            )
+        if chunks and all(
+            expr is not None and C.moved_from_container(facts, nodes, expr, node, header)
+            for expr, node, header in chunks
+        ):
+            return (
+                "the chunks are taken out of a container that held them before the loop: "
+                "the list adds no memory of its own"
+            )
+        return None
 
     def _scoped(self, level: str, reason: str | None) -> tuple[str | None, str | None]:
         """Tests, examples, benchmarks and scripts (the `non-library` globs shared with the
@@ -974,11 +1076,14 @@ def _mutually_exclusive(facts: F.FunctionFacts, nodes: list[Node]) -> bool:
 
 
 def _encoder_output(function: cst.FunctionDef, origin: str) -> str:
-    """In an encode path (`tiled_encode`, `_encode`, `encode_tile_merge`) the chunks are an
-    encoder's output: latent-sized (1/48 to 1/64 of the pixels), whatever the list is called
-    (`result_rows`)."""
+    """In an encode path (`tiled_encode`, `_encode`, `encode_tile_merge`) or one that builds
+    latents (`tile_indices_to_latent`) the chunks are latent-sized (1/48 to 1/64 of the
+    pixels), whatever the list is called (`result_rows`)."""
     words = set(function.name.value.lower().strip("_").split("_"))
-    if words & {"encode", "encoder", "encoding"} and not words & {"decode", "decoder"}:
+    if words & {"encode", "encoder", "encoding", "latent", "latents"} and not words & {
+        "decode",
+        "decoder",
+    }:  # (`tile_indices_to_latent`: latents too)
         return F.LATENTS if origin != F.LOGITS else origin
     return origin
 
@@ -991,20 +1096,83 @@ _MODEL_IN_LOOP = (
 )
 
 
-def _accumulation_level(origin: str, work: F.Work) -> tuple[str, str | None]:
+# Function names of a decoder's output assembly (`tiled_decode`, `_merge_spatial_tiles`,
+# `tile_merge`, `temporal_tiled_decode`).
+_DECODE_WORDS = frozenset(
+    {
+        "decode",
+        "decoder",
+        "decoding",
+        "tiled",
+        "tile",
+        "tiles",
+        "merge",
+        "blend",
+        "stitch",
+        "upsample",
+        "upscale",
+    }
+)
+
+
+def _decode_path(function: cst.FunctionDef, names: Sequence[str]) -> bool:
+    """The accumulation assembles a decoder's output: the function is named for decoding
+    or merging tiles, or the list is named for decoded frames (`video`, `frames`)."""
+    words = set(function.name.value.lower().strip("_").split("_"))
+    return bool(words & _DECODE_WORDS) or any(
+        S.name_origin(name, F.CONCATENATION) == F.DECODED for name in names
+    )
+
+
+_OUTSIDE_DECODE = (
+    "activation-sized chunks outside a decoder's output assembly: the loop's own inputs and "
+    "work are of the same order, so the concatenation rarely sets the peak"
+)
+
+
+def _accumulation_level(origin: str, work: F.Work, decode_path: bool) -> tuple[str, str | None]:
     """LL002's significance: the concatenation's peak is every chunk plus the output, and it
     is the function's peak only where nothing in the loop needs more. Decoded tiles merged by
     light work (blending, copying: the tiles were decoded earlier): `high`; activation-sized
     chunks so merged: `medium`. Where each chunk comes from a model-level call in the same
     loop, that call's activations usually set the peak (measured on an H200: Wan's untiled
     decode, 4,487 MiB with and without a preallocated output; the 720p tiled merge -16%):
-    `low`, with the reason."""
+    `low`, with the reason. Activation-sized chunks are `medium` only in a decoder's output
+    assembly (`decode_path`), `low` elsewhere."""
     size = S.size_class(origin)
     if size not in (S.LARGE, S.ACTIVATION_SIZED):
         return S.LOW, None
-    if work.level >= F.MODEL:
+    if C.runs_a_network(work):
         return S.LOW, _MODEL_IN_LOOP
-    return (S.HIGH if size == S.LARGE else S.MEDIUM), None
+    if size == S.LARGE:
+        return S.HIGH, None
+    # Activation-sized chunks merged by light work: worth it where they are a decoder's
+    # output (temporal tiles of a video VAE, blended frame groups); elsewhere the loop's
+    # own inputs and work are as large as the chunks.
+    return (S.MEDIUM, None) if decode_path else (S.LOW, _OUTSIDE_DECODE)
+
+
+def _smaller_by_name(callee: str, origin: str) -> str:
+    """The origin a producing call's name gives, when it is a smaller size class than
+    `origin` (never larger: a call named `frames` does not make a chunk large)."""
+    if not callee or _words(callee) & {"decode", "decoder", "decoded"}:
+        return origin
+    named = S.name_origin(callee, F.ACTIVATION)
+    if named == F.ACTIVATION:
+        return origin  # the name says nothing about size (`cat`, `blend_v`)
+    smaller = _SIZE_ORDER.index(S.size_class(named)) < _SIZE_ORDER.index(S.size_class(origin))
+    return named if smaller else origin
+
+
+_SIZE_ORDER = (S.TINY, S.SMALL_SIZED, S.ACTIVATION_SIZED, S.LARGE)
+
+
+def _words(name: str) -> set[str]:
+    return set(name.lower().strip("_").split("_"))
+
+
+def _owner_name(facts: F.FunctionFacts) -> str | None:
+    return facts.owner.name.value if facts.owner is not None else None
 
 
 def _appended_elsewhere(ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -1061,7 +1229,18 @@ def _chunk(
     if isinstance(expr, cst.Name):
         sites = facts.reaching(node, expr.value)
         if any(site.kind in ("param", "for") for site in sites):
-            return None
+            # The loop's own element on some paths, a tensor made in this iteration on
+            # others (`group = self._blend(groups[k - 1], group)` for k > 0): the list
+            # holds the new ones, as a tile merge's rows do.
+            body = (header.loop_body or []) if header is not None else []
+            made = [
+                site
+                for site in sites
+                if site.kind not in ("param", "for") and _fresh_on_some_path(facts, site, body, 3)
+            ]
+            if not made:
+                return None
+            return _Chunk("derived", F._largest(facts.value(site).origin for site in made))
         if len(sites) == 1:
             fact = facts.value(sites[0])  # what the binding holds, not an alias of it
             called = sites[0].kind == "assign" and isinstance(sites[0].value, cst.Call)
@@ -1141,6 +1320,19 @@ def _made_this_iteration(facts: F.FunctionFacts, site: DefSite, body, depth: int
         return True
     if fact.kind == F.VIEW and fact.sources and not fact.element_of and depth > 0:
         return all(_made_this_iteration(facts, s, body, depth - 1) for s in fact.sources)
+    return False
+
+
+def _fresh_on_some_path(facts: F.FunctionFacts, site: DefSite, body, depth: int) -> bool:
+    """A binding made in the loop body that holds a new tensor (or the result of a call the
+    layer cannot classify, `self._blend(a, b)`), or a view of one on some path."""
+    if site.node is None or not any(site.node is member for member in body):
+        return False
+    fact = facts.value(site)
+    if fact.kind == F.TENSOR or (fact.kind == F.UNKNOWN and isinstance(site.value, cst.Call)):
+        return fact.origin != F.SMALL
+    if fact.kind == F.VIEW and fact.sources and not fact.element_of and depth > 0:
+        return any(_fresh_on_some_path(facts, s, body, depth - 1) for s in fact.sources)
     return False
 
 
@@ -1346,7 +1538,9 @@ def _small_loop(
             words = set(dotted.lower().replace(".", "_").split("_"))
             if words & {"batch", "bs", "bsz", "prompts", "samples"}:
                 return "few chunks: one per sample of a batch"
-        if _walks_the_batch(loop.iter, facts, header):
+        if _walks_the_batch(loop.iter, facts, header) or (
+            facts is not None and C.batch_loop(facts, loop, header)
+        ):
             return "few chunks: one per sample of a batch"
     return None
 

@@ -42,7 +42,9 @@ class DiscardedAllGather(Rule):
     Each finding has a significance from what each rank sends (the facts layer's origin of
     the sent tensor, refined by its name): `high` for decoded frames or tiles, `medium` for
     activations and tensors of unknown origin, `low` for latent-sized predictions,
-    embeddings and scalars (world_size copies of a few MiB). The default run reports
+    embeddings and scalars (world_size copies of a few MiB), and for `all_gather_object`
+    of anything the facts layer does not know to be a tensor (pickled request ids, sets,
+    status records: metadata). The default run reports
     `medium` and `high`; `min-significance = "low"` under `[tool.lifetime-lint]` shows the
     rest. Calls resolving to
     `torch.distributed.all_gather`, `all_gather_into_tensor`, `all_gather_object`, their
@@ -50,7 +52,10 @@ class DiscardedAllGather(Rule):
     any `.all_gather(...)` method, as on a group coordinator).
 
     Not flagged: results that every rank reads (a CFG-parallel combine, a context-parallel
-    unshard, sequence-parallel attention, sizes gathered to build groups), buffers that come
+    unshard, sequence-parallel attention, sizes gathered to build groups; a guard on the
+    rank of another parallel dimension than the gathered group's, by the call that made
+    it or by its name: `if self.pp_rank == 0:` around a gather over the TP group has one
+    reader per pipeline stage, and every rank of the group reads), buffers that come
     from outside the function (a parameter, an attribute), asynchronous calls
     (`async_op=True`), and an `all_gather` in a branch that chooses by backend (the guarded
     path for backends that lack a fast `gather`, such as Ascend's HCCL).
@@ -232,7 +237,7 @@ class DiscardedAllGather(Rule):
         if kind in BUFFER_KINDS and _ranks_of_another_group(ranks, call, guards):
             return  # `sp_rank == 0` around a world all_gather: one reader per group, not one
         written = self.context.source_of(call.func)
-        level, small = _significance(ranks, _sent_tensor(call, kind))
+        level, small = _significance(ranks, _sent_tensor(call, kind), kind)
         if not guards:
             self.report(
                 call,
@@ -422,27 +427,63 @@ def _sent_tensor(call: cst.Call, kind: str) -> cst.BaseExpression | None:
     return positional[0] if positional else None
 
 
-def _significance(ranks: _Ranks, sent: cst.BaseExpression | None) -> tuple[str, str]:
+def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> tuple[str, str]:
     """How much the wasted receive buffers are worth, from what each rank sends (the facts
     layer's origin, refined by its name): world_size copies of a latent-sized prediction or
     an embedding are a few MiB (`low`, below the default bar), of decoded frames `high`,
     of anything else (an activation, a tensor of unknown origin) `medium`. And, when low,
     the words that say so in the message."""
     origin = F.ACTIVATION
+    tensor = False  # the facts layer knows it sends a tensor (or a container of them)
     name = sent.value if isinstance(sent, cst.Name) else ""
     node = ranks.loads.get(id(sent)) if sent is not None else None
     if ranks.facts is not None and sent is not None and node is not None:
         fact = ranks.facts.expression(sent, node)
         if fact.is_tensor or fact.kind == F.CONTAINER:
             origin = fact.origin
+            tensor = True
         elif fact.kind == F.METADATA:
             origin = F.SMALL
     if len(name) > 1:  # a one-letter name (`t`, `x`) says nothing about size
         origin = S.name_origin(name, origin)
+    if isinstance(sent, cst.Name) and _literal_small_allocation(ranks.binding(sent)):
+        # `tmp = torch.zeros(1, device="npu")`: a warm-up or handshake of a few elements.
+        return S.LOW, "; each rank sends a tensor of a few elements, so the waste is small"
+    if kind == OBJECT and not tensor:
+        # `all_gather_object` pickles Python objects: request ids, sets, status records.
+        return S.LOW, "; each rank sends a pickled Python object (metadata), so the waste is small"
     size = S.size_class(origin)
     if size in (S.SMALL_SIZED, S.TINY):
         return S.LOW, f"; each rank sends little ({S.describe(origin)}), so the waste is small"
     return (S.HIGH if size == S.LARGE else S.MEDIUM), ""
+
+
+_LITERAL_ALLOCATORS = frozenset({"zeros", "ones", "empty", "full", "tensor", "randn", "rand"})
+
+
+def _literal_small_allocation(bound) -> bool:
+    """`torch.zeros(1)`, `torch.ones(2, 4)`, `torch.tensor([0])`: shapes written as small
+    literals (at most 64 elements)."""
+    if bound is None or bound[1] is not None:
+        return False
+    value = bound[0]
+    if not (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _LITERAL_ALLOCATORS
+    ):
+        return False
+    positional = [a.value for a in value.args if a.keyword is None and not a.star]
+    if value.func.attr.value == "tensor":
+        return bool(positional) and isinstance(positional[0], (cst.List, cst.Tuple, cst.Integer))
+    sizes = positional[:-1] if value.func.attr.value == "full" else positional
+    if not sizes or not all(isinstance(size, cst.Integer) for size in sizes):
+        return False
+    count = 1
+    for size in sizes:
+        assert isinstance(size, cst.Integer)
+        count *= int(size.value)
+    return count <= 64
 
 
 def _has_comment(statement: cst.SimpleStatementLine) -> bool:
@@ -471,13 +512,42 @@ def _gather_group(context, call: cst.Call) -> str | None:
 
 def _ranks_of_another_group(ranks: _Ranks, call: cst.Call, guards: Sequence[_Guard]) -> bool:
     """Whether a guard compares a rank known to be numbered in another group than the one
-    gathered over (then every such group has its own "rank 0" reader)."""
+    gathered over (then every such group has its own "rank 0" reader): known from the
+    call that made it (`dist.get_rank(group=sp_group)`), or from its name, which names a
+    parallel dimension (`pp_rank`, `self.tp_rank`, `cfg_rank`) that the gathered group's
+    code does not mention (`pp_rank == 0` around a gather over the TP group: one reader per
+    pipeline stage, and every rank of the gathered group reads)."""
     group = _gather_group(ranks.context, call)
     for guard in guards:
         kind = ranks.kind(guard.rank)
         if isinstance(kind, tuple) and kind[1] != group:
             return True
+        dimension = _parallel_dimension(guard.rank)
+        if dimension is not None and (group is None or dimension not in _code_words(group)):
+            return True
     return False
+
+
+# Names of parallel dimensions in rank names (`pp_rank`, `tp_rank_in_group`, `cfg_rank`).
+_DIMENSION_RANK = re.compile(
+    r"^_?(pp|tp|dp|sp|cp|ep|cfg|pipeline|tensor|data|sequence|expert)_rank"
+)
+
+
+def _parallel_dimension(rank: cst.BaseExpression | None) -> str | None:
+    """`pp` for `pp_rank`, `self.pp_rank`, `int(pp_rank)`; None for other ranks."""
+    if rank is None:
+        return None
+    rank = _unwrap_int(rank)
+    name = rank.attr.value if isinstance(rank, cst.Attribute) else getattr(rank, "value", None)
+    if not isinstance(name, str):
+        return None
+    found = _DIMENSION_RANK.match(name.lower())
+    return found.group(1) if found else None
+
+
+def _code_words(code: str) -> set[str]:
+    return set(re.split(r"[^a-z0-9]+", code.lower()))
 
 
 # -- what is flagged -----------------------------------------------------------------------

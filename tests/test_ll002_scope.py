@@ -1,6 +1,6 @@
 """LL002 in non-library paths: tests, examples, benchmarks and scripts are another audience.
 
-A real project on disk, linted by the CLI in a subprocess: the same tiled-decode merge is
+A real project on disk, linted by the CLI in a subprocess: the same tiled video-decode merge is
 reported in the library, left out in `tests/` (and counted by `--statistics`), and shown at
 `low` when the project asks for every significance.
 """
@@ -20,14 +20,14 @@ def tiled_decode(self, z, tile, blend_extent, row_limit):
     for i in range(0, z.shape[-2], tile):
         row = []
         for j in range(0, z.shape[-1], tile):
-            row.append(self.decoder(z[:, :, i : i + tile, j : j + tile]))
+            row.append(self.decoder(z[:, :, :, i : i + tile, j : j + tile]))
         rows.append(row)
     result_rows = []
     for i, row in enumerate(rows):
         for j, decoded in enumerate(row):
             if i > 0:
                 decoded = self.blend_v(rows[i - 1][j], decoded, blend_extent)
-            result_rows.append(decoded[:, :, :row_limit, :row_limit])
+            result_rows.append(decoded[:, :, :, :row_limit, :row_limit])
     return torch.cat(result_rows, dim=-1)
 """
 

@@ -189,7 +189,7 @@ def test_cuda_bound_causes_are_counted_by_reason_and_strict_reports_them(
     assert findings == []
     # `_launch_rms_norm`, `FusedRMSNorm._fused`, and the uuid lookup's `device_count`.
     assert "    3\tLL005 \t    left out: called only from CUDA-bound code" in statistics
-    assert "    2\tLL004 \t    left out: ROCm-only code (torch.cuda is HIP there)" in statistics
+    assert "    3\tLL004 \t    left out: ROCm-only code (torch.cuda is HIP there)" in statistics
     assert "LL005 \t    left out: CUDA-bound code" in statistics
     (tmp_path / "pyproject.toml").write_text('[tool.lifetime-lint]\nportability = "strict"\n')
     strict, statistics = _check(tmp_path)
@@ -199,3 +199,25 @@ def test_cuda_bound_causes_are_counted_by_reason_and_strict_reports_them(
     assert ("negative_validator_raises.py", 31) in lines
     assert ("negative_rocm_only_method.py", 21) in lines
     assert ("negative_driver_and_ipc_subsystems.py", 12) in lines
+
+
+def test_rocm_only_folder_is_left_out(tmp_path: Path) -> None:
+    """A kernel package named for an AMD architecture (`vattn_asm_gfx950/`) runs on ROCm,
+    where `torch.cuda` is HIP: counted, not reported; the same code elsewhere is."""
+    source = textwrap.dedent(
+        """\
+        import torch
+
+
+        def num_segments(num_seqs: int) -> int:
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            return max(1, props.multi_processor_count // num_seqs)
+        """
+    )
+    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    for folder in ("pkg/attention/vattn_asm_gfx950", "pkg/attention/paged"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "__init__.py").write_text(source)
+    findings, statistics = _check(tmp_path)
+    assert [Path(f["filename"]).parent.name for f in findings] == ["paged"]
+    assert "    1\tLL005 \t    left out: ROCm-only code (torch.cuda is HIP there)" in statistics

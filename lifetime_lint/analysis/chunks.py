@@ -1,0 +1,575 @@
+"""Chunk facts for accumulation rules: how big a loop's chunks are next to what the loop holds.
+
+LL002 (accumulate-then-concatenate) is worth its bytes only where the chunks and their
+concatenation set the peak. The facts layer says where a chunk comes from (its origin); this
+module answers the questions that compare a chunk with the loop around it, each from the
+memoised facts of `facts.py` (reaching definitions, value facts, work facts) and the
+read-only traversal, once per loop:
+
+- `live_source(...)`: the chunk is computed, by work lighter than a model, from slices of a
+  tensor bound before the loop that stays alive across it (`x[:, :, t]` of a recurrent
+  scan, `q[b : b + 1]` of a per-sample attention, `w.split(n)[i]`). The chunks together
+  are then no larger than that input (a scan's per-step outputs are often 1/state_size of
+  it), while the loop's own inputs and work are alive beside them: the concatenation adds
+  at most one input's worth and does not set a new peak.
+- `moved_from_container(...)`: the chunk is an element taken out of a container that
+  existed before the loop (`tensors = input_dict.pop(key)`): the list holds what the
+  container held, no new memory.
+- `batch_loop(...)`: one iteration per sample of a batch tensor (`range(len(x))`,
+  `range(x.shape[0])`, `range(x.size(0))` of a tensor): a handful of chunks.
+- `image_model(...)`: the function decodes or merges 2-D images, not video (its tiles are
+  4-D `[b, c, h, w]` slices, or its file or class names an image model family such as
+  `QwenImage` or `hunyuan_image3`, whose latents have one frame): an image is tens of MiB
+  at 2K, less than one tile's decoder activations, so merging its tiles never sets the peak.
+- `light_owner(...)`: a scheduler, processor, tokenizer or feature-extractor class (its
+  name or a base's, `SchedulerMixin` and `ProcessorMixin` included), or a file of one
+  (`scheduling_*.py`, `processing_*.py`, a `preprocess` folder): host-side preprocessing,
+  solver math over a handful of orders, offline pipelines whose model calls set the peak.
+- `small_by_name(...)`: audio waveforms and audio latents (`audio`, `wavs`, `waveform`):
+  a few MiB next to any video or LLM activation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from lifetime_lint.analysis import facts as F
+from lifetime_lint.analysis.cfg import DefSite, Node
+from lifetime_lint.traversal import walk
+
+if TYPE_CHECKING:  # Python 3.9 has no typing.TypeGuard; annotations are not evaluated
+    from typing_extensions import TypeGuard
+
+# Calls that split one tensor into views: their result is a container of slices of it.
+_SPLITS = frozenset({"split", "chunk", "unbind", "tensor_split", "split_with_sizes"})
+# Container methods that hand out an element the container already held.
+_TAKES = frozenset({"pop", "get", "popitem", "setdefault"})
+_MAX_DEPTH = 4
+
+
+def live_source(
+    context,
+    facts: F.FunctionFacts,
+    loads: dict[int, Node],
+    expr: cst.BaseExpression,
+    header: Node | None,
+) -> tuple[str, ...] | None:
+    """The names of the tensors bound before the loop (and so alive across it) that the
+    chunk is computed from slice by slice, with no model-level work on the way; None otherwise.
+
+    Followed through the bindings made in the loop body (`state = a[:, t] * state + b[:,
+    t]`, `out = torch.matmul(state, c[:, t])`, then `outs.append(out[:, 0])`), at most a few
+    bindings deep. Loop-carried state and whole tensors read in every iteration neither
+    count nor block; a call that may expand its input blocks (`_may_expand`: a decoder, an
+    upsampler, a callable passed in), since its output may be far larger than its input
+    slice (a VAE decoder: 48x)."""
+    if header is None or not header.loop_body:
+        return None
+    body = {id(node) for node in header.loop_body}
+    # Names that change from one iteration to the next: the loop's targets and whatever
+    # the body binds (`t = i * step`).
+    varying_names = _loop_targets(header) | {
+        site.name for member in header.loop_body for site in member.defs
+    }
+    found: list[str] = []
+    seen: set[int] = set()
+    pending: list[tuple[cst.BaseExpression, int]] = [(expr, 0)]
+    while pending:
+        current, depth = pending.pop(0)  # breadth first: the chunk's own inputs first
+        names, subscripts, calls = _parts(current)
+        for call in calls:
+            if _may_expand(context, facts, call):
+                return None
+        sliced = set()
+        for subscript in subscripts:
+            base = subscript.value
+            if not isinstance(base, cst.Name):
+                continue
+            node = loads.get(id(base))
+            if node is None:
+                continue
+            sites = facts.reaching(node, base.value)
+            if not sites:
+                continue
+            if all(_before_loop(site, body) for site in sites):
+                varying = _index_names(subscript) & varying_names
+                if varying and _slice_of_tensor(facts, subscript, sites):
+                    if base.value not in found:
+                        found.append(base.value)
+                    sliced.add(id(base))
+        for name in names:
+            if id(name) in sliced:
+                continue
+            node = loads.get(id(name))
+            if node is None:
+                continue
+            for site in facts.reaching(node, name.value):
+                if site.index in seen or site.node is None:
+                    continue
+                seen.add(site.index)
+                if site.kind == "for" and site.node is header:
+                    if _iterates_a_tensor(facts, header) and name.value not in found:
+                        found.append(name.value)  # `for x_i in x`: one sample per step
+                elif id(site.node) not in body:
+                    continue
+                elif site.kind in ("assign", "annassign", "augassign") and site.value is not None:
+                    if depth < _MAX_DEPTH:
+                        pending.append((site.value, depth + 1))
+    return tuple(found) if found else None
+
+
+# Callee words of work whose output outgrows its input (upsamplers, decoders, renderers).
+_EXPANDING = re.compile(r"(upsampl|upscal|decod|render|generat|synthes|vocod|interpolat)")
+
+
+def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
+    """A call whose output may be far larger than its input: model-level work, a callable
+    the function was given or bound (`upsampler(x)`, `render(camera)`: unknown work), or a
+    callee named for expansion (`self.upsample(x)`). torch functions, tensor methods and
+    submodules otherwise keep the size of their inputs' order."""
+    work = facts.work(call)
+    if work.level >= F.MODEL or work.kind in ("decode", "model"):
+        return True
+    func = call.func
+    qualified = context.qualified_name(func) or ""
+    if qualified.startswith("torch."):
+        return False
+    if any(_EXPANDING.search(part.lower()) for part in _dotted_parts(func)):
+        return True
+    if isinstance(func, cst.Name):
+        return (
+            func.value not in _BUILTINS
+            and work.kind not in ("helper", "closure")
+            and not _SIZE_KEEPING.search(func.value.lower())
+        )
+    return False
+
+
+# Callables named for work that keeps its input's size: attention (the output is the
+# query's size), layers and blocks of a stack, norms, projections.
+_SIZE_KEEPING = re.compile(r"(attention|attn|layer|block|norm|mlp|proj)")
+_BUILTINS = frozenset({"float", "int", "len", "min", "max", "abs", "range", "zip", "enumerate"})
+
+
+def _dotted_parts(node: cst.BaseExpression) -> list[str]:
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+    return parts
+
+
+def moved_from_container(
+    facts: F.FunctionFacts,
+    loads: dict[int, Node],
+    expr: cst.BaseExpression,
+    node: Node | None,
+    header: Node | None,
+) -> bool:
+    """The chunk is an element taken from a container bound before the loop (`tensors =
+    state.pop(key)`, `state.get(key)`): the tensors existed before the loop, so the list
+    holds no memory of its own."""
+    if header is None or not header.loop_body or node is None:
+        return False
+    body = {id(n) for n in header.loop_body}
+    value: cst.BaseExpression | None = expr
+    if isinstance(expr, cst.Name):
+        sites = facts.reaching(node, expr.value)
+        if len(sites) != 1 or sites[0].kind != "assign" or sites[0].node is None:
+            return False
+        value = sites[0].value
+        node = sites[0].node
+    if not (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _TAKES
+        and isinstance(value.func.value, cst.Name)
+    ):
+        return False
+    container = value.func.value
+    container_node = loads.get(id(container))
+    if container_node is None:
+        return False
+    sites = facts.reaching(container_node, container.value)
+    if not sites or not all(_before_loop(site, body) for site in sites):
+        return False
+    return not any(facts.value(site).is_tensor for site in sites)
+
+
+def batch_loop(facts: F.FunctionFacts, loop: cst.CSTNode, header: Node | None) -> bool:
+    """`for i in range(len(x))`, `range(x.shape[0])`, `range(x.size(0))` where `x` is a
+    tensor: one step per sample of its batch dimension."""
+    if not isinstance(loop, cst.For) or header is None:
+        return False
+    iterable = loop.iter
+    if not (_is_call(iterable, "range") and len(iterable.args) == 1):
+        return False
+    bound = iterable.args[0].value
+    measured: cst.BaseExpression | None = None
+    if _is_call(bound, "len") and len(bound.args) == 1:
+        measured = bound.args[0].value
+    elif isinstance(bound, cst.Subscript) and isinstance(bound.value, cst.Attribute):
+        if bound.value.attr.value == "shape" and _first_index_is_zero(bound):
+            measured = bound.value.value
+    elif (
+        isinstance(bound, cst.Call)
+        and isinstance(bound.func, cst.Attribute)
+        and bound.func.attr.value == "size"
+        and len(bound.args) == 1
+        and isinstance(bound.args[0].value, cst.Integer)
+        and bound.args[0].value.evaluated_value == 0
+    ):
+        measured = bound.func.value
+    if not isinstance(measured, cst.Name):
+        return False
+    if not _is_call(bound, "len"):
+        return True  # `x.shape[0]`, `x.size(0)`: the batch dimension of a tensor or array
+    fact = facts.expression(measured, header)
+    return fact.is_tensor and not fact.element_of
+
+
+_IMAGE_WORD = re.compile(r"^(image|images|img|imgs|picture|photo)\d*$")
+_VIDEO_WORD = re.compile(r"^(video|videos|vid|frames?|temporal|motion|movie|clip)\d*$")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def image_model(context, function: cst.FunctionDef, owner: cst.ClassDef | None) -> str | None:
+    """Why the function works on 2-D images rather than video, or None: its tensors are
+    indexed or unpacked as 4-D `[b, c, h, w]` and never as 5-D, or its file or class names
+    an image model family (and no video one)."""
+    memo = context.memo.setdefault("analysis.chunks.image", {})
+    key = id(function)
+    if key not in memo:
+        memo[key] = _image_model(context.path, function, owner)
+    return memo[key]
+
+
+def _image_model(path: str, function: cst.FunctionDef, owner: cst.ClassDef | None) -> str | None:
+    ranks: set[int] = set()
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Subscript) and len(node.slice) >= 4:
+            if all(isinstance(e.slice, (cst.Index, cst.Slice)) for e in node.slice) and not any(
+                isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Ellipsis)
+                for e in node.slice
+            ):
+                ranks.add(len(node.slice))
+        elif (
+            isinstance(node, cst.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0].target, cst.Tuple)
+            and isinstance(node.value, cst.Attribute)
+            and node.value.attr.value == "shape"
+        ):
+            ranks.add(len(node.targets[0].target.elements))
+
+    walk(function, enter, lambda node: None)
+    if ranks and max(ranks) == 4:
+        return "2-D images (its tensors are 4-D)"
+    if 5 in ranks or max(ranks, default=0) > 5:
+        words = _words(path, owner)
+        if any(_VIDEO_WORD.match(word) for word in words):
+            return None
+        if any(_IMAGE_WORD.match(word) for word in words):
+            return "an image model (one latent frame)"
+        return None
+    words = _words(path, owner)
+    if any(_IMAGE_WORD.match(w) for w in words) and not any(_VIDEO_WORD.match(w) for w in words):
+        return "an image model"
+    return None
+
+
+def _words(path: str, owner: cst.ClassDef | None) -> set[str]:
+    parts = path.replace("\\", "/").rsplit("/", 2)[-2:]
+    words: set[str] = set()
+    for part in parts:
+        stem = part.rsplit(".", 1)[0] if part.endswith(".py") else part
+        words.update(w for w in re.split(r"[_\-.]+", stem.lower()) if w)
+    if owner is not None:
+        words.update(w.lower() for w in _CAMEL.findall(owner.name.value))
+    return words
+
+
+_LIGHT_FILES = re.compile(
+    r"(^|/)(scheduling_[^/]*|processing_[^/]*|image_processing_[^/]*|video_processing_[^/]*|"
+    r"feature_extraction_[^/]*|tokenization_[^/]*)\.py$|(^|/)(schedulers|preprocess|"
+    r"preprocessing|processors|data_preprocess|dataset|datasets|eval|evaluation|metrics)/"
+)
+# diffusers' attention processors (`AttnProcessor2_0`) run the network: not preprocessing.
+_ATTENTION = re.compile(r"(attn|attention)", re.IGNORECASE)
+_LIGHT_CLASS = re.compile(
+    r"(scheduler|processor|tokenizer|featureextractor|preprocess)", re.IGNORECASE
+)
+
+
+def light_owner(path: str, owner: cst.ClassDef | None) -> str | None:
+    """Why the code is preprocessing or scheduler math, not a network (None if it may be
+    one): a scheduler, processor, tokenizer or feature-extractor class (by its name or a
+    base's, `SchedulerMixin` and `ProcessorMixin` too, unless a name says it is a module or
+    model), or a file or folder of them."""
+    if owner is not None:
+        names = [owner.name.value] + [_last_name(base.value) for base in owner.bases]
+        if not any(
+            name.endswith(("Module", "Model")) or _ATTENTION.search(name) for name in names
+        ) and any(_LIGHT_CLASS.search(name) for name in names):
+            return "a scheduler, processor or tokenizer class: preprocessing or solver math"
+    near = "/".join(path.replace("\\", "/").rsplit("/", 3)[-3:])  # not the checkout's folders
+    if _LIGHT_FILES.search(near):
+        return "a scheduler, preprocessing, dataset or evaluation module: host-side or offline work"
+    return None
+
+
+_AUDIO_WORDS = frozenset(
+    ["audio", "audios", "wav", "wavs", "waveform", "waveforms", "speech", "mel", "mels",
+     "spectrogram", "spectrograms", "pcm"]
+)  # fmt: skip
+
+
+_MASK_WORDS = frozenset(["padding", "paddings", "pad_mask", "mask", "masks"])
+# Bookkeeping tensors of a serving stack: a few values per token, page or request.
+_INDEX_WORDS = frozenset(
+    ["locs", "loc", "indices", "index", "idx", "ids", "pages", "slots", "orders", "positions",
+     "offsets", "lens", "lengths", "phys", "table", "tables"]
+)  # fmt: skip
+# What loading and converting weights is named for: it runs once, one layer at a time.
+_LOAD_WORDS = frozenset(
+    ["load", "loading", "loader", "weights", "checkpoint", "convert", "conversion", "repack",
+     "quantize", "dequantize"]
+)  # fmt: skip
+_LOAD_FOLDERS = re.compile(
+    r"(^|/)(quantization|quantizers|model_loader|loaders?|lora|checkpoints?)/"
+)
+_WEIGHT_WORDS = frozenset(["weight", "weights", "qweight", "qzeros", "scales", "w13", "w2", "w1"])
+
+
+def load_time(path: str, function: str, names: Iterable[str]) -> str | None:
+    """Why the accumulation runs at load time, or None: a function named for loading or
+    converting weights (`process_weights_after_loading`, `load_weights`), a file of a
+    quantization, model-loader or LoRA package, or chunks named for weights (`qweight`,
+    `w13_chunks`). One layer's weights next to the whole model: below the serving peak."""
+    words = set(function.lower().strip("_").split("_"))
+    named: set[str] = set()
+    for name in names:
+        named |= set(name.lower().strip("_").split("_"))
+    near = "/".join(path.replace("\\", "/").rsplit("/", 3)[-3:])
+    if words & _LOAD_WORDS or named & _WEIGHT_WORDS or _LOAD_FOLDERS.search(near):
+        return (
+            "weight loading or conversion: one layer's weights at load time, below the serving peak"
+        )
+    return None
+
+
+# Model families whose tensors are a few MiB: audio, speech and music models (by the file's
+# folder or name).
+_AUDIO_DOMAIN = re.compile(
+    r"(^|[/_])(audio|tts|speech|vocoder|codec|voice|voicechat|asr|whisper|music|wav2vec)"
+)
+
+
+def audio_model(path: str) -> bool:
+    """An audio, speech or music model's file (`qwen3_tts/`, `nemotron_voicechat/`)."""
+    return bool(_AUDIO_DOMAIN.search("/".join(path.replace("\\", "/").lower().rsplit("/", 2)[-2:])))
+
+
+def small_by_name(names: Iterable[str]) -> str | None:
+    """Why the chunks are small by what the code calls them, or None: audio waveforms and
+    audio latents (`audio`, `wavs`), padding masks (`input_padding`): a few MiB at most."""
+    words = set()
+    for name in names:
+        words |= set(name.lower().strip("_").split("_"))
+    if words & _AUDIO_WORDS:
+        return "an audio waveform or audio latent: a few MiB"
+    if words & _MASK_WORDS:
+        return "padding masks: one value per position, a few KiB to MiB"
+    if words & _INDEX_WORDS:
+        return "indices or locations: a few values per token, page or request"
+    return None
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _parts(
+    expr: cst.BaseExpression,
+) -> tuple[list[cst.Name], list[cst.Subscript], list[cst.Call]]:
+    """The names read, the subscripts and the calls of one expression (not of nested
+    lambdas or comprehensions' own scopes)."""
+    names: list[cst.Name] = []
+    subscripts: list[cst.Subscript] = []
+    calls: list[cst.Call] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Name):
+            names.append(node)
+        elif isinstance(node, cst.Subscript):
+            subscripts.append(node)
+        elif isinstance(node, cst.Call):
+            calls.append(node)
+
+    def descend(node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Attribute):
+            walk(node.value, enter, lambda n: None, descend)  # not the attribute's name
+            return False
+        if isinstance(node, cst.Arg) and node.keyword is not None:
+            walk(node.value, enter, lambda n: None, descend)
+            return False
+        return not isinstance(node, cst.Lambda)
+
+    walk(expr, enter, lambda node: None, descend)
+    return names, subscripts, calls
+
+
+def _index_names(subscript: cst.Subscript) -> set[str]:
+    found: set[str] = set()
+    for element in subscript.slice:
+        walk(
+            element.slice,
+            lambda node: found.add(node.value) if isinstance(node, cst.Name) else None,
+            lambda node: None,
+        )
+    return found
+
+
+def _slice_of_tensor(facts: F.FunctionFacts, subscript: cst.Subscript, sites) -> bool:
+    """Tensor indexing, not a list's element: several indices or a slice (`x[:, :, t]`,
+    `q[b : b + 1]`), a tensor's binding, or an element of a tensor split into views."""
+    elements = subscript.slice
+    if len(elements) > 1 or any(isinstance(e.slice, cst.Slice) for e in elements):
+        return True
+    for site in sites:
+        if site.kind == "param":
+            return False
+        fact = facts.value(site)
+        if fact.is_tensor and not fact.element_of:
+            continue
+        value = site.value
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _SPLITS
+        ):
+            continue  # `w_c = w.split(sizes, dim=2)` ... `w_c[i]`: a view of `w`
+        return False
+    return True
+
+
+def _before_loop(site: DefSite, body: set[int]) -> bool:
+    return site.kind == "param" or (site.node is not None and id(site.node) not in body)
+
+
+def _loop_targets(header: Node) -> set[str]:
+    statement = header.statement
+    if isinstance(statement, cst.For):
+        names, _, _ = _parts(statement.target)
+        return {name.value for name in names}
+    return set()
+
+
+def _iterates_a_tensor(facts: F.FunctionFacts, header: Node) -> bool:
+    """The loop walks a tensor along a dimension, or views split off one (`for q, k, v in
+    zip(*splits)` after `splits = [torch.split(t, sizes) for t in (q, k, v)]`)."""
+    statement = header.statement
+    if not isinstance(statement, cst.For):
+        return False
+    iterable = statement.iter
+    if _is_call(iterable, "zip") or _is_call(iterable, "enumerate"):
+        return any(_tensor_pieces(facts, a.value, header) for a in iterable.args)
+    return _tensor_pieces(facts, iterable, header)
+
+
+def _tensor_pieces(facts: F.FunctionFacts, value: cst.BaseExpression, header: Node) -> bool:
+    if _split_call(value):
+        return True
+    if not isinstance(value, cst.Name):
+        return False
+    if _tensor_name(facts, value, header):
+        return True
+    sites = facts.reaching(header, value.value)
+    if len(sites) != 1 or sites[0].kind != "assign" or sites[0].unpacked:
+        return False
+    bound = sites[0].value
+    if isinstance(bound, (cst.ListComp, cst.GeneratorExp)):
+        return _split_call(bound.elt)
+    return bound is not None and _split_call(bound)
+
+
+def _split_call(value: cst.BaseExpression) -> bool:
+    """`torch.split(t, n)`, `t.chunk(4)`, `t.unbind(1)`: views of one tensor."""
+    return isinstance(value, cst.Call) and _last_name(value.func) in _SPLITS
+
+
+def _tensor_name(facts: F.FunctionFacts, name: cst.Name, header: Node) -> bool:
+    fact = facts.expression(name, header)
+    return fact.is_tensor and not fact.element_of
+
+
+def _first_index_is_zero(subscript: cst.Subscript) -> bool:
+    if len(subscript.slice) != 1:
+        return False
+    piece = subscript.slice[0].slice
+    return (
+        isinstance(piece, cst.Index)
+        and isinstance(piece.value, cst.Integer)
+        and piece.value.evaluated_value == 0
+    )
+
+
+def _is_call(node: cst.BaseExpression, name: str) -> TypeGuard[cst.Call]:
+    return (
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name
+    )
+
+
+def _last_name(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Name):
+        return node.value
+    return ""
+
+
+_NETWORK_PART = re.compile(
+    r"^(vision|visual|vit|backbone|tower|decoder|vae|vision_tower|vision_model|vision_encoder|"
+    r"visual_encoder|image_encoder|text_encoder|audio_encoder|[a-z_]+_(tower|encoder|backbone))$"
+)
+
+
+def runs_a_network(work: F.Work) -> bool:
+    """A call into a whole encoder that the work facts rate lighter than a model
+    (`self.vision.forward_features(x)`, `self.vision_tower(pixels)`): its activations, not
+    the concatenation of its outputs, set the peak."""
+    return work.level >= F.MODEL or any(_NETWORK_PART.match(part) for part in work.parts)
+
+
+def callee_name(facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node | None) -> str:
+    """The name of the call that made the chunk (`patchify_video_latents` of
+    `patchify_video_latents(x)`, `input_embeddings` of `self.input_embeddings(ids)`),
+    directly or through the one binding that reaches the append; "" when none."""
+    value: cst.BaseExpression | None = expr
+    while True:
+        if isinstance(value, (cst.Subscript, cst.Attribute)):
+            value = value.value
+        elif (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _SHAPING
+        ):
+            value = value.func.value
+        else:
+            break
+    if isinstance(value, cst.Name) and node is not None:
+        sites = facts.reaching(node, value.value)
+        value = sites[0].value if len(sites) == 1 and sites[0].kind == "assign" else None
+    if not isinstance(value, cst.Call):
+        return ""
+    return _last_name(value.func)
+
+
+# Methods that reshape a call's output without changing what it is (`f(x).reshape(1, -1)`).
+_SHAPING = frozenset({"reshape", "view", "flatten", "squeeze", "unsqueeze", "contiguous", "to"})
