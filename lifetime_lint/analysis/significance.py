@@ -6,8 +6,10 @@ both from the facts layer:
 - the size class of the held value, from where it comes from (`ValueFact.origin`):
   `large` (decoded tiles/frames/images, logits, a concatenation of those), `activation`
   (a layer's output, an operator over activations, a model's hidden states, a cache
-  slot, a buffer of computed shape), `small` (conditioning such as prompt embeddings,
-  latents and latent-space predictions: a few MiB in the pipelines measured), `tiny`
+  slot, a buffer allocated like one of those), `small` (conditioning such as prompt
+  embeddings, latents and latent-space predictions: a few MiB in the pipelines measured;
+  a buffer whose shape the analysis cannot see: paddings, statistics and accumulators in
+  the samples read, none of 8 worth a fix), `tiny`
   (reductions, ids, masks, positions: never reported);
 - what it is held across (`Work.level` of the heaviest work while the value stays bound):
   `model` (a model-level call, a denoise loop, a VAE decode, a collective), `peak` (the
@@ -62,7 +64,7 @@ _SIZE_OF_ORIGIN = {
     F.MODEL_OUTPUT: ACTIVATION_SIZED,
     F.ACTIVATION: ACTIVATION_SIZED,
     F.CACHE_ENTRY: ACTIVATION_SIZED,
-    F.ALLOCATION: ACTIVATION_SIZED,
+    F.ALLOCATION: SMALL_SIZED,  # unknown shape: 0 of 8 true in a read sample (LL001-s3)
     F.CONDITIONING: SMALL_SIZED,
     F.LATENTS: SMALL_SIZED,
     F.IMAGE: SMALL_SIZED,
@@ -78,7 +80,7 @@ _DESCRIPTION = {
     F.MODEL_OUTPUT: "a model output: activation-sized",
     F.ACTIVATION: "an activation: scales with tokens or pixels",
     F.CACHE_ENTRY: "an old cache entry: activation-sized",
-    F.ALLOCATION: "a buffer of computed shape",
+    F.ALLOCATION: "a buffer of computed shape: size unknown",
     F.CONDITIONING: "an embedding: size unknown, usually a few MiB",
     F.LATENTS: "latent-sized: usually a few MiB",
     F.IMAGE: "one preprocessed image: a few MiB",
