@@ -16,6 +16,7 @@ from fnmatch import fnmatchcase
 
 import libcst as cst
 
+from lifetime_lint.analysis import chunks as C
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
@@ -71,8 +72,12 @@ class TensorKeptAlive(Rule):
       other sublayer;
     - `low`: activations held across one other sublayer (cross-attention, a piece of a
       sublayer such as `self.attn1.to_out[0]`), embeddings of unknown size and latents
-      (usually a few MiB) held across anything, and the previous chunk of decoded frames
-      held across the next decoder call (the decoder's activations dwarf one chunk).
+      (usually a few MiB) held across anything, buffers whose shape the analysis cannot
+      see (`torch.zeros(b, pad_len, dim)`: paddings and accumulators in the samples read),
+      decoded tiles of an image model (4-D `[b, c, h, w]` tiles, or a file or class named
+      for an image family: a whole image is tens of MiB, less than one tile's decoder
+      activations), and the previous chunk of decoded frames held across the next decoder
+      call (the decoder's activations dwarf one chunk).
     Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not heavy work.
     How heavy work is follows from its inputs: a sublayer over the conditioning stream
     (`self.ff_context(norm_encoder_hidden_states)` in a dual-stream block: a few hundred
@@ -134,35 +139,35 @@ class TensorKeptAlive(Rule):
     ```python
     def tiled_decode(self, z):
         rows = []
-        for i in range(0, z.shape[2], self.tile):
+        for i in range(0, z.shape[3], self.tile):
             row = []
-            for j in range(0, z.shape[3], self.tile):
-                row.append(self.decoder(z[:, :, i : i + self.tile, j : j + self.tile]))
+            for j in range(0, z.shape[4], self.tile):
+                row.append(self.decoder(z[:, :, :, i : i + self.tile, j : j + self.tile]))
             rows.append(row)
         result_rows = []
         for i, row in enumerate(rows):
             if i > 0:
                 row = [self.blend(rows[i - 1][j], tile) for j, tile in enumerate(row)]
-            result_rows.append(torch.cat([tile[..., : self.stride] for tile in row], dim=3))
-        return torch.cat(result_rows, dim=2)
+            result_rows.append(torch.cat([tile[..., : self.stride] for tile in row], dim=4))
+        return torch.cat(result_rows, dim=3)
     ```
 
     ## Use instead
     ```python
     def tiled_decode(self, z):
         rows = []
-        for i in range(0, z.shape[2], self.tile):
+        for i in range(0, z.shape[3], self.tile):
             row = []
-            for j in range(0, z.shape[3], self.tile):
-                row.append(self.decoder(z[:, :, i : i + self.tile, j : j + self.tile]))
+            for j in range(0, z.shape[4], self.tile):
+                row.append(self.decoder(z[:, :, :, i : i + self.tile, j : j + self.tile]))
             rows.append(row)
         result_rows = []
         for i, row in enumerate(rows):
             if i > 0:
                 row = [self.blend(rows[i - 1][j], tile) for j, tile in enumerate(row)]
-            result_rows.append(torch.cat([tile[..., : self.stride] for tile in row], dim=3))
+            result_rows.append(torch.cat([tile[..., : self.stride] for tile in row], dim=4))
         del rows
-        return torch.cat(result_rows, dim=2)
+        return torch.cat(result_rows, dim=3)
     ```
 
     ## Fix safety
@@ -377,6 +382,8 @@ class _Analysis:
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
             domain = file_domain(self.context)
             origin = S.domain_origin(origin, self.context.path, self._owner_name, domain)
+            if origin == F.DECODED and self._image_model() is not None:
+                origin = F.DECODED_IMAGE  # one frame: tens of MiB, below the decoder's peak
             if S.size_class(origin) == S.TINY:
                 continue
             held = self._held_across(info, name, real)
@@ -408,6 +415,11 @@ class _Analysis:
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)
         self._report(pending, groups)
+
+    def _image_model(self) -> str | None:
+        """Why the function decodes or merges 2-D images rather than video (shared with
+        LL002: `analysis.chunks.image_model`), or None."""
+        return C.image_model(self.context, self.facts.function, self.facts.owner)
 
     def _function_peak(self) -> int:
         """The level of the heaviest work anywhere in the function (memoised per node)."""

@@ -54,6 +54,7 @@ CONCATENATION = "concatenation"  # torch.cat of activations
 ALLOCATION = "allocation"  # torch.empty/zeros(...) of a computed shape
 CACHE_ENTRY = "cache-entry"  # an element taken out of a container (a cache slot)
 IMAGE = "image"  # one preprocessed image (pixels of a single frame)
+DECODED_IMAGE = "decoded-image"  # decoded tiles or images of an image model (one frame)
 SMALL_MODEL = "small-model"  # an activation of a small model family (audio, detection)
 SMALL = "small"  # reductions, ids, masks, positions: never worth a finding
 

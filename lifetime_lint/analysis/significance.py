@@ -68,6 +68,7 @@ _SIZE_OF_ORIGIN = {
     F.CONDITIONING: SMALL_SIZED,
     F.LATENTS: SMALL_SIZED,
     F.IMAGE: SMALL_SIZED,
+    F.DECODED_IMAGE: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -84,6 +85,9 @@ _DESCRIPTION = {
     F.CONDITIONING: "an embedding: size unknown, usually a few MiB",
     F.LATENTS: "latent-sized: usually a few MiB",
     F.IMAGE: "one preprocessed image: a few MiB",
+    F.DECODED_IMAGE: (
+        "decoded tiles of an image model: tens of MiB, less than one tile's decoder activations"
+    ),
     F.SMALL_MODEL: "an activation of an audio, speech or detection model: a few MiB",
     F.SMALL: "small",
 }
