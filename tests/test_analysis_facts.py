@@ -277,3 +277,15 @@ def test_significance_table() -> None:
     assert S.estimate(F.DECODED, layer).level == S.MEDIUM
     assert S.name_origin("prompt_embeds", F.MODEL_OUTPUT) == F.CONDITIONING
     assert S.name_origin("attention_mask", F.ACTIVATION) == F.SMALL
+
+
+def test_latent_names_are_latent_sized_even_over_decoded_inputs() -> None:
+    """`image_latents`, `midpoint_denoised_video` (a denoiser's prediction) live in latent
+    space whatever the dataflow saw; `decoded_video` and `frames` stay decoded; conditioning
+    keeps its class."""
+    assert S.name_origin("image_latents", F.DECODED) == F.LATENTS
+    assert S.name_origin("midpoint_denoised_video", F.DECODED) == F.LATENTS
+    assert S.name_origin("decoded_video", F.DECODED) == F.DECODED
+    assert S.name_origin("frames", F.CONCATENATION) == F.DECODED
+    assert S.name_origin("latent_prompt_embeds", F.CONDITIONING) == F.CONDITIONING
+    assert S.size_class(F.ALLOCATION) == S.SMALL_SIZED  # shape unseen: paddings, statistics

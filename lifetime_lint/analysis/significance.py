@@ -226,8 +226,10 @@ def name_origin(name: str, origin: str) -> str:
         return F.SMALL  # `video_pos_ids = video_coords.chunk(2)[0]`: positions, not frames
     if origin == F.DECODED and words & _EMBEDDING_WORDS:
         return F.CONDITIONING  # `prefix_embeds = self.decode_prefix(h)`: embeddings, not frames
-    if words & _LATENT_WORDS and origin not in (F.DECODED, F.CONDITIONING):
-        return F.LATENTS  # `image_latents`, `tile_latents`: latent space, not pixels
+    if words & _LATENT_WORDS and origin != F.CONDITIONING:
+        # `image_latents`, `tile_latents`, `denoised_video` (a denoiser's prediction): latent
+        # space, not pixels, even when the dataflow saw decoded inputs
+        return F.LATENTS
     if "pixel" in words and "values" in words and origin in _PIXEL_INPUT_ORIGINS:
         return F.IMAGE  # `pixel_values`: a processor's preprocessed input images
     if origin in (F.DECODED, F.CONDITIONING):
@@ -369,7 +371,7 @@ _MODALITY_WORDS = frozenset(["image", "images", "vision", "visual", "audio", "vi
 _FEATURE_WORDS = frozenset(
     ["features", "feature", "feats", "feat", "hidden", "states", "tokens", "embeds", "mask"]
 )
-_LATENT_WORDS = frozenset(["latent", "latents", "noise", "pred", "noise_pred"])
+_LATENT_WORDS = frozenset(["latent", "latents", "noise", "pred", "noise_pred", "denoised"])
 _EMBEDDING_WORDS = frozenset(["embeds", "embed", "embedding", "embeddings", "emb"])
 # What a `pixel_values` binding may come from when it is a model's preprocessed input.
 _PIXEL_INPUT_ORIGINS = frozenset([F.ACTIVATION, F.DECODED, F.CONCATENATION, F.ALLOCATION])
