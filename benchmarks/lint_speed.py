@@ -33,7 +33,8 @@ What is measured:
 With `--before REV`, the lifetime-lint of that git revision (its `lifetime_lint/`, `rules/`
 and `runtime/`, extracted under `.bench/before_code/`) is timed too, cold and warm, in the
 same rounds as the working tree's: `before: lifetime-lint cold` / `before: lifetime-lint
-warm`, so a change's speed is compared under the same load.
+warm` (with several `--before`, `before REV: ...` each), so a change's speed is compared
+under the same load.
 
 Tools that are not installed are reported as missing, not timed. Results are printed as a
 Markdown table with ratios, and written as JSON (`--json`, default
@@ -232,7 +233,7 @@ def measure_corpus(
     slow_repeats: int,
     fast_only: bool,
     warmup: bool = True,
-    before_code: str | None = None,
+    before_codes: Sequence[tuple[str, str]] = (),
 ) -> dict:
     root = working_copy(name)
     files = corpus.python_files(root)
@@ -288,12 +289,12 @@ def measure_corpus(
         measures.append(
             Measure("lifetime-lint cold --jobs 1", base + ["--jobs", "1", "."], before=empty_cache)
         )
-    if before_code is not None:
+    for label, before_code in before_codes:
         env = dict(TOOL_ENV, PYTHONPATH=before_code)
         old = [sys.executable, "-m", "lifetime_lint", "check", "--select", "ALL", "--exit-zero"]
         old += ["-q", "."]
-        measures.append(Measure("before: lifetime-lint cold", old, before=empty_cache, env=env))
-        measures.append(Measure("before: lifetime-lint warm", old, env=env))
+        measures.append(Measure(f"{label}: lifetime-lint cold", old, before=empty_cache, env=env))
+        measures.append(Measure(f"{label}: lifetime-lint warm", old, env=env))
     named = (
         base + (["--no-cache"] if has_cache else []) + [os.path.relpath(p, root) for p in changed]
     )
@@ -396,10 +397,14 @@ def print_table(report: dict, results: dict[str, Measure]) -> None:
     warm = results.get("lifetime-lint warm")
     if warm is not None and warm.times:
         print(f"- warm / cold: {_ratio(warm.median, cold_median)} (target <= 0.02x)")
-    for kind, now in (("cold", cold), ("warm", warm)):
-        then = results.get(f"before: lifetime-lint {kind}")
-        if now is not None and then is not None and now.times and then.times:
-            print(f"- {kind}, after / before: {_ratio(now.median, then.median)}")
+    for label in results:
+        if not label.endswith(": lifetime-lint cold"):
+            continue
+        before = label[: -len(" lifetime-lint cold")]
+        for kind, now in (("cold", cold), ("warm", warm)):
+            then = results.get(f"{before} lifetime-lint {kind}")
+            if now is not None and then is not None and now.times and then.times:
+                print(f"- {kind}, after / {before[:-1]}: {_ratio(now.median, then.median)}")
     for label in (
         f"lifetime-lint {CHANGED} changed (cache)",
         f"lifetime-lint {CHANGED} named files",
@@ -459,8 +464,9 @@ def main(argv: Sequence[str]) -> None:
     run.add_argument("--no-freeze", action="store_true",
                      help="run the working tree's code, not a frozen copy of it")  # fmt: skip
     run.add_argument("--json", default=os.path.join(BENCH, "results", "lint_speed.json"))
-    run.add_argument("--before", metavar="REV",
-                     help="also time the lifetime-lint of this git revision (cold and warm)")  # fmt: skip
+    run.add_argument("--before", metavar="REV", action="append", default=[],
+                     help="also time the lifetime-lint of this git revision (cold and warm); "
+                          "repeatable")  # fmt: skip
     args = parser.parse_args(argv)
     if args.command == "setup":
         setup_venvs()
@@ -476,12 +482,15 @@ def main(argv: Sequence[str]) -> None:
         f"{os.cpu_count()} CPUs, load average {load:.2f} at start, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
-    before_code = extract_revision(args.before) if args.before else None
-    if before_code:
-        print(f"# before: git {args.before}, extracted to {before_code}")
+    before_codes = []
+    for revision in args.before:
+        before_code = extract_revision(revision)
+        print(f"# before: git {revision}, extracted to {before_code}")
+        before_codes.append((f"before {revision}" if len(args.before) > 1 else "before",
+                             before_code))  # fmt: skip
     reports = [
         measure_corpus(
-            name, args.repeats, args.slow_repeats, args.fast_only, not args.no_warmup, before_code
+            name, args.repeats, args.slow_repeats, args.fast_only, not args.no_warmup, before_codes
         )
         for name in (args.corpus or ["torch-nn"])
     ]

@@ -21,6 +21,14 @@ run that rewrote a file stores the entry of the new content. Files whose check f
 Entries are written to a temporary file and renamed into place, so concurrent runs (two
 pre-commit chunks, CI jobs sharing a workspace) can only ever read a whole entry; a corrupt
 or unreadable entry is a miss.
+
+Above the entries sits one index file per folder (`StatIndex`): for each file checked, its
+`stat` (size, modification and change times, inode) when it was read, a stamp of its
+project's files (`project.project_stamp`), its content key and its findings. A warm run
+answers a file whose stat and project stamp are unchanged from the index alone: it neither
+reads nor hashes the file, nor reads its project's files. Anything else (a touched file, an
+edit, a file modified within the timestamp granularity of its last reading) goes the
+content-key way, and the index learns the new stat.
 """
 
 from __future__ import annotations
@@ -38,6 +46,9 @@ from lifetime_lint.config import Settings
 from lifetime_lint.diagnostics import Applicability, Diagnostic, Edit, Fix, Location
 
 DEFAULT_CACHE_DIR = ".lifetime_lint_cache"
+# The first line of a CACHEDIR.TAG (bford.info/cachedir): backup tools, and file discovery
+# (`files.is_cache_folder`), pass over a folder holding one.
+CACHEDIR_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 _FORMAT = 2  # bump when the entry layout changes
 
 
@@ -90,6 +101,36 @@ class Cache:
         ).hexdigest()
         self.folder = os.path.join(self.root, fingerprint[:16])
         self._project_facts: dict[str, bytes] = {}
+        self.index = StatIndex(self.folder, self.root)
+
+    def cached_result(
+        self, path: str, info: os.stat_result
+    ) -> tuple[list[Diagnostic], dict[str, int]] | None:
+        """The findings of `path` from the index, by its stat alone (None: not known)."""
+        found = self.index.lookup(os.path.abspath(path), self.settings.root, info)
+        if found is None:
+            return None
+        items, left_out = found
+        try:
+            return (
+                [_diagnostic_from_json(item, path) for item in items],
+                {str(k): int(v) for k, v in left_out.items()},
+            )
+        except Exception:  # an entry of the wrong shape is a miss
+            return None
+
+    def remember(
+        self,
+        path: str,
+        info: os.stat_result,
+        key: str,
+        diagnostics: Sequence[Diagnostic],
+        left_out: dict[str, int],
+        now_ns: int,
+    ) -> None:
+        """Index the findings of `path` read after `info` was taken, at `now_ns`."""
+        self.index.record(os.path.abspath(path), self.settings.root, info, key, diagnostics,
+                          left_out, now_ns)  # fmt: skip
 
     def key(self, path: str, data: bytes) -> str:
         digest = hashlib.sha256(self.settings.relative(path).encode() + b"\0")
@@ -193,6 +234,136 @@ class Cache:
         write_file_atomic(self._entry_path(key), data, cache_root=self.root)
 
 
+# A file whose modification or change time is this close to the moment it was read may
+# change again within the file system's timestamp granularity (FAT: 2 s; ext4: a clock
+# tick) with the same size and times: its index entry is not trusted (the next run hashes).
+RACY_NANOSECONDS = 2_000_000_000
+_INDEX_NAME = "index.json"
+
+
+def stat_signature(info: os.stat_result) -> list[int]:
+    """What identifies a file's content without reading it (git's index uses the same):
+    an edit changes the size or the modification time, a restored modification time still
+    changes the change time, a replace-by-rename changes the inode."""
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
+
+
+class StatIndex:
+    """One file mapping each checked path to (stat signature, project stamp, settings root,
+    content key, findings, left-out counts): a warm run stats files instead of reading and
+    hashing them.
+
+    Written whole, by rename, at the end of a run that learnt something; before writing,
+    the file on disk is read again and this run's entries are laid over it, so concurrent
+    runs over different files keep each other's entries (two runs over the same file: the
+    last one's entry stands, and both are right). An unreadable, partial or corrupt index,
+    or an entry of the wrong shape, is a miss, never an error.
+    """
+
+    def __init__(self, folder: str, cache_root: str) -> None:
+        self.path = os.path.join(folder, _INDEX_NAME)
+        self.cache_root = cache_root
+        self._entries: dict[str, Any] | None = None
+        self._learnt: dict[str, list[Any]] = {}
+        self._stamps: dict[str, str | None] = {}  # folder -> project stamp, this run
+        self._folder_stamps: dict[str, str | None] = {}  # memo of `project_stamp`
+
+    def _load(self) -> dict[str, Any]:
+        if self._entries is None:
+            self._entries = _read_index(self.path)
+        return self._entries
+
+    def project_stamp(self, path: str) -> str | None:
+        folder = os.path.dirname(path)
+        if folder not in self._stamps:
+            from lifetime_lint.project import project_stamp
+
+            self._stamps[folder] = project_stamp(folder, self._folder_stamps)
+        return self._stamps[folder]
+
+    def lookup(
+        self, path: str, root: str, info: os.stat_result
+    ) -> tuple[list[Any], dict[str, int]] | None:
+        """The stored findings (as JSON items) and left-out counts of the file at the
+        absolute `path`, if its stat and project are as they were when it was indexed and
+        its settings have the same root (paths relative to it decide per-file-ignores)."""
+        entry = self._load().get(path)
+        if not isinstance(entry, list) or len(entry) != 6:
+            return None
+        signature, stamp, indexed_root, _key, items, left_out = entry
+        if signature != stat_signature(info) or indexed_root != root:
+            return None
+        current = self.project_stamp(path)
+        if current is None or stamp != _short(current):
+            return None
+        if not isinstance(items, list) or not isinstance(left_out, dict):
+            return None
+        return items, left_out
+
+    def record(
+        self,
+        path: str,
+        root: str,
+        info: os.stat_result,
+        key: str,
+        diagnostics: Sequence[Diagnostic],
+        left_out: dict[str, int],
+        now_ns: int,
+    ) -> None:
+        """Remember a file's findings under the stat taken before it was read (`info`);
+        `now_ns`: when it was read. Racily clean files and unstable projects are skipped."""
+        if now_ns - max(info.st_mtime_ns, info.st_ctime_ns) < RACY_NANOSECONDS:
+            self._forget(path)
+            return
+        stamp = self.project_stamp(path)
+        if stamp is None or any(d.is_error for d in diagnostics):
+            self._forget(path)
+            return
+        entry = [stat_signature(info), _short(stamp), root, key,
+                 [_diagnostic_to_json(d) for d in diagnostics], dict(left_out)]  # fmt: skip
+        if self._load().get(path) != entry:
+            self._learnt[path] = entry
+
+    def _forget(self, path: str) -> None:
+        if path in self._load():
+            self._learnt[path] = []  # an empty entry: dropped when the index is saved
+
+    def save(self) -> None:
+        """Write what this run learnt, over the index as it is on disk now."""
+        if not self._learnt:
+            return
+        merged = _read_index(self.path)
+        for path, entry in self._learnt.items():
+            if entry:
+                merged[path] = entry
+            else:
+                merged.pop(path, None)
+        merged = {path: entry for path, entry in merged.items() if os.path.exists(path)}
+        try:
+            data = json.dumps({"format": _FORMAT, "entries": merged}, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return
+        write_file_atomic(self.path, data.encode(), cache_root=self.cache_root)
+        self._entries = merged
+        self._learnt = {}
+
+
+def _read_index(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            payload = json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return {}
+    if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
+        return {}
+    entries = payload.get("entries")
+    return entries if isinstance(entries, dict) else {}
+
+
+def _short(stamp: str) -> str:
+    return hashlib.sha256(stamp.encode()).hexdigest()[:24]
+
+
 def _string(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError("not a string")
@@ -204,7 +375,7 @@ def prepare_cache_root(root: str) -> None:
     os.makedirs(root, exist_ok=True)
     for name, text in (
         (".gitignore", "# Created by lifetime-lint.\n*\n"),
-        ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"
+        ("CACHEDIR.TAG", CACHEDIR_SIGNATURE.decode() + "\n"
                          "# This is a cache directory created by lifetime-lint.\n"),
     ):  # fmt: skip
         marker = os.path.join(root, name)

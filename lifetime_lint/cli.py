@@ -18,12 +18,11 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
 from lifetime_lint import __version__
-from lifetime_lint.baseline import Baseline, BaselineError, write_baseline
 from lifetime_lint.cache import DEFAULT_CACHE_DIR
 from lifetime_lint.catalog import RuleInfo, configured_cache_dir, load_config, rule_infos
 from lifetime_lint.config import (
@@ -36,7 +35,6 @@ from lifetime_lint.config import (
 from lifetime_lint.diagnostics import Diagnostic
 from lifetime_lint.file_errors import file_error, read_error
 from lifetime_lint.files import discover
-from lifetime_lint.gitdiff import ChangedLines, GitDiffError, changed_lines
 from lifetime_lint.reporters import (
     MACHINE_FORMATS,
     REPORTERS,
@@ -48,13 +46,10 @@ from lifetime_lint.reporters import (
 )
 from lifetime_lint.results import IO_ERROR, FileResult, FixMode
 from lifetime_lint.runner import Progress, default_jobs, run_files
-from lifetime_lint.vendor import (
-    VendorError,
-    configured_runtime_module,
-    fix_report,
-    runtime_module_warning,
-)
-from lifetime_lint.vendor import write as write_vendored_runtime
+
+if TYPE_CHECKING:  # imported where used: a warm `check` has no baseline, diff or fixes
+    from lifetime_lint.baseline import Baseline
+    from lifetime_lint.gitdiff import ChangedLines
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -352,10 +347,10 @@ def check(
             target = stdin_filename if stdin else (paths[0] if paths else ".")
             click.echo(_render_settings(target or ".", resolver, rules))
             sys.exit(EXIT_CLEAN)
-        changed = changed_lines(diff_base) if diff_base else None
-        baseline = Baseline.load(baseline_path) if baseline_path else None
+        changed = _changed_lines(diff_base) if diff_base else None
+        baseline = _load_baseline(baseline_path) if baseline_path else None
         saved_profile, min_size = _load_profile(profile_path, min_bytes)
-    except (ConfigError, GitDiffError, BaselineError) as error:
+    except ConfigError as error:
         click.echo(f"lifetime-lint: error: {error}", err=True)
         sys.exit(EXIT_ERROR)
 
@@ -396,11 +391,8 @@ def check(
             sys.exit(EXIT_ERROR)
 
         if not quiet:
-            for loaded in resolver.all_loaded():
-                runtime_module = configured_runtime_module(loaded)
-                warning = runtime_module and runtime_module_warning(runtime_module, loaded.root)
-                if warning:
-                    click.echo(f"lifetime-lint: warning: {warning}", err=True)
+            for warning in _runtime_module_warnings(resolver):
+                click.echo(f"lifetime-lint: warning: {warning}", err=True)
 
         if write_baseline_path:
             sys.exit(_write_baseline(write_baseline_path, results, quiet))
@@ -420,6 +412,46 @@ def check(
     finally:
         if output_file:
             out.close()
+
+
+def _changed_lines(diff_base: str) -> ChangedLines:
+    from lifetime_lint.gitdiff import GitDiffError, changed_lines
+
+    try:
+        return changed_lines(diff_base)
+    except GitDiffError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _load_baseline(path: str) -> Baseline:
+    from lifetime_lint.baseline import Baseline, BaselineError
+
+    try:
+        return Baseline.load(path)
+    except BaselineError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _runtime_module_warnings(resolver: SettingsResolver) -> list[str]:
+    """What to say about each config's `runtime-module` (a setting other modules add, so
+    it lives in `extra`: a config without extra keys has none, and vendor is not imported)."""
+    warnings = []
+    for loaded in resolver.all_loaded():
+        if not loaded.extra:
+            continue
+        from lifetime_lint.vendor import configured_runtime_module, runtime_module_warning
+
+        runtime_module = configured_runtime_module(loaded)
+        warning = runtime_module and runtime_module_warning(runtime_module, loaded.root)
+        if warning:
+            warnings.append(warning)
+    return warnings
+
+
+def _fix_report(results: Sequence[FileResult], unsafe: bool) -> list[str]:
+    from lifetime_lint.vendor import fix_report
+
+    return fix_report(results, unsafe)
 
 
 def _output_format(option: str | None, alias: str | None) -> str:
@@ -578,6 +610,8 @@ def _filter_by_profile(
 
 
 def _write_baseline(path: str, results: Sequence[FileResult], quiet: bool) -> int:
+    from lifetime_lint.baseline import write_baseline
+
     diagnostics = [d for r in results for d in r.diagnostics]
     recorded = write_baseline(path, diagnostics)
     if not quiet:
@@ -720,7 +754,7 @@ def _report(
         for error in errors:
             emit(format_line(error, summary) + "\n", err=True)
         if not run.quiet:
-            emit("".join(line + "\n" for line in fix_report(results, mode.unsafe)), err=True)
+            emit("".join(line + "\n" for line in _fix_report(results, mode.unsafe)), err=True)
             fixable = sum(r.fixes_applied for r in results)
             if fixable:
                 emit(f"Would apply {fixable} {'fix' if fixable == 1 else 'fixes'}.\n", err=True)
@@ -737,7 +771,7 @@ def _report(
     else:
         emit(REPORTERS[run.output_format](diagnostics, summary))
         if mode.apply and not run.quiet:
-            emit("".join(line + "\n" for line in fix_report(results, mode.unsafe)), err=True)
+            emit("".join(line + "\n" for line in _fix_report(results, mode.unsafe)), err=True)
         if run.output_format in MACHINE_FORMATS and run.show_fixes and summary.fixed_by_path:
             # Keep stdout parseable; the human summary goes to stderr.
             emit("".join(line + "\n" for line in render_fix_summary(summary)), err=True)
@@ -810,6 +844,9 @@ def _render_settings(target: str, resolver: SettingsResolver, rules: Sequence[Ru
 def vendor_runtime(path: str) -> None:
     """Write the fixes' helpers to PATH as one self-contained file (standard library and
     torch only); then set `runtime-module` to its module name under [tool.lifetime-lint]."""
+    from lifetime_lint.vendor import VendorError
+    from lifetime_lint.vendor import write as write_vendored_runtime
+
     try:
         written = write_vendored_runtime(path)
     except (VendorError, OSError) as error:

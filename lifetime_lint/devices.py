@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import FileContext
-from lifetime_lint.scopes import Binding, ScopeTable
+from lifetime_lint.scopes import IMPORT, NONE, Binding, ScopeTable
+from lifetime_lint.traversal import walk
 
 CUDA_MODULE = "torch.cuda"
 
@@ -246,18 +247,41 @@ def platform_layer(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> st
 
 # -- code that is CUDA-only by intent ------------------------------------------------------
 
+# A CUDA device pinned somewhere in a function: evidence about that function's own code
+# (often one generator or tensor of a long one), too weak to bind the helpers it calls.
+_PINNED_DEVICE = "code bound to CUDA by a pinned device"
+_NCCL_BRANCH = "an NCCL branch"
 _CUDA_BOUND_CODE = (
     (re.compile(r"""\bdevice(_type)?\s*=\s*(f?["'])cuda"""), 'an explicit `device="cuda"`'),
     (re.compile(r"""torch\.device\(\s*(f?["'])cuda"""), '`torch.device("cuda")`'),
     (re.compile(r"""\.to\(\s*(f?["'])cuda"""), '`.to("cuda")`'),
     (re.compile(r"""\.cuda\(\s*\)|\.cuda\(\s*(non_blocking|device)"""), "`.cuda()`"),
     (re.compile(r"""autocast\(\s*(f?["'])cuda|torch\.cuda\.amp\b"""), '`autocast("cuda")`'),
-    (re.compile(r"""CUDAGraph\b|torch\.cuda\.(graph|graphs|graph_pool_handle)\b"""), "CUDA graphs"),
+    (
+        re.compile(
+            r"""CUDAGraph\b|torch\.cuda\.(graph|graphs|graph_pool_handle)\b|"""
+            r"""cuda\.is_current_stream_capturing\("""
+        ),
+        "CUDA graphs",
+    ),
     # A raw CUDA stream handle, a CUDA memory pool or pluggable allocator: CUDA's own objects.
     (
         re.compile(r"""\.cuda_stream\b|cuda\.(MemPool|use_mem_pool)\b|CUDAPluggableAllocator"""),
         "a CUDA stream handle or memory pool",
     ),
+    # CUDA's own driver API and IPC: `driver.cuMemMap(...)` (virtual memory management),
+    # `reductions.rebuild_cuda_tensor` (sharing CUDA tensors between processes).
+    (
+        re.compile(
+            r"""\bcu(Mem|Device|Ctx|Stream|Event|Graph|Launch|Module|Init)[A-Z]\w*\(|"""
+            r"""\bcuda\.bindings\b|\bcudart\.|rebuild_cuda_tensor"""
+        ),
+        "the CUDA driver API or CUDA IPC",
+    ),
+    # A CUDA stream or event object of the function's own: its work is ordered on CUDA.
+    (re.compile(r"""\bcuda\.(Stream|Event|ExternalStream)\("""), "a CUDA stream or event"),
+    # The author's own message says so: `logger.info("Expert-pack CUDA extension ...")`.
+    (re.compile(r"""["'][^"'\n]*\bCUDA (extension|kernel)s?\b"""), "a CUDA extension"),
     # Saving or restoring the CUDA generators' state has no device-neutral form: such code
     # is CUDA's half of an RNG checkpoint (the CPU state is handled beside it).
     (
@@ -265,6 +289,7 @@ _CUDA_BOUND_CODE = (
         "CUDA RNG state bookkeeping",
     ),
 )
+_PINNED_DEVICE_REASONS = frozenset(reason for _, reason in _CUDA_BOUND_CODE[:5])
 # A decorator or marker that skips a test without CUDA (`@require_torch_gpu`,
 # `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`, `@unittest.skipUnless(
 # torch.cuda.device_count() > 1, ...)`, `pytestmark = pytest.mark.cuda`).
@@ -285,7 +310,8 @@ CUDA_ONLY_LIBRARIES = frozenset(
 # (`flashinfer_autotune.py`, `deep_gemm_wrapper/`, `_process_weights_for_sm90_cutlass`).
 _CUDA_ONLY_NAME = re.compile(
     r"(?<![A-Za-z0-9])(cudagraph|cuda_graph|nccl|pynccl|graph_runner|flashinfer|cutlass|cute|"
-    r"deep_gemm|deepgemm|trtllm|tensorrt|cudnn|nvshmem|symm_mem|nunchaku|nvfp4|nvjpeg|sm\d{2,3})"
+    r"deep_gemm|deepgemm|trtllm|tensorrt|cudnn|nvshmem|symm_mem|nunchaku|nvfp4|nvjpeg|nvidia|vmm|"
+    r"sm\d{2,3})"
     r"(?![A-Za-z])",
     re.IGNORECASE,
 )
@@ -301,7 +327,7 @@ _ROCM = re.compile(r"(?<![A-Za-z0-9])(hip|rocm|amd|aiter|gfx\d+)(?![A-Za-z0-9])"
 # Branch tests that pick CUDA (or ROCm) specifically, beyond "is an accelerator there".
 _CUDA_SPECIFIC_TEST = re.compile(
     r"is_cuda|==\s*[\"']cuda[\"':]|get_device_capability|version\.cuda|is_sm\d+|"
-    r"is_blackwell|is_hopper|is_ampere",
+    r"is_blackwell|is_hopper|is_ampere|startswith\(\s*[\"']cuda|[\"']cuda[\"']\s+in\b",
     re.IGNORECASE,
 )
 
@@ -318,6 +344,10 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
     chain = list(ancestors)
     for index in range(len(chain) - 1, -1, -1):
         node = chain[index]
+        if isinstance(node, cst.IndentedBlock) and index + 1 < len(chain):
+            reason = _past_cuda_exit(context, node, chain[index + 1], chain[:index])
+            if reason:
+                return reason
         if isinstance(node, cst.If) and index + 1 < len(chain) and chain[index + 1] is node.body:
             test = context.code_for(node.test)
             if _ROCM.search(test):
@@ -325,8 +355,10 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
             if _CUDA_SPECIFIC_TEST.search(test):
                 return f"a CUDA-only branch (`{test.strip()[:60]}`)"
             if _CUDA_ONLY_NAME.search(test) and not _OTHER_BACKEND.search(test):
-                # `if attention_backend == "flashinfer_cudnn":` picks a CUDA-only kernel.
-                return f"a branch for a CUDA-only kernel (`{test.strip()[:60]}`)"
+                # `if attention_backend == "flashinfer_cudnn":` picks a CUDA-only kernel; a
+                # test naming only NCCL (`pre_warm_nccl`) is weaker: HCCL/RCCL mirror it.
+                weak = "" if _CUDA_ONLY_FUNCTION.search(test) else f"{_NCCL_BRANCH}: "
+                return f"{weak}a branch for a CUDA-only kernel (`{test.strip()[:60]}`)"
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             if _ROCM.search(node.name.value):
                 return f"ROCm-only code (`{node.name.value}`), where torch.cuda is right"
@@ -341,6 +373,9 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
                 return reason
             if isinstance(node, cst.FunctionDef):
                 reason = _device_evidence(context, node, _own_statement_span(context, chain))
+                if reason:
+                    return reason
+                reason = _caller_gated(context, node)
                 if reason:
                     return reason
     return _memo(context, context.module, _module_binding)
@@ -375,6 +410,8 @@ def _device_evidence(
         ]
     for offset, reason in matches:
         if not excluded[0] <= offset < excluded[1]:
+            if reason in _PINNED_DEVICE_REASONS:
+                return f"{_PINNED_DEVICE} ({reason})"
             return f"code bound to CUDA by {reason}"
     for statement in _body_statements(function):
         # An unconditional import of a CUDA-only library in the function's own body (kernel
@@ -401,11 +438,48 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         if _CUDA_SKIP.search(text) and not _OTHER_BACKEND.search(text):
             return f"a test skipped without CUDA (`@{text.strip()[:60]}`)"
     if isinstance(node, cst.ClassDef):
-        return _built_on_cuda_only_object(node)
+        return (
+            _built_on_cuda_only_object(node)
+            or _declares_cuda_only_capabilities(context, node)
+            or _constructor_refuses_other_backends(context, node)
+        )
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
             return "code that raises or skips without CUDA"
+    backend = _raises_off_backend(context, node)
+    if backend:
+        return _bound_reason(backend, f"`{node.name.value}` raises without it")
+    return (
+        _documented_cuda_kernel(node)
+        or _uses_cuda_only_library(context, node)
+        or _probes_cuda_capability(context, node)
+    )
+
+
+def _probes_cuda_capability(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """A function that reads the CUDA compute capability (`get_device_capability`) and
+    only asks CUDA when `torch.cuda.is_available()`: an architecture probe for tuning
+    that already has its own answer off CUDA."""
+    text = context.code_for(function.body)
+    if "get_device_capability(" in text and _AVAILABILITY.search(text):
+        return "a CUDA capability probe with its own fallback"
     return None
+
+
+# What a docstring says a function wraps: a CUDA-only kernel library or a CUDA kernel.
+_CUDA_KERNEL_DOC = re.compile(
+    _CUDA_ONLY_FUNCTION.pattern + r"|\bCUDA (extension|kernel)s?\b|\bCuTe\b", re.IGNORECASE
+)
+
+
+def _documented_cuda_kernel(function: cst.FunctionDef) -> str | None:
+    """A function whose own docstring says it wraps a CUDA-only kernel ("Opaque wrapper
+    around the CuTe-DSL kernel", "FlashInfer autotune"): its author's word."""
+    docstring = function.get_docstring()
+    match = _CUDA_KERNEL_DOC.search(docstring) if docstring else None
+    if match is None:
+        return None
+    return f"a function documented as a CUDA-only kernel wrapper (`{match.group(0)}`)"
 
 
 def _built_on_cuda_only_object(node: cst.ClassDef) -> str | None:
@@ -462,9 +536,15 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
     if _ROCM.search(name.rsplit(".", 1)[0]):
         return f"a ROCm-only module (`{name}`), where torch.cuda is right"
     for statement in module.body:
+        if isinstance(statement, cst.If):
+            backend = _exit_guard(context, statement, raise_only=True)
+            if backend:
+                return f"a {backend}-only module (raises at import without {backend})"
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
+            if isinstance(small, cst.Assign) and _keyed_by_cuda_devices(small.value):
+                return "a module whose device tables are keyed `cuda:N`"
             root = _imported_root(small)
             if root in CUDA_ONLY_LIBRARIES:
                 return f"a CUDA-only kernel module (imports `{root}`)"
@@ -480,6 +560,20 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
     return None
 
 
+def _keyed_by_cuda_devices(value: cst.BaseExpression) -> bool:
+    """A dict literal of two or more entries whose keys are all `"cuda:N"` (a NIC or NUMA
+    affinity table per CUDA device): the module addresses CUDA devices by name."""
+    if not isinstance(value, cst.Dict) or len(value.elements) < 2:
+        return False
+    return all(
+        isinstance(element, cst.DictElement)
+        and isinstance(element.key, cst.SimpleString)
+        and isinstance(element.key.evaluated_value, str)
+        and re.fullmatch(r"cuda:\d+", element.key.evaluated_value) is not None
+        for element in value.elements
+    )
+
+
 def _imported_root(small: cst.BaseSmallStatement) -> str | None:
     if isinstance(small, cst.Import):
         for alias in small.names:
@@ -491,6 +585,511 @@ def _imported_root(small: cst.BaseSmallStatement) -> str | None:
         if name:
             return name.split(".")[0]
     return None
+
+
+# -- what a condition says about the backend ----------------------------------------------
+
+# A flag or platform probe named for one backend (`_is_hip`, `is_hip()`, `is_cuda()`,
+# `current_platform.is_rocm()`, `IS_CUDA`): true only on that backend. Availability
+# (`torch.cuda.is_available()`) is weaker: other accelerators may still be there.
+_BACKEND_FLAG = re.compile(r"^_*is_(cuda|hip|rocm)(_alike)?$", re.IGNORECASE)
+# Libraries that exist only for AMD GPUs: code that needs one runs on ROCm, where
+# `torch.cuda` is HIP and right.
+ROCM_ONLY_LIBRARIES = frozenset({"aiter", "amdsmi", "pyrsmi", "rocm_smi", "hip"})
+# A predicate on NVIDIA architectures (`_blackwell_or_newer(dev)`, `is_sm100_supported()`).
+_ARCH_PREDICATE = re.compile(
+    r"(?<![A-Za-z0-9])(blackwell|hopper|ampere|sm\d{2,3})(?![A-Za-z])", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class BackendTest:
+    """What a condition being true (or false) says: the code runs on `backend`; `identity`
+    when it tests the device or platform itself, not only that CUDA is available."""
+
+    backend: str  # "CUDA" or "ROCm"
+    identity: bool
+
+
+def _backend_when_true(expression: cst.BaseExpression) -> BackendTest | None:
+    """The backend `expression` being true proves (`x.is_cuda`, `dev.type == "cuda"`,
+    `device.startswith("cuda")`, `is_hip()`, `not a or b.is_cuda` does not, `a and
+    b.is_cuda` does)."""
+    if isinstance(expression, cst.BooleanOperation):
+        left = _backend_when_true(expression.left)
+        right = _backend_when_true(expression.right)
+        if isinstance(expression.operator, cst.And):
+            return _stronger(left, right)
+        if left and right:  # `is_cuda() or is_hip()`: torch.cuda is right on either
+            return BackendTest("CUDA", left.identity and right.identity)
+        return None
+    if isinstance(expression, cst.Attribute) and expression.attr.value == "is_cuda":
+        return BackendTest("CUDA", True)
+    if isinstance(expression, cst.Name):
+        return _flag_backend(expression.value)
+    if isinstance(expression, cst.Call):
+        dotted = dotted_name(expression.func) or ""
+        if _ARCH_PREDICATE.search(dotted.rpartition(".")[2]):
+            return BackendTest("CUDA", True)  # `_blackwell_or_newer(device)`, `is_sm90()`
+        if not expression.args:
+            if dotted.endswith("cuda.is_available"):
+                return BackendTest("CUDA", False)
+            return _flag_backend(dotted.rpartition(".")[2])
+        if dotted.endswith(".startswith") and _names_cuda(expression.args[0].value):
+            return BackendTest("CUDA", True)
+        return None
+    if isinstance(expression, cst.Comparison) and len(expression.comparisons) == 1:
+        target = expression.comparisons[0]
+        if isinstance(target.operator, cst.Equal) and (
+            _names_cuda(target.comparator) or _names_cuda(expression.left)
+        ):
+            return BackendTest("CUDA", True)
+        if isinstance(target.operator, cst.In) and _names_cuda(expression.left):
+            return BackendTest("CUDA", True)
+    return None
+
+
+def _backend_when_false(expression: cst.BaseExpression) -> BackendTest | None:
+    """The backend `expression` being false proves (`not x.is_cuda`, `dev.type !=
+    "cuda"`, `not (is_cuda() and x.is_contiguous())`, `a or not _is_hip`)."""
+    if isinstance(expression, cst.UnaryOperation) and isinstance(expression.operator, cst.Not):
+        return _backend_when_true(expression.expression)
+    if isinstance(expression, cst.BooleanOperation) and isinstance(expression.operator, cst.Or):
+        return _stronger(
+            _backend_when_false(expression.left), _backend_when_false(expression.right)
+        )
+    if isinstance(expression, cst.Comparison) and len(expression.comparisons) == 1:
+        target = expression.comparisons[0]
+        if isinstance(target.operator, cst.NotEqual) and (
+            _names_cuda(target.comparator) or _names_cuda(expression.left)
+        ):
+            return BackendTest("CUDA", True)
+    return None
+
+
+def _stronger(first: BackendTest | None, second: BackendTest | None) -> BackendTest | None:
+    if first is None or (second is not None and second.identity and not first.identity):
+        return second
+    return first
+
+
+def _flag_backend(name: str) -> BackendTest | None:
+    match = _BACKEND_FLAG.match(name)
+    if match is None:
+        return None
+    return BackendTest("CUDA" if match.group(1).lower() == "cuda" else "ROCm", True)
+
+
+def _names_cuda(expression: cst.BaseExpression) -> bool:
+    """A string literal `"cuda"` or `"cuda:N"`."""
+    if isinstance(expression, cst.SimpleString):
+        value = expression.evaluated_value
+        return isinstance(value, str) and (value == "cuda" or value.startswith("cuda:"))
+    return False
+
+
+def _exit_guard(context: FileContext, statement: cst.If, raise_only: bool) -> str | None:
+    """The backend past `statement`, when it is `if <not that backend>: raise` (or skip; or
+    `return` when it tests the device itself and `raise_only` is False) with no `else`."""
+    if statement.orelse is not None:
+        return None
+    test = _backend_when_false(statement.test)
+    if test is None:
+        return None
+    exits = _how_body_exits(statement.body)
+    if exits == "raise" or (exits == "return" and test.identity and not raise_only):
+        return test.backend
+    return None
+
+
+_SKIP_CALL = re.compile(r"(^|\.)(skip|skipTest)$")
+
+
+def _how_body_exits(body: cst.BaseSuite) -> str | None:
+    """How the block always leaves: "raise" (also a test skip), "return", or None."""
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    for statement in statements:
+        smalls = statement.body if isinstance(statement, cst.SimpleStatementLine) else ()
+        if isinstance(statement, cst.SimpleStatementSuite):
+            smalls = statement.body
+        for small in smalls:
+            if isinstance(small, cst.Raise):
+                return "raise"
+            if isinstance(small, cst.Return):
+                return "return"
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                if _SKIP_CALL.search(dotted_name(small.value.func) or ""):
+                    return "raise"
+    return None
+
+
+def _past_cuda_exit(
+    context: FileContext,
+    block: cst.IndentedBlock,
+    child: cst.CSTNode,
+    outer: Sequence[cst.CSTNode],
+) -> str | None:
+    """Why the code from `child` on is bound to one backend by a statement before it in
+    `block`: `if dev.type != "cuda": raise ...`, `if not _is_hip: return`, or a call of a
+    same-module validator that raises off CUDA (`_validate(x)`, whose body is `if not
+    x.is_cuda: raise ...`)."""
+    for statement in block.body:
+        if statement is child:
+            return None
+        if isinstance(statement, cst.If):
+            backend = _exit_guard(context, statement, raise_only=False)
+            if backend:
+                return _bound_reason(backend, f"past `{_header(context, statement)}`")
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assert):
+                    backend = _asserted_backend(context, small.test, outer)
+                    if backend:
+                        return _bound_reason(backend, "past an assertion that it is")
+                    continue
+                value = small.value if isinstance(small, (cst.Expr, cst.Assign)) else None
+                if isinstance(value, cst.Call):
+                    validator = _same_module_function(context, value.func, outer)
+                    backend = _raises_off_backend(context, validator) if validator else None
+                    if validator is not None and backend:
+                        return _bound_reason(
+                            backend, f"past `{validator.name.value}()`, which raises without it"
+                        )
+    return None
+
+
+def _asserted_backend(
+    context: FileContext, test: cst.BaseExpression, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """The backend `assert test` requires: `assert x.is_cuda and ...`, or `assert
+    can_use_kernel(x)` where the same-module predicate is false off that backend."""
+    found = _backend_when_true(test)
+    if found is not None and found.identity:
+        return found.backend
+    if isinstance(test, cst.Call):
+        predicate = _same_module_function(context, test.func, outer)
+        if predicate is not None:
+            return _predicate_backend(context, predicate)
+    return None
+
+
+def _predicate_backend(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """The backend a same-module predicate requires: every `return` gives `False` or an
+    expression true only on that backend (`return x.is_cuda and x.dtype == torch.bf16`)."""
+    cache = context.memo.setdefault("devices.predicate_backend", {})
+    if id(function) in cache:
+        return cache[id(function)]
+    cache[id(function)] = None
+    returns: list[cst.Return] = []
+    walk(function.body, lambda n: returns.append(n) if isinstance(n, cst.Return) else None,
+         lambda _: None)  # fmt: skip
+    backends = set()
+    for statement in returns:
+        value = statement.value
+        if isinstance(value, cst.Name) and value.value == "False":
+            continue
+        found = _backend_when_true(value) if value is not None else None
+        if found is None or not found.identity:
+            return None
+        backends.add(found.backend)
+    result = "CUDA" if backends == {"CUDA"} else None
+    cache[id(function)] = result
+    return result
+
+
+def _bound_reason(backend: str, where: str) -> str:
+    if backend == "ROCm":
+        return f"ROCm-only code ({where}), where torch.cuda is right"
+    return f"CUDA-only code ({where})"
+
+
+def _header(context: FileContext, statement: cst.If) -> str:
+    return "if " + context.code_for(statement.test).strip()[:60] + ":"
+
+
+def _raises_off_backend(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """The backend a function requires by raising without it in its own top-level code."""
+    cache = context.memo.setdefault("devices.raises_off_backend", {})
+    if id(function) not in cache:
+        cache[id(function)] = next(
+            (
+                backend
+                for statement in _body_statements(function)
+                if isinstance(statement, cst.If)
+                for backend in [_exit_guard(context, statement, raise_only=True)]
+                if backend
+            ),
+            None,
+        )
+    return cache[id(function)]
+
+
+def _same_module_function(
+    context: FileContext, func: cst.BaseExpression, outer: Sequence[cst.CSTNode]
+) -> cst.FunctionDef | None:
+    """The module-level function (`_check(x)`) or method of the enclosing class
+    (`self._check(x)`) a call names, when the module defines it exactly once."""
+    if isinstance(func, cst.Name):
+        found = _module_functions(context).get(func.value, [])
+        return found[0] if len(found) == 1 else None
+    if (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value in ("self", "cls")
+    ):
+        owner = next((n for n in reversed(outer) if isinstance(n, cst.ClassDef)), None)
+        if owner is not None:
+            found = [
+                s
+                for s in _class_body(owner)
+                if isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value
+            ]
+            return found[0] if len(found) == 1 else None
+    return None
+
+
+def _module_functions(context: FileContext) -> dict[str, list[cst.FunctionDef]]:
+    functions = context.memo.get("devices.module_functions")
+    if functions is None:
+        functions = context.memo["devices.module_functions"] = {}
+        for statement in context.module.body:
+            if isinstance(statement, cst.FunctionDef):
+                functions.setdefault(statement.name.value, []).append(statement)
+    return functions
+
+
+def _class_body(node: cst.ClassDef) -> Sequence[cst.CSTNode]:
+    return node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+
+
+# -- classes and functions bound to one backend by what they declare or use --------------
+
+# Class attributes that declare where the class's code runs (`capabilities = {
+# KernelBackend.TRITON: {CapabilityRequirement.CUDA}}`, `supported_devices = ("cuda",)`).
+_CAPABILITY_ATTRIBUTE = re.compile(
+    r"capabilit|supported_(devices|platforms|backends|device_types)|device_types?$|"
+    r"^_*(requires?|required)_(device|platform)s?$",
+    re.IGNORECASE,
+)
+_DEVICE_WORD = re.compile(
+    r"(?<![A-Za-z0-9])(cuda|hip|rocm|cpu|mps|npu|xpu|hpu|mlu|musa|mtia|tpu|xla|neuron|"
+    r"privateuse1|any|all)(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
+
+
+def _declares_cuda_only_capabilities(context: FileContext, node: cst.ClassDef) -> str | None:
+    """A class whose own capability declaration names CUDA (or CUDA and ROCm) and no other
+    device for every entry: its code runs only where `torch.cuda` is right."""
+    for statement in _class_body(node):
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Assign):
+                targets = [t.target for t in small.targets]
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                targets = [small.target]
+            else:
+                continue
+            names = [t.value for t in targets if isinstance(t, cst.Name)]
+            if not any(_CAPABILITY_ATTRIBUTE.search(name) for name in names):
+                continue
+            assert small.value is not None
+            words = {w.lower() for w in _DEVICE_WORD.findall(context.code_for(small.value))}
+            if "cuda" in words and words <= {"cuda", "hip", "rocm"}:
+                return f"a class declared CUDA-only (`{names[0]}` names only CUDA)"
+    return None
+
+
+def _constructor_refuses_other_backends(context: FileContext, node: cst.ClassDef) -> str | None:
+    """A class whose `__init__` raises without one backend (`if not _is_hip: raise
+    NotImplementedError(...)`): none of its methods runs elsewhere."""
+    for statement in _class_body(node):
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+            backend = _raises_off_backend(context, statement)
+            if backend:
+                return _bound_reason(backend, f"`{node.name.value}.__init__` raises without it")
+    return None
+
+
+# A project module named for a memory subsystem that only CUDA has (virtual memory
+# management, CUDA IPC, NVSHMEM): what it exports works on CUDA devices only.
+_CUDA_SUBSYSTEM_MODULE = re.compile(
+    r"(?<![A-Za-z0-9])(vmm|cumem|cuda_ipc|nvshmem)(?![A-Za-z0-9])", re.IGNORECASE
+)
+
+
+SUBSYSTEM = "<CUDA memory subsystem>"
+
+
+def _backend_only_imports(context: FileContext) -> dict[str, tuple[str, str]]:
+    """Module-level names bound only by imports from CUDA-only or ROCm-only libraries
+    (also conditional ones: `if _is_hip: from aiter.ops.shuffle import shuffle_weight`),
+    with the library: code that calls one needs that library's backend."""
+    names = context.memo.get("devices.backend_only_imports")
+    if names is None:
+        names = context.memo["devices.backend_only_imports"] = {}
+        for name, bindings in scope_table(context).module_scope.bindings.items():
+            roots: set[str] = set()
+            sources: set[str] = set()
+            for binding in bindings:
+                if binding.kind == NONE:
+                    continue
+                if binding.kind != IMPORT or binding.imported is None:
+                    roots = set()
+                    break
+                module, _, _ = binding.imported.qualified.rpartition(".")
+                if _CUDA_SUBSYSTEM_MODULE.search(module):
+                    roots.add(SUBSYSTEM)  # `from pkg.kv_vmm_backing import KvVmmOwner`
+                else:
+                    roots.add(binding.imported.qualified.split(".")[0])
+                    sources.add(module or binding.imported.qualified)
+            if roots and roots <= CUDA_ONLY_LIBRARIES | ROCM_ONLY_LIBRARIES | {SUBSYSTEM}:
+                root = sorted(roots)[0]
+                names[name] = (root, sorted(sources)[0] if sources else root)
+    return names
+
+
+def _uses_cuda_only_library(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """A function whose own unconditional statements call a name that only a CUDA-only or
+    ROCm-only library binds (`shuffle_weight` from `aiter`, `driver` from `cuda.bindings`)."""
+    imported = _backend_only_imports(context)
+    if not imported:
+        return None
+    for statement in _body_statements(function):
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for name in _called_names(statement):
+            if name not in imported:
+                continue
+            library, module = imported[name]
+            if library == SUBSYSTEM:
+                return _bound_reason("CUDA", f"calls `{name}` from a CUDA memory subsystem")
+            backend = "ROCm" if library in ROCM_ONLY_LIBRARIES else "CUDA"
+            return _bound_reason(backend, f"calls `{name}` from `{module}`")
+    return None
+
+
+def _called_names(node: cst.CSTNode) -> Iterator[str]:
+    """The root names of the calls in `node` (`f` of `f(x)`, `driver` of `driver.cuMemMap()`)."""
+    found: list[str] = []
+
+    def enter(child: cst.CSTNode) -> None:
+        if isinstance(child, cst.Call):
+            root = dotted_name(child.func)
+            if root:
+                found.append(root.split(".")[0])
+
+    walk(node, enter, lambda _: None)
+    return iter(found)
+
+
+# -- functions reached only from code that is left out -------------------------------------
+
+
+CALLED_ONLY_FROM = "called only from CUDA-bound code"
+# Evidence about a caller's own code that does not carry over to the helpers it calls.
+_WEAK_REASONS = (_PINNED_DEVICE, _NCCL_BRANCH)
+
+
+def _caller_gated(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """A private function (`_helper`, `self._helper`) that the module calls or passes on
+    only from CUDA-bound code (`if x.is_cuda: return _fused(x)`): the caller decided.
+    A public one may be called from anywhere, so only its own code counts."""
+    name = function.name.value
+    if not name.startswith("_") or name.endswith("__"):
+        return None
+    cache = context.memo.setdefault("devices.caller_gated", {})
+    key = id(function)
+    if key in cache:
+        return cache[key]
+    cache[key] = None  # a recursive call on the way is no evidence either way
+    sites = _reference_sites(context).get(key, [])
+    reasons = [cuda_bound(context, site) for site in sites]
+    reason = None
+    if sites and all(r and not r.startswith(_WEAK_REASONS) for r in reasons):
+        caller = next(
+            (n.name.value for n in reversed(sites[0]) if isinstance(n, cst.FunctionDef)),
+            "<module>",
+        )
+        reason = f"{CALLED_ONLY_FROM} (`{caller}`: {reasons[0]})"
+    cache[key] = reason
+    return reason
+
+
+def reached_only_from_script(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The node is in a module-level function of a script (a module with an `if __name__
+    == "__main__":` block) that the module calls only from that block, from `main()`, or
+    from other such functions: a preprocessing CLI's helpers, not a library API."""
+    function = next((n for n in ancestors[1:2] if isinstance(n, cst.FunctionDef)), None)
+    if function is None or not _has_main_guard(context.module):
+        return False
+    return _script_only(context, function)
+
+
+def _script_only(context: FileContext, function: cst.FunctionDef) -> bool:
+    cache = context.memo.setdefault("devices.script_only", {})
+    key = id(function)
+    if key in cache:
+        return cache[key]
+    cache[key] = False
+    sites = _reference_sites(context).get(key, [])
+    result = bool(sites) and all(
+        _in_script_entry_point(site)
+        or (
+            isinstance(site[1], cst.FunctionDef)
+            and site[1] is not function
+            and _script_only(context, site[1])
+        )
+        for site in sites
+        if len(site) > 1
+    )
+    cache[key] = result
+    return result
+
+
+def _has_main_guard(module: cst.Module) -> bool:
+    return any(isinstance(s, cst.If) and _is_main_guard(s) for s in module.body)
+
+
+def _reference_sites(context: FileContext) -> dict[int, list[tuple[cst.CSTNode, ...]]]:
+    """For each private function or method of the module, the ancestor chains of the
+    places that name it (`_f(...)`, `self._m`, `callback=_f`), found in one walk."""
+    sites = context.memo.get("devices.reference_sites")
+    if sites is not None:
+        return sites
+    functions: dict[str, list[cst.FunctionDef]] = {}
+    methods: dict[str, list[cst.FunctionDef]] = {}
+    for statement in context.module.body:
+        if isinstance(statement, cst.FunctionDef):
+            functions.setdefault(statement.name.value, []).append(statement)
+        elif isinstance(statement, cst.ClassDef):
+            for member in _class_body(statement):
+                if isinstance(member, cst.FunctionDef):
+                    methods.setdefault(member.name.value, []).append(member)
+    sites = {}
+    stack: list[cst.CSTNode] = []
+    # A script's public functions serve its `__main__` block: their callers count too.
+    script = _has_main_guard(context.module)
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Name) and stack:
+            parent = stack[-1]
+            name = node.value
+            if isinstance(parent, cst.Attribute) and parent.attr is node:
+                targets = methods.get(name, ()) if name.startswith("_") else ()
+            elif isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is node:
+                targets = ()
+            else:
+                wanted = script or name.startswith("_")
+                targets = functions.get(name, ()) if wanted else ()
+            for target in targets:
+                sites.setdefault(id(target), []).append(tuple(stack) + (node,))
+        stack.append(node)
+
+    walk(context.module, enter, lambda _: stack.pop())
+    context.memo["devices.reference_sites"] = sites
+    return sites
 
 
 # -- calls under a CUDA-only guard ----------------------------------------------------------
@@ -590,9 +1189,12 @@ PORTABILITY_LEVELS = ("library", "strict")
 # Why a call was left out (the `--statistics` labels).
 LEFT_OUT_PLATFORM = "platform layer"
 LEFT_OUT_CUDA_BOUND = "CUDA-bound code"
+LEFT_OUT_ROCM = "ROCm-only code (torch.cuda is HIP there)"
+LEFT_OUT_CALLER_GATED = "called only from CUDA-bound code"
 LEFT_OUT_SCOPE = "non-library path"
 LEFT_OUT_SCRIPT = "script entry point"
 LEFT_OUT_LOGGING = "logging only"
+LEFT_OUT_DEBUG = "debugging branch"
 # The setting that reports every one of them (what `--statistics` prints beside the counts).
 SHOWS_LEFT_OUT = 'portability = "strict"'
 
@@ -612,6 +1214,25 @@ def in_logging_function(ancestors: Sequence[cst.CSTNode]) -> bool:
     that act (`synchronize`, `empty_cache`): `_log_validation` also runs the validation."""
     function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
     return function is not None and _LOGGING_FUNCTION.match(function.name.value) is not None
+
+
+# Words of a flag that turns on debugging or tracing (`envs.SGLANG_TRACE_LOGITS_SYNC.get()`,
+# `self.debug`, `DEBUG_SYNC`); whole words only (not `debugger`, `traceback`).
+_DEBUG_WORDS = frozenset({"debug", "trace"})
+
+
+def in_debugging_branch(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The node runs only when a debugging or tracing flag is set (`if
+    envs.SGLANG_TRACE_LOGITS_E2E_SYNC.get(): torch.cuda.synchronize()`): a developer's
+    switch for their own machine, not what the library does."""
+    chain = list(ancestors)
+    for index in range(len(chain) - 1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, cst.If) and child is node.body:
+            words = re.split(r"[^A-Za-z0-9]+", context.code_for(node.test).lower())
+            if _DEBUG_WORDS.intersection(words):
+                return True
+    return False
 
 
 def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -685,13 +1306,25 @@ class Portability:
             return LEFT_OUT_PLATFORM
         if not self.library or _in_test_function(ancestors):
             return LEFT_OUT_SCOPE
-        if _in_script_entry_point(ancestors):
+        if _in_script_entry_point(ancestors) or reached_only_from_script(context, ancestors):
             return LEFT_OUT_SCRIPT
         if only_for_logging(context, ancestors) or (query and in_logging_function(ancestors)):
             return LEFT_OUT_LOGGING
-        if cuda_bound(context, ancestors):
-            return LEFT_OUT_CUDA_BOUND
+        if in_debugging_branch(context, ancestors):
+            return LEFT_OUT_DEBUG
+        reason = cuda_bound(context, ancestors)
+        if reason:
+            return left_out_label(reason)
         return None
+
+
+def left_out_label(reason: str) -> str:
+    """The `--statistics` row a `cuda_bound` reason is counted under."""
+    if reason.startswith(CALLED_ONLY_FROM):
+        return LEFT_OUT_CALLER_GATED
+    if "ROCm" in reason:
+        return LEFT_OUT_ROCM
+    return LEFT_OUT_CUDA_BOUND
 
 
 def _in_test_function(ancestors: Sequence[cst.CSTNode]) -> bool:

@@ -16,6 +16,7 @@ import os
 import subprocess
 from collections.abc import Callable, Iterable, Iterator
 
+from lifetime_lint.cache import CACHEDIR_SIGNATURE
 from lifetime_lint.config import Settings
 
 PYTHON_SUFFIXES = (".py", ".pyi")
@@ -70,7 +71,7 @@ def _walk(root: str, settings_for: SettingsFor, ignored: GitIgnored) -> Iterator
             child = os.path.join(directory, name)
             # A nested project's own config decides about its folder's contents, but whether
             # the folder itself is entered is the enclosing settings' call (Ruff's rule).
-            if not _skipped(child, settings, ignored, base=root):
+            if not _skipped(child, settings, ignored, base=root) and not is_cache_folder(child):
                 kept.append(name)
         subdirectories[:] = kept
         for name in sorted(filenames):
@@ -78,6 +79,20 @@ def _walk(root: str, settings_for: SettingsFor, ignored: GitIgnored) -> Iterator
                 path = os.path.join(directory, name)
                 if not _skipped(path, settings, ignored, base=root):
                     yield path
+
+
+CACHEDIR_TAG = "CACHEDIR.TAG"
+
+
+def is_cache_folder(folder: str) -> bool:
+    """Whether `folder` is marked as a cache by a CACHEDIR.TAG (bford.info/cachedir: ours,
+    wherever `cache-dir` puts it, and other tools'): never walked, since the result cache
+    of a warm run holds one folder per key prefix, as many folders as the tree it lints."""
+    try:
+        with open(os.path.join(folder, CACHEDIR_TAG), "rb") as handle:
+            return handle.read(len(CACHEDIR_SIGNATURE)) == CACHEDIR_SIGNATURE
+    except OSError:
+        return False
 
 
 class GitIgnored:

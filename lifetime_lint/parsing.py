@@ -23,13 +23,17 @@ Two things stand between a file's text and a tree whose offsets can be trusted:
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import re
+import threading
 import tokenize
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
+from libcst._nodes.base import CSTNode
 
 # LibCST takes about 10 s and 300 MB per MB of source (design notes), superlinearly more
 # beyond; the largest file in the six pinned corpora is 0.33 MB.
@@ -115,10 +119,45 @@ def parse_exact(text: str) -> ParsedSource:
         raise ParseRefused(problem)
     parse_text, offsets = libcst_view(text)
     try:
-        module = cst.parse_module(parse_text)
+        with _parser_built_nodes():
+            module = cst.parse_module(parse_text)
     except RecursionError:
         raise ParseRefused("too deeply nested for the parser") from None
     return ParsedSource(module, parse_text, offsets)
+
+
+_VALIDATING_POST_INIT = CSTNode.__post_init__
+_UNVALIDATED_PARSES = 0
+_UNVALIDATED_LOCK = threading.Lock()
+
+
+def _skip_validation(self: CSTNode) -> None:
+    """Nothing: see `_parser_built_nodes`."""
+
+
+@contextlib.contextmanager
+def _parser_built_nodes() -> Iterator[None]:
+    """Build the parser's nodes without LibCST's per-node `_validate`.
+
+    Every node LibCST constructs runs `_validate` (whitespace is only whitespace,
+    parentheses pair up, an operator has the spacing it needs): a check on nodes built by
+    hand, which the parser's nodes pass by construction (they come from text that parsed),
+    and a quarter of the time of a parse (a `re.fullmatch` per whitespace node). Trees
+    built this way are `deep_equals` to validated ones (tests/test_parsing_speed.py).
+    Nodes built while this is on in another thread skip the check too; what fixes build
+    is re-parsed before it is written, so a malformed node still cannot reach a file.
+    """
+    global _UNVALIDATED_PARSES
+    with _UNVALIDATED_LOCK:
+        _UNVALIDATED_PARSES += 1
+        CSTNode.__post_init__ = _skip_validation  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        with _UNVALIDATED_LOCK:
+            _UNVALIDATED_PARSES -= 1
+            if _UNVALIDATED_PARSES == 0:
+                CSTNode.__post_init__ = _VALIDATING_POST_INIT  # type: ignore[method-assign]
 
 
 def size_problem(size: int) -> str | None:

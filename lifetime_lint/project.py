@@ -8,18 +8,12 @@ its import sorter wants imports laid out (Ruff's `[tool.ruff.lint.isort]`, or is
 
 from __future__ import annotations
 
-import configparser
 import fnmatch
 import os
 import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 # Files that mark a project's root (the search for its settings stops there).
 _ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py")
@@ -107,16 +101,107 @@ class Project:
         return self.declares or not self.has_metadata
 
 
-_PROJECTS: dict[str, Project] = {}
+# folder -> (its project stamp when read, its project)
+_PROJECTS: dict[str, tuple[str | None, Project]] = {}
 
 
 def project_for(path: str) -> Project:
-    """The project of the file at `path` (memoised per folder)."""
+    """The project of the file at `path` (memoised per folder; a long-running process
+    calls `forget_changed_projects` to see edits of the project's files)."""
     folder = os.path.dirname(os.path.abspath(path))
-    project = _PROJECTS.get(folder)
-    if project is None:
-        project = _PROJECTS[folder] = _read_project(folder)
-    return project
+    memo = _PROJECTS.get(folder)
+    if memo is None:
+        stamp = project_stamp(folder)
+        memo = _PROJECTS[folder] = (stamp, _read_project(folder))
+    return memo[1]
+
+
+def forget_changed_projects() -> int:
+    """Drop the memoised projects whose files changed on disk since they were read (an
+    edited, added or removed pyproject.toml, setup.cfg, requirements file, ruff.toml); the
+    language server calls this before each lint. Returns how many were dropped."""
+    stamps: dict[str, str | None] = {}
+    changed = [
+        folder
+        for folder, (stamp, _) in _PROJECTS.items()
+        if stamp is None or project_stamp(folder, stamps) != stamp
+    ]
+    for folder in changed:
+        del _PROJECTS[folder]
+    return len(changed)
+
+
+# Names `_read_project` may read in each folder of the search (and the `requirements/`
+# folder's *.txt/*.in); requirements*.txt/.in are matched by prefix.
+_PROJECT_FILES = (*_ROOT_MARKERS, *_RUFF_FILES)
+# A project file modified this recently may change again within the file system's
+# timestamp granularity (FAT: 2 s) without its stat changing: not stamped. (A folder's
+# time is not held to this: the run's own cache folder may just have been created in it.)
+RACY_SECONDS = 2.0
+
+
+def project_stamp(folder: str, memo: dict[str, str | None] | None = None) -> str | None:
+    """A string that changes whenever a file `_read_project(folder)` reads may have changed,
+    found by `stat` alone (no file is read or parsed): each folder of the search (up to the
+    project root, as `_read_project` walks) with its modification time (a file added,
+    removed or replaced by rename) and the size, times and inode of each project file in it
+    (an in-place edit). None when something was modified too recently to be trusted.
+
+    `memo`: stamps of single folders already computed in this pass (parents are shared)."""
+    import time
+
+    now = time.time_ns()
+    parts: list[str] = []
+    directory = folder
+    while True:
+        part = memo.get(directory, "") if memo is not None else ""
+        if part == "":
+            part = _folder_stamp(directory, now)
+            if memo is not None:
+                memo[directory] = part
+        if part is None:
+            return None
+        parts.append(part)
+        if part.endswith("!"):  # a root marker: the search stops here
+            break
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return "\0".join(parts)
+
+
+def _folder_stamp(directory: str, now_ns: int) -> str | None:
+    racy = now_ns - int(RACY_SECONDS * 1e9)
+    try:
+        info = os.stat(directory)
+    except OSError:
+        return f"{directory}:missing"
+    items = [f"{directory}:{info.st_mtime_ns}:{info.st_ino}"]
+    names = _listdir(directory)
+    wanted = [
+        name
+        for name in names
+        if name in _PROJECT_FILES
+        or (name.startswith("requirements") and name.endswith((".txt", ".in")))
+    ]
+    if "requirements" in names:
+        wanted.extend(
+            os.path.join("requirements", name)
+            for name in _listdir(os.path.join(directory, "requirements"))
+        )
+        wanted.append("requirements")
+    for name in wanted:
+        try:
+            item = os.stat(os.path.join(directory, name))
+        except OSError:
+            continue
+        if max(item.st_mtime_ns, item.st_ctime_ns) >= racy:
+            return None
+        items.append(f"{name}:{item.st_size}:{item.st_mtime_ns}:{item.st_ctime_ns}:{item.st_ino}")
+    root = any(name in _ROOT_MARKERS and os.path.isfile(os.path.join(directory, name))
+               for name in names)  # fmt: skip
+    return ";".join(items) + ("!" if root else "")
 
 
 def _read_project(folder: str) -> Project:
@@ -199,6 +284,8 @@ def _setup_cfg_declares(path: str) -> bool:
     text = _read_text(path)
     if not text or not re.search(r"lifetime[-_.]lint", text, re.I):
         return False
+    import configparser  # only for a setup.cfg that names lifetime-lint
+
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read_string(text)
@@ -314,6 +401,10 @@ def _integer(value: Any, default: int) -> int:
 
 
 def _load_toml(path: str) -> dict[str, Any] | None:
+    if sys.version_info >= (3, 11):  # imported here: a warm run reads no project file
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
         with open(path, "rb") as handle:
             return tomllib.load(handle)

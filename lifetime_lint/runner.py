@@ -51,6 +51,14 @@ def default_jobs(file_count: int, environ: Mapping[str, str] | None = None) -> i
         return max(1, os.cpu_count() or 1)
 
 
+@dataclass(frozen=True)
+class _Stat:
+    """A file's stat, taken before it was read, and when it was taken."""
+
+    info: os.stat_result
+    taken_ns: int
+
+
 @dataclass
 class Checker:
     """Checks one file: read once, answer from the cache or lint (and fix) and store.
@@ -78,17 +86,64 @@ class Checker:
         return self._linter
 
     def check(self, path: str) -> FileResult:
+        return self.check_keyed(path)[0]
+
+    def indexed(self, path: str) -> tuple[FileResult | None, _Stat | None]:
+        """The result from the cache's index, by `stat` alone (the file is not read), and
+        the stat taken (None: no cache, a notebook, or no such file)."""
+        if self.cache is None or path.endswith(".ipynb"):
+            return None, None
+        now = time.time_ns()
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None, None
+        found = self.cache.cached_result(path, info)
+        stat = _Stat(info, now)
+        if found is None:
+            return None, stat
+        diagnostics, left_out = found
+        if self.mode.fixing and any(
+            d.fix is not None and self.mode.allows(d.fix) for d in diagnostics
+        ):
+            return None, stat  # a fix mode with something to fix: the stored fix is keyed
+        return FileResult(path, diagnostics, left_out=left_out), stat
+
+    def check_keyed(
+        self, path: str, stat: _Stat | None = None, use_index: bool = True
+    ) -> tuple[FileResult, str]:
+        """The result and the content key it is cached under ("": not cached). With a
+        cache, a file is answered from its index entry when its stat is unchanged; `stat`:
+        one the caller took already (before this reads the file); `use_index=False`: a
+        pool worker (the parent looked the file up and indexes the result)."""
+        if stat is None and use_index:
+            hit, stat = self.indexed(path)
+            if hit is not None:
+                return hit, ""
         data = _read(path)
         if isinstance(data, FileResult):
-            return data
+            return data, ""
         if path.endswith(".ipynb"):  # not cached: cell positions are not kept there
             from lifetime_lint.notebook import check_notebook
 
             try:
-                return check_notebook(self.linter, path, data, self.mode)
+                return check_notebook(self.linter, path, data, self.mode), ""
             except Exception as error:
-                return FileResult(path, [internal_error(path, error)])
+                return FileResult(path, [internal_error(path, error)]), ""
         key = self.cache.key(path, data) if self.cache is not None else ""
+        result = self._check_data(path, data, key)
+        if stat is not None:
+            self.remember(path, stat, key, result)
+        return result, key
+
+    def remember(self, path: str, stat: _Stat, key: str, result: FileResult) -> None:
+        """Index a result computed (or loaded) from the content read after `stat`."""
+        if self.cache is None or not key or result.written or result.has_error:
+            return
+        self.cache.remember(path, stat.info, key, result.original_diagnostics,
+                            result.left_out, stat.taken_ns)  # fmt: skip
+
+    def _check_data(self, path: str, data: bytes, key: str) -> FileResult:
         cached = self.lookup(path, data, key)
         if cached is not None:
             return cached
@@ -235,9 +290,14 @@ def _exit_with_parent(poll_seconds: float = 1.0) -> None:
     threading.Thread(target=watch, name="lifetime-lint-parent-watch", daemon=True).start()
 
 
-def _check_chunk(chunk: Sequence[tuple[int, str]]) -> list[tuple[int, FileResult]]:
+def _check_chunk(chunk: Sequence[tuple[int, str]]) -> list[tuple[int, FileResult, str]]:
+    """Each file's result and content key (the parent indexes it under the stat it took)."""
     assert _WORKER is not None
-    return [(index, _WORKER.check(path)) for index, path in chunk]
+    done = []
+    for index, path in chunk:
+        result, key = _WORKER.check_keyed(path, use_index=False)
+        done.append((index, result, key))
+    return done
 
 
 def run_files(
@@ -260,15 +320,26 @@ def run_files(
     results: list[FileResult | None] = [None] * len(paths)
 
     pending: list[tuple[int, str]] = []
+    stats: dict[int, _Stat] = {}
     if cache is not None and jobs > 1:
+        # Answer what the cache knows here (the index by stat, then the content key), so
+        # a warm run starts no pool; the stat is taken before any process reads the file.
         for index, path in enumerate(paths):
-            data = _read(path)
-            hit = None if isinstance(data, FileResult) else checker.lookup(path, data)
+            hit, stat = checker.indexed(path)
+            if hit is None and stat is not None:
+                data = _read(path)
+                if not isinstance(data, FileResult):
+                    key = cache.key(path, data)
+                    hit = checker.lookup(path, data, key)
+                    if hit is not None:
+                        checker.remember(path, stat, key, hit)
             if hit is not None:
                 results[index] = hit
                 progress.advance()
             else:
                 pending.append((index, path))
+                if stat is not None:
+                    stats[index] = stat
     else:
         pending = list(enumerate(paths))
 
@@ -279,20 +350,24 @@ def run_files(
         size = max(1, min(16, len(pending) // (workers * 8)))
         chunks = [pending[i : i + size] for i in range(0, len(pending), size)]
         initargs = (settings, list(enabled), mode, cache_dir)
-        for index, result in _run_pool(chunks, workers, initargs):
+        for index, result, key in _run_pool(chunks, workers, initargs):
             results[index] = result
+            if index in stats:
+                checker.remember(result.path, stats[index], key, result)
             progress.advance()
     else:
         for index, path in pending:
-            results[index] = checker.check(path)
+            results[index] = checker.check_keyed(path, stats.get(index))[0]
             progress.advance()
+    if cache is not None:
+        cache.index.save()
     progress.close()
     return [result for result in results if result is not None]
 
 
 def _run_pool(
     chunks: list[list[tuple[int, str]]], workers: int, initargs: tuple
-) -> list[tuple[int, FileResult]]:
+) -> list[tuple[int, FileResult, str]]:
     """Every chunk's results. A worker that dies (a crash in a native library: LibCST's
     parser has segfaulted on deep expressions) breaks the pool; the chunks it left undone
     are then checked one file per fresh process, so the file that kills its process is
@@ -301,7 +376,7 @@ def _run_pool(
     from concurrent.futures import Future, ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    done: list[tuple[int, FileResult]] = []
+    done: list[tuple[int, FileResult, str]] = []
     unfinished: list[list[tuple[int, str]]] = []
     with ProcessPoolExecutor(
         max_workers=workers, initializer=_init_worker, initargs=initargs
@@ -316,7 +391,7 @@ def _run_pool(
                 unfinished.append(chunk)
     for chunk in unfinished:
         for index, path in chunk:
-            done.append((index, _check_alone(path, initargs)))
+            done.append((index, _check_alone(path, initargs), ""))
     return done
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from lifetime_lint.imports import ImportBinding, dotted_name
-from lifetime_lint.traversal import walk
+from lifetime_lint.traversal import LEAF_TYPES, walk_skipping
 
 # Binding kinds whose value we can follow.
 IMPORT = "import"
@@ -155,6 +155,9 @@ class ScopeTable:
             yield Value(None, binding)
 
 
+_LEAVES_SKIPPED = frozenset(LEAF_TYPES)
+
+
 class _Builder:
     """Collects the scopes and bindings of a module in one walk."""
 
@@ -163,7 +166,8 @@ class _Builder:
         self.stack: list[Scope] = [table.module_scope]
 
     def run(self, module: cst.Module) -> None:
-        walk(module, self.enter, self.leave)
+        # Leaf whitespace and comments (half the nodes) bind nothing: passed over.
+        walk_skipping(module, self.enter, self.leave, _LEAVES_SKIPPED)
         self._redirect_declarations()
 
     @property
@@ -177,7 +181,7 @@ class _Builder:
         for name in _target_names(target):
             self.bind(name, kind, node)
 
-    # Driven by `traversal.walk`.
+    # Driven by `traversal.walk_skipping`.
     def enter(self, node: cst.CSTNode) -> None:
         kind = type(node)
         if kind is cst.FunctionDef:

@@ -31,6 +31,7 @@ from lifetime_lint.config import ConfigError, Settings, find_config, load_settin
 from lifetime_lint.diagnostics import Diagnostic
 from lifetime_lint.engine import FixMode, Linter
 from lifetime_lint.noqa import add_noqa_to_line
+from lifetime_lint.project import forget_changed_projects
 from lifetime_lint.registry import all_rules
 from lifetime_lint.reporters import rule_url
 from lifetime_lint.source import SourceFile, detect_newline
@@ -165,6 +166,7 @@ class LintService:
 
     def lint(self, path: str, text: str) -> list[Diagnostic]:
         """Diagnostics for an unsaved buffer, with the settings that apply to `path`."""
+        forget_changed_projects()  # an edited pyproject.toml may change what a fix does
         try:
             settings = self.settings.for_path(path)
         except ConfigError as config_error:
@@ -181,6 +183,7 @@ class LintService:
         self, path: str, text: str, unsafe: bool, only: Diagnostic | None = None
     ) -> str | None:
         """What `--fix` (or one finding's fix, with `only`) makes of the buffer; None: nothing."""
+        forget_changed_projects()
         try:
             settings = self.settings.for_path(path)
         except ConfigError:

@@ -103,8 +103,15 @@ def walk(
                 kind = type(value)
                 if kind is tuple or kind is list:
                     for item in value:
-                        if _is_node(type(item)):
+                        item_type = type(item)
+                        if item_type in _LEAVES:  # the same calls, without a recursion
+                            enter(item)
+                            leave(item)
+                        elif _is_node(item_type):
                             walk(item, enter, leave, descend)
+                elif kind in _LEAVES:
+                    enter(value)
+                    leave(value)
                 elif _is_node(kind):
                     walk(value, enter, leave, descend)
     leave(node)
@@ -113,6 +120,7 @@ def walk(
 # Node types that never have children; half of a tree's nodes are SimpleWhitespace or
 # Newline.
 LEAF_TYPES: tuple[type[cst.CSTNode], ...] = (cst.SimpleWhitespace, cst.Newline, cst.Comment)
+_LEAVES = frozenset(LEAF_TYPES)
 
 
 def walk_skipping(

@@ -166,7 +166,10 @@ class HardCodedCudaCall(Rule):
     What the default run reports: LL005 is in the default rule set, and reports calls in
     library code that may run on another accelerator. Left out by default, counted by
     `--statistics` with the reason, and reported under `portability = "strict"`: the same
-    platform layer, CUDA-bound code and non-library paths as LL004 (see its documentation);
+    platform layer, CUDA-bound code (also what the module proves: exit guards before the
+    call, validators, private helpers called only from CUDA-bound code, CUDA-only
+    capability declarations, ROCm-only classes, CUDA-only subsystems), scripts and
+    non-library paths as LL004 (see its documentation);
     a call whose result only feeds a log message, or a query (memory statistics, device
     index or count) in a function named for logging (`log_memory_stats`); seeding beside a `torch.manual_seed` in the same function
     (redundant, not wrong); a `main()` beside `if __name__ == "__main__":`. A CUDA-only

@@ -57,8 +57,17 @@ class RawEmptyCache(Rule):
     CUDA, a class named for CUDA or built
     on a CUDA-only object, a function that imports a CUDA-only library, a CUDA-only kernel
     module, a ROCm/AMD-only path where `torch.cuda` is HIP, a test skipped without CUDA);
-    tests, examples, benchmarks, scripts and notebooks (the `non-library` globs), and
-    `test_*`/`benchmark_*` functions.
+    code that the module proves CUDA-bound: past an exit guard anywhere before the call
+    (`if dev.type != "cuda": raise`, `if not _is_hip: raise`) or a same-module validator
+    that raises off CUDA, a private helper the module calls only from CUDA-bound code, a
+    class whose capability declaration names only CUDA (and HIP) or whose `__init__`
+    raises without its backend, a function calling what only a CUDA-only or ROCm-only
+    library binds (`shuffle_weight` from `aiter`), CUDA's driver API, IPC or VMM
+    subsystems, or a CUDA stream of its own; tests, examples, benchmarks, scripts and
+    notebooks (the `non-library` globs), `test_*`/`benchmark_*` functions, and a script's
+    `main()`, `__main__` block and the helpers only they call. `--statistics` names
+    each reason (`CUDA-bound code`, `ROCm-only code`, `called only from CUDA-bound code`,
+    `platform layer`, `non-library path`, `script entry point`).
 
     ## Example
     ```python

@@ -20,6 +20,7 @@ from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.dataflow import Dataflow
+from lifetime_lint.analysis.domain import file_domain
 from lifetime_lint.analysis.tables import MODEL_CALLS
 from lifetime_lint.devices import Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
@@ -73,10 +74,22 @@ class TensorKeptAlive(Rule):
       (usually a few MiB) held across anything, and the previous chunk of decoded frames
       held across the next decoder call (the decoder's activations dwarf one chunk).
     Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not heavy work.
+    How heavy work is follows from its inputs: a sublayer over the conditioning stream
+    (`self.ff_context(norm_encoder_hidden_states)` in a dual-stream block: a few hundred
+    text tokens) is one other sublayer whatever its name, one over ids or sizes is light,
+    one over decoded frames sets the peak; an all-reduce (`dist.all_reduce(x)`,
+    `tensor_model_parallel_all_reduce(x)`) reduces into its input and allocates nothing,
+    nor does a gather of sizes. A value held only across work lighter than the function's
+    heaviest work (the post-norm after the vision tower, latent packing after the VAE
+    encode) is not alive at the function's peak and counts one level down. In a file whose
+    code is about audio or speech (mel, waveform, codebooks, CTC), detection
+    post-processing, or a text model with a learned position table (no rotary positions),
+    activations, outputs and logits are small (a few MiB at real sizes).
     Findings in tests, examples, benchmarks and scripts (the non-library globs the
     portability rules share) are `low`: small inputs, run once.
     The default run reports `medium` and `high`; `min-significance = "low"` under
-    `[tool.lifetime-lint]` shows the rest.
+    `[tool.lifetime-lint]` shows the rest, and `--statistics` counts the findings below
+    the bar.
 
     The analysis is a per-function control-flow graph (if/elif/else, for/while with else,
     break/continue, try/except/else/finally, with, match, return, raise, async forms) with
@@ -112,7 +125,10 @@ class TensorKeptAlive(Rule):
     parameter, loop target, literal, `len(...)`, `math.ceil(...)`, `a // b` over numbers,
     `.shape[i]`, `.item()`, a string or path, a JSON or msgpack decode, an awaited RPC
     result, a value tested for truth (`if x:`), or the result of an unknown function. Small
-    tensors (reductions, ids, masks, positions, timesteps) are never reported.
+    tensors (reductions, ids, masks, positions, timesteps, the token ids `generate`
+    returns, the indices `torch.where(mask)` returns) are never reported, nor is anything
+    in a kernel-DSL body (`@triton.jit`, `@helion.kernel`, code calling `tl.*`/`hl.*`),
+    whose values are per-tile registers.
 
     ## Example
     ```python
@@ -240,8 +256,8 @@ class TensorKeptAlive(Rule):
         if _is_compiled(node):
             return
         facts = F.facts_for(self.context, node, self.max_nodes)
-        if facts is None:
-            return
+        if facts is None or facts.kernel_dsl:
+            return  # (a kernel-DSL body holds per-tile values, not tensors)
         _Analysis(self, facts).run()
 
     # -- heavy work, with this rule's options ---------------------------------------------
@@ -319,6 +335,7 @@ class _Analysis:
         self._loop_work: dict[int, tuple[F.Work, cst.Call | None]] = {}
         self.flow: Dataflow | None = None
         self._owner_name = facts.owner.name.value if facts.owner is not None else None
+        self._peak: int | None = None
 
     def run(self) -> None:
         cfg = self.cfg
@@ -358,7 +375,9 @@ class _Analysis:
             if self._shared_live(info, real):
                 continue
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
-            origin = S.domain_origin(origin, self.context.path, self._owner_name)
+            origin = S.domain_origin(
+                origin, self.context.path, self._owner_name, file_domain(self.context)
+            )
             if S.size_class(origin) == S.TINY:
                 continue
             held = self._held_across(info, name, real)
@@ -375,7 +394,9 @@ class _Analysis:
                 self.context.position(held.node).start.line
                 <= self.context.position(info.statement).start.line
             )  # held into the next iteration: one chunk's worth
-            estimate = S.estimate(origin, held.work, one_chunk=carried)
+            estimate = S.estimate(
+                origin, held.work, one_chunk=carried, function_peak=self._function_peak()
+            )
             if not library:
                 # Tests, examples, benchmarks, scripts: small inputs, run once (the shared
                 # non-library globs): low, shown with `min-significance = "low"`.
@@ -384,6 +405,16 @@ class _Analysis:
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)
         self._report(pending, groups)
+
+    def _function_peak(self) -> int:
+        """The level of the heaviest work anywhere in the function (memoised per node)."""
+        if self._peak is None:
+            headers = {n.index for n in self.cfg.nodes if n.loop_body}
+            self._peak = max(
+                (self._work_of_node(node, headers)[0].level for node in self.cfg.nodes),
+                default=F.NONE,
+            )
+        return self._peak
 
     # -- decide: which bindings alone own a tensor ---------------------------------------
     def _reportable(self, site: DefSite) -> str | None:
@@ -761,6 +792,10 @@ class _Analysis:
             label = "the helper that runs sublayers,"
         elif work.kind == "module-parameter":
             label = "the call of a module passed in,"
+        elif work.sized_by == "large":
+            label = "the sublayer over large inputs"
+        elif work.sized_by == "conditioning":
+            label = "one conditioning-stream sublayer,"
         elif work.level >= F.PEAK:
             label = "the sublayer"
         else:

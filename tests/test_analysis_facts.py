@@ -240,6 +240,7 @@ def test_work_levels() -> None:
         f = attn.linear2(e)
         g = torch.cat([a, b])
         dist_out = torch.distributed.all_reduce(g)
+        torch.distributed.all_gather(self.buffers, g)
 
         def run(h):
             return self.ffn(h)
@@ -258,7 +259,8 @@ def test_work_levels() -> None:
     assert levels["F.conv3d"] == F.PEAK
     assert levels["attn.linear2"] == F.LIGHT
     assert levels["torch.cat"] == F.LAYER
-    assert levels["torch.distributed.all_reduce"] == F.MODEL
+    assert levels["torch.distributed.all_reduce"] == F.LIGHT  # reduces in place
+    assert levels["torch.distributed.all_gather"] == F.MODEL  # allocates the gathered output
     assert levels["run"] == F.PEAK  # a closure that runs a sublayer
 
 

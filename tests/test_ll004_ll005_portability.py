@@ -167,3 +167,35 @@ def test_platform_layer_and_cuda_bound_code_are_counted(tmp_path: Path) -> None:
     assert "    1\tLL004 \t    left out: platform layer" in statistics
     assert "    1\tLL005 \t    left out: platform layer" in statistics
     assert "    1\tLL005 \t    left out: CUDA-bound code" in statistics
+
+
+def test_cuda_bound_causes_are_counted_by_reason_and_strict_reports_them(
+    tmp_path: Path,
+) -> None:
+    """Caller-gated helpers, ROCm-only classes and CUDA-subsystem code are left out of the
+    default run with their own `--statistics` rows; `portability = "strict"` (one line)
+    reports every one of them."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    for case in (
+        "LL005/negative_caller_gated.py",
+        "LL005/negative_validator_raises.py",
+        "LL005/negative_driver_and_ipc_subsystems.py",
+        "LL004/negative_rocm_only_method.py",
+    ):
+        (package / case.split("/")[1]).write_text((FIXTURES / case).read_text())
+    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    findings, statistics = _check(tmp_path)
+    assert findings == []
+    # `_launch_rms_norm`, `FusedRMSNorm._fused`, and the uuid lookup's `device_count`.
+    assert "    3\tLL005 \t    left out: called only from CUDA-bound code" in statistics
+    assert "    2\tLL004 \t    left out: ROCm-only code (torch.cuda is HIP there)" in statistics
+    assert "LL005 \t    left out: CUDA-bound code" in statistics
+    (tmp_path / "pyproject.toml").write_text('[tool.lifetime-lint]\nportability = "strict"\n')
+    strict, statistics = _check(tmp_path)
+    assert "left out" not in statistics
+    lines = {(Path(f["filename"]).name, f["location"]["row"]) for f in strict}
+    assert ("negative_caller_gated.py", 22) in lines
+    assert ("negative_validator_raises.py", 31) in lines
+    assert ("negative_rocm_only_method.py", 21) in lines
+    assert ("negative_driver_and_ipc_subsystems.py", 12) in lines

@@ -175,3 +175,26 @@ def test_shutdown_and_exit(project: Path) -> None:
     lsp = LspClient(cwd=str(project))
     lsp.initialize(project)
     assert lsp.close() == 0
+
+
+def test_an_edited_pyproject_changes_what_a_fix_is_without_restart(tmp_path: Path) -> None:
+    """Whether the project declares lifetime-lint decides if the runtime-importing fix is
+    safe; the long-running service re-reads the project once its files change."""
+    from lifetime_lint.project import RACY_SECONDS
+    from lifetime_lint.server import LintService
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n')
+    time.sleep(RACY_SECONDS + 0.2)  # the memo is trusted only for files older than this
+    source = (
+        "import torch\n\n\ndef decode(vae, latents):\n"
+        "    video = vae.decode(latents).sample\n    torch.cuda.empty_cache()\n    return video\n"
+    )
+    path = str(tmp_path / "decode.py")
+    service = LintService()
+    (finding,) = service.lint(path, source)
+    assert finding.code == "LL004" and finding.fix is not None and not finding.fix.is_safe
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\ndependencies = ["lifetime-lint"]\n'
+    )
+    (finding,) = service.lint(path, source)
+    assert finding.fix is not None and finding.fix.is_safe

@@ -97,6 +97,11 @@ class Work:
     # closure, module-parameter, loop, none
     by_pattern: bool = False  # model-level only because its name matches MODEL_CALLS
     parts: tuple[str, ...] = ()  # the callee's dotted name, split
+    # What sized it down from its callee's name (`_sized_by_inputs`): "conditioning" (its
+    # input is the text/conditioning stream), "tiny" (its inputs are ids, sizes, masks),
+    # "in-place" (a collective that reduces into its input), "large" (sized up: its input
+    # is decoded frames or logits); "" when nothing did.
+    sized_by: str = ""
 
 
 _NO_WORK = Work(NONE, "none")
@@ -340,7 +345,48 @@ class FunctionFacts:
         self._nested: dict[str, cst.FunctionDef] = {}
         self._module_params: set[str] | None = None
         self._loop_modules: dict[str, Work] | None = None
+        self._kernel_dsl: bool | None = None
         self._mark_dynamic_aliases()
+
+    def _reads_text(self, call: cst.Call, node: Node) -> bool:
+        """A module call over strings (`self.byte5(byte5_texts)`): a text encoder."""
+        first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+        if first is None:
+            return False
+        if isinstance(first, (cst.SimpleString, cst.FormattedString)):
+            return True
+        if isinstance(first, cst.Name):
+            words = set(first.value.lower().split("_"))
+            return bool(words & {"text", "texts", "prompt", "prompts", "caption", "captions"}) and (
+                self.expression(first, node).kind in (METADATA, UNKNOWN)
+            )
+        return False
+
+    @property
+    def _in_autoencoder(self) -> bool:
+        name = self.owner.name.value.lower() if self.owner is not None else ""
+        return "autoencoder" in name or "vae" in name
+
+    @property
+    def kernel_dsl(self) -> bool:
+        """A kernel-DSL body (Triton, Helion, TileLang, CuTe...): its "tensors" are per-tile
+        values in registers or shared memory, not tensors a `del` could free. Known by a
+        decorator from such a package (`@triton.jit`, `@helion.kernel`) or by calls into
+        its language module (`hl.tile(...)`, `tl.load(...)`) in the body."""
+        if self._kernel_dsl is None:
+            found = any(
+                _is_kernel_dsl_name(self.context.qualified_name(_decorator_callee(d)) or "")
+                for d in self.function.decorators
+            )
+            if not found:
+                found = any(
+                    _is_kernel_language(self.context.qualified_name(call.func) or "")
+                    for node in self.cfg.nodes
+                    for call in node.calls
+                    if isinstance(call.func, cst.Attribute)
+                )
+            self._kernel_dsl = found
+        return self._kernel_dsl
 
     # -- flow facts ----------------------------------------------------------------------
     @property
@@ -739,8 +785,16 @@ class FunctionFacts:
         work = self.work(call)
         if work.level >= LIGHT and work.kind not in ("collective", "none", "helper"):
             origin = _origin_of_work(work)
-            if origin == ACTIVATION and work.kind in ("submodule", "module-parameter"):
+            if origin in (MODEL_OUTPUT, ACTIVATION) and self._reads_text(call, node):
+                origin = CONDITIONING  # `self.byte5(texts)`: a text encoder's features
+            elif origin == ACTIVATION and work.kind in ("submodule", "module-parameter"):
                 origin = self._conditioning_input(call, node) or origin
+            elif origin == MODEL_OUTPUT and work.kind == "encode" and self._in_autoencoder:
+                origin = LATENTS  # `self.encoder(tile)` of an autoencoder: latent moments
+            elif origin == MODEL_OUTPUT and any(
+                a.keyword is not None and a.keyword.value in _DENOISER_KEYWORDS for a in call.args
+            ):
+                origin = LATENTS  # `self.transformer(x, timestep=t)`: a latent-space prediction
             return ValueFact(TENSOR, origin)
         callee = self.local_callee(call)
         if callee is not None:
@@ -755,6 +809,11 @@ class FunctionFacts:
         method = func.attr.value
         if method in T.METADATA_METHODS:
             return _METADATA
+        if method not in ("to", "type", "cuda", "view") and any(
+            a.keyword is None and isinstance(a.value, (cst.SimpleString, cst.FormattedString))
+            for a in call.args[:1]
+        ):
+            return _METADATA  # `address.split(":")`: a string method, not a tensor's
         receiver = func.value
         if isinstance(receiver, cst.Name) and receiver.value == "self":
             return _UNKNOWN
@@ -800,8 +859,10 @@ class FunctionFacts:
             return _UNKNOWN  # module constructors and helpers
         if last[:1].isupper() and last not in T.TORCH_SMALL_FUNCTIONS:
             return _METADATA  # classes: torch.Size, torch.Generator, ...
-        if last in T.TORCH_SMALL_FUNCTIONS or last in T.REDUCTIONS:
+        if last in T.TORCH_SMALL_FUNCTIONS or last in T.REDUCTIONS or last in T.INDEX_FUNCTIONS:
             return ValueFact(TENSOR, SMALL)
+        if last == "where" and len(call.args) == 1:
+            return ValueFact(TENSOR, SMALL)  # `torch.where(mask)`: the indices of a mask
         if qualified in T.CONCATENATIONS:
             inputs = self.expression(call.args[0].value, node) if call.args else _UNKNOWN
             origin = inputs.origin if inputs.kind == CONTAINER else CONCATENATION
@@ -818,6 +879,30 @@ class FunctionFacts:
                 return _METADATA
             return ValueFact(VIEW, first.origin, first.sources, tensor=True)
         if last in T.ALLOCATORS:
+            if last.endswith("_like") and call.args:
+                template = call.args[0].value
+                like = self.expression(template, node)
+                if like.is_tensor and isinstance(template, cst.Subscript):
+                    # `torch.ones_like(tile[:1, :1])`: a slice's size is not its base's.
+                    return ValueFact(TENSOR, ALLOCATION)
+                if like.is_tensor:
+                    return ValueFact(TENSOR, like.origin)  # exactly its template's size
+                if isinstance(template, cst.Name):
+                    from lifetime_lint.analysis.significance import name_origin
+
+                    return ValueFact(TENSOR, name_origin(template.value, ALLOCATION))
+            if _small_shape(call):
+                return ValueFact(TENSOR, SMALL)  # `torch.ones(batch, 1)`, `torch.zeros(n, 4)`
+            template_name = _shape_template(call)
+            if template_name is not None:
+                # `torch.zeros(cond.shape[0], pad, *cond.shape[2:])`: sized like `cond`.
+                from lifetime_lint.analysis.significance import name_origin
+
+                like = self._name_value(template_name, node)
+                return ValueFact(
+                    TENSOR,
+                    name_origin(template_name, like.origin if like.is_tensor else ALLOCATION),
+                )
             if last in ("randn", "rand", "randint", "normal"):
                 return ValueFact(TENSOR, LATENTS)
             return ValueFact(TENSOR, ALLOCATION)
@@ -927,7 +1012,8 @@ class FunctionFacts:
                                 [
                                     helper.returned(value.elements[i].value, node)  # type: ignore[union-attr]
                                     for value, node in returns
-                                ]
+                                ],
+                                keep_views=True,
                             )
                             for i in range(length)
                         )
@@ -969,8 +1055,56 @@ class FunctionFacts:
             if element.value is site.target:
                 if item.kind in (TENSOR, CONTAINER):
                     return ValueFact(item.kind, item.origin)
+                if item.kind == VIEW and item.tensor:
+                    return self._view_of_argument(item, callee, call, site.node)
                 return _METADATA if item.kind == METADATA else None
         return None
+
+    def _view_of_argument(
+        self, item: ValueFact, callee: cst.FunctionDef, call: cst.Call, node: Node
+    ) -> ValueFact | None:
+        """`q, k, v, z = self.split_qkvz(projected)` where the helper returns
+        `torch.split(mixed.view(...))` pieces of its parameter: each name is a view of the
+        caller's argument (deleting the argument frees nothing while `z` lives)."""
+        helper = self._helper_facts(callee)
+        if helper is None:
+            return None
+        roots: set[str] = set()
+        pending = list(item.sources)
+        seen: set[int] = set()
+        while pending:
+            source = pending.pop()
+            if source.index in seen:
+                continue
+            seen.add(source.index)
+            if source.kind == "param":
+                roots.add(source.name)
+                continue
+            fact = helper.value(source)
+            if fact.kind != VIEW or not fact.sources:
+                return None  # a fresh tensor somewhere along the chain: not a view
+            pending.extend(fact.sources)
+        if not roots:
+            return None
+        params = [p.name.value for p in callee.params.params]
+        if params and params[0] in ("self", "cls") and isinstance(call.func, cst.Attribute):
+            params = params[1:]
+        sites: list[DefSite] = []
+        for root in roots:
+            argument = None
+            for index, arg in enumerate(call.args):
+                if arg.star:
+                    return None
+                if (arg.keyword is None and index < len(params) and params[index] == root) or (
+                    arg.keyword is not None and arg.keyword.value == root
+                ):
+                    argument = arg.value
+            if not isinstance(argument, cst.Name):
+                return None
+            sites.extend(self.reaching(node, argument.value))
+        if not sites:
+            return None
+        return ValueFact(VIEW, item.origin, tuple(sites), tensor=True)
 
     def helper_work(self, function: cst.FunctionDef) -> Work:
         """The heaviest work a helper of this file does (its own calls, one level deep)."""
@@ -1005,6 +1139,14 @@ class FunctionFacts:
         if not isinstance(expr, cst.Call):
             return False
         work = self.work(expr)
+        owner = self.owner_facts
+        if (
+            owner is not None
+            and len(work.parts) == 2
+            and work.parts[0] == "self"
+            and work.parts[1] not in owner.submodules
+        ):
+            return False  # `await self._check_model(request)`: a coroutine, not a module
         if work.kind in ("model", "decode", "encode", "encoder"):
             return work.parts[-1:] != ("call",)
         return work.kind == "submodule" and len(work.parts) == 2
@@ -1127,7 +1269,7 @@ class FunctionFacts:
         assert self._contents is not None
         given = self._contents.get(site.index, [])
         initial = self.value(site)
-        if initial.kind == CONTAINER and initial.origin != SMALL:
+        if initial.kind == CONTAINER and (initial.origin != SMALL or _filled_display(site.value)):
             given = given + [ValueFact(TENSOR, initial.origin)]  # a display or comprehension
         if site.kind in ("annassign", "param") and site.annotation is not None:
             if _annotation_holds_tensors(site.annotation):
@@ -1301,9 +1443,111 @@ class FunctionFacts:
         """How heavy a call is (memoised)."""
         cached = self._work.get(id(call))
         if cached is None:
-            cached = self._classify_work(call)
+            cached = self._sized_by_inputs(call, self._classify_work(call))
             self._work[id(call)] = cached
         return cached
+
+    def _sized_by_inputs(self, call: cst.Call, work: Work) -> Work:
+        """How heavy a piece of work is follows from the size of its inputs (dataflow), not
+        only from its callee's name: a feed-forward over the text stream
+        (`self.ff_context(norm_encoder_hidden_states)`) works on a few hundred tokens after
+        the image stream's feed-forward set the block's peak, and a gather of per-tile
+        metadata moves a few bytes. A collective that reduces into its input
+        (`dist.all_reduce(x)`, `tensor_model_parallel_all_reduce(x)`) allocates nothing."""
+        kind = work.kind
+        if kind == "collective":
+            last = work.parts[-1].lower() if work.parts else ""
+            if (
+                last in T.IN_PLACE_COLLECTIVES
+                or last in T.OBJECT_COLLECTIVES
+                or any(w in last for w in T.IN_PLACE_WORDS)
+            ):
+                return Work(LIGHT, kind, work.by_pattern, work.parts, "in-place")
+            if self._input_class(call, every=True) == SMALL:
+                return Work(LIGHT, kind, work.by_pattern, work.parts, "tiny")
+            return work
+        if kind == "concatenation" and self._joins_small(call):
+            # `torch.cat(image_latents)`: latent-sized, not an output-sized join.
+            return Work(work.level, kind, work.by_pattern, work.parts, "small")
+        if work.level not in (LAYER, PEAK) or kind not in _INPUT_SIZED_KINDS:
+            return work
+        size = self._input_class(call, every=False)
+        if size in (DECODED, LOGITS) and work.level == LAYER:
+            # `self.upsampler(video)` over decoded frames: output-resolution work.
+            return Work(PEAK, kind, work.by_pattern, work.parts, "large")
+        if size == SMALL:
+            return Work(LIGHT, kind, work.by_pattern, work.parts, "tiny")
+        if size == CONDITIONING:
+            return Work(LAYER, kind, work.by_pattern, work.parts, "conditioning")
+        return work
+
+    def _input_class(self, call: cst.Call, every: bool) -> str | None:
+        """SMALL when the call's main input (`every`: each of its tensor inputs) is tiny
+        (ids, sizes, masks, reductions), CONDITIONING when it is conditioning-sized (the
+        text/encoder stream), DECODED or LOGITS when it is large, None otherwise or when
+        unknown."""
+        from lifetime_lint.analysis.significance import name_origin  # (it imports this module)
+
+        node = self._node_of_call(call)
+        if node is None:
+            return None
+        args = [a for a in call.args if not a.star and (every or a.keyword is None)]
+        if not every:
+            args = args[:1]
+        classes: set[str] = set()
+        for arg in args:
+            value = arg.value
+            fact = self.expression(value, node)
+            if fact.kind == METADATA or (
+                arg.keyword is not None and not fact.is_tensor and fact.kind != CONTAINER
+            ):
+                continue  # (`group=self.group`: an option, not an input)
+            if fact.kind == CONTAINER:
+                origin = fact.origin
+            elif isinstance(value, cst.Name):
+                # The name may say conditioning (`norm_encoder_hidden_states`); tiny only
+                # when dataflow agrees or knows nothing (`x_mod` may be a whole activation).
+                origin = fact.origin if fact.is_tensor else ACTIVATION
+                named = name_origin(value.value, origin)
+                if named == CONDITIONING or (named == SMALL and not fact.is_tensor):
+                    origin = named
+            elif fact.is_tensor:
+                origin = fact.origin
+            else:
+                return None
+            classes.add(origin)
+        if not classes:
+            return None
+        for large in (DECODED, LOGITS):
+            if large in classes:
+                return large
+        if classes == {SMALL}:
+            return SMALL
+        if classes <= {SMALL, CONDITIONING}:
+            return CONDITIONING
+        return None
+
+    def _joins_small(self, call: cst.Call) -> bool:
+        """A concatenation whose inputs are known to be small-sized (latents, conditioning,
+        ids): its result is no output-sized join."""
+        from lifetime_lint.analysis.significance import SMALL_SIZED, TINY, name_origin, size_class
+
+        node = self._node_of_call(call)
+        if node is None or not call.args:
+            return False
+        first = call.args[0].value
+        fact = self.expression(first, node)
+        if not fact.is_tensor and fact.kind != CONTAINER:
+            return False
+        origin = fact.origin
+        if isinstance(first, cst.Name):
+            origin = name_origin(first.value, origin)
+        return size_class(origin) in (SMALL_SIZED, TINY)
+
+    def _node_of_call(self, call: cst.Call) -> Node | None:
+        if self._call_nodes is None:
+            self._call_nodes = {id(c): n for n in self.cfg.nodes for c in n.calls}
+        return self._call_nodes.get(id(call))
 
     def _classify_work(self, call: cst.Call) -> Work:
         func = call.func
@@ -1329,6 +1573,8 @@ class FunctionFacts:
         last = parts[-1]
         if last[:1].isupper():
             return _NO_WORK  # a class: `DecoderOutput(...)`
+        if last.lstrip("_").startswith(_LOADERS):
+            return _NO_WORK  # `get_model()`, `load_vae(...)`: returns a module or config
         lowered = [part.lower() for part in parts]
         if any(_glob_any(part, T.LIGHT_OWNERS) for part in lowered):
             return _NO_WORK
@@ -1385,6 +1631,8 @@ class FunctionFacts:
                     return self._submodule_work(component, parts, default)
                 if name in T.MAYBE_COPY_METHODS or name in _MODULE_BOOKKEEPING:
                     return _NO_WORK  # `self.unet.to("cpu")`: moving a model is no tensor work
+                if len(parts) >= 4 and _is_tensor_method(name):
+                    return _NO_WORK  # `self.vae.latents_std.view(...)`: a buffer's method
                 if _glob_any(name, T.MODEL_CALLS) or component in owner.registered:
                     return Work(MODEL, _model_kind(parts), parts=parts)
                 if _glob_any(component.lower(), T.MODEL_CALLS) and name in ("forward", "__call__"):
@@ -1392,8 +1640,10 @@ class FunctionFacts:
                 # `self.attn.to_out[0](x)`, `self.mlp.fc1(x)`: a piece of a sublayer.
                 if name in T.METADATA_METHODS or name in _MODULE_BOOKKEEPING:
                     return _NO_WORK
-                if len(parts) == 3 and _is_tensor_method(name):
-                    return _NO_WORK  # `self.table.unsqueeze(0)`: a parameter's method
+                if len(parts) >= 3 and _is_tensor_method(name):
+                    # `self.table.unsqueeze(0)`, `self.vae.latents_std.view(...)`: a
+                    # parameter's or buffer's method, not the module's work.
+                    return _NO_WORK
                 return Work(
                     LIGHT if _glob_any(name, T.LIGHT_SUBMODULES) else LAYER,
                     "submodule",
@@ -1416,9 +1666,7 @@ class FunctionFacts:
     def _joins_large(self, call: cst.Call) -> bool:
         if not call.args:
             return False
-        if self._call_nodes is None:
-            self._call_nodes = {id(c): n for n in self.cfg.nodes for c in n.calls}
-        node = self._call_nodes.get(id(call))
+        node = self._node_of_call(call)
         if node is None:
             return False
         inputs = self.expression(call.args[0].value, node)
@@ -1559,6 +1807,87 @@ class FunctionFacts:
         return Work(best.level, "loop", best.by_pattern, best.parts)
 
 
+# Packages of kernel DSLs, and their language modules (whose calls mark a kernel body).
+_KERNEL_PACKAGES = ("triton", "helion", "tilelang", "cutlass", "cuda.tile", "numba.cuda", "warp")
+_KERNEL_LANGUAGES = (
+    "triton.language.", "helion.language.", "tilelang.language.", "cutlass.cute.",
+    "numba.cuda.", "warp.", "cuda.tile.",
+)  # fmt: skip
+
+
+def _small_shape(call: cst.Call) -> bool:
+    """An allocation of at most two dimensions, one of them a small literal
+    (`torch.ones(batch, 1)`, `torch.zeros(max_objs, 4)`): a vector or a few columns."""
+    dims = [a.value for a in call.args if a.keyword is None and not a.star]
+    if len(dims) == 1 and isinstance(dims[0], (cst.Tuple, cst.List)):
+        dims = [e.value for e in dims[0].elements]
+    if not 1 <= len(dims) <= 2:
+        return False
+    return any(isinstance(d, cst.Integer) and int(d.value, 0) <= 16 for d in dims)
+
+
+def _shape_template(call: cst.Call) -> str | None:
+    """The one tensor whose dimensions (`x.shape[i]`, `x.size(i)`) give an allocation at
+    least two of its sizes, or None."""
+    names: set[str] = set()
+    count = 0
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            continue
+        dims = arg.value.elements if isinstance(arg.value, (cst.Tuple, cst.List)) else [arg.value]
+        for dim in dims:
+            value = dim.value if isinstance(dim, cst.BaseElement) else dim
+            name = _dimension_of(value)
+            if name is not None:
+                names.add(name)
+                count += 1
+    return names.pop() if len(names) == 1 and count >= 2 else None
+
+
+def _dimension_of(value: cst.BaseExpression) -> str | None:
+    """`x.shape[i]` or `x.size(i)`: the name `x`."""
+    if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Attribute):
+        attribute = value.value
+        if attribute.attr.value == "shape" and isinstance(attribute.value, cst.Name):
+            return attribute.value.value
+    if (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "size"
+        and isinstance(value.func.value, cst.Name)
+        and value.args
+    ):
+        return value.func.value.value
+    return None
+
+
+def _decorator_callee(decorator: cst.Decorator) -> cst.BaseExpression:
+    expr = decorator.decorator
+    return expr.func if isinstance(expr, cst.Call) else expr
+
+
+def _is_kernel_dsl_name(qualified: str) -> bool:
+    return any(qualified == p or qualified.startswith(p + ".") for p in _KERNEL_PACKAGES)
+
+
+def _is_kernel_language(qualified: str) -> bool:
+    return qualified.startswith(_KERNEL_LANGUAGES)
+
+
+def _filled_display(value: cst.BaseExpression | None) -> bool:
+    """A comprehension or a non-empty display (an empty `[]` is filled by what is put in)."""
+    if isinstance(value, (cst.ListComp, cst.SetComp, cst.DictComp)):
+        return True
+    return isinstance(value, (cst.List, cst.Tuple, cst.Set, cst.Dict)) and bool(value.elements)
+
+
+# Keywords of a denoiser's call: its output is a prediction the size of its latent input.
+_DENOISER_KEYWORDS = frozenset({"timestep", "timesteps", "sigma", "sigmas", "noise_level"})
+
+# Work whose weight follows its main input: sublayers, module parameters, torch ops.
+_INPUT_SIZED_KINDS = frozenset({"submodule", "module-parameter", "torch-op"})
+
+
 def _from_calls(value: cst.BaseExpression, fact: ValueFact) -> bool:
     """A call's result (`return kernel(x)`), or a local bound only to calls (`out =
     kernel(x)`; `return out`): not a value the analysis has seen to be borrowed."""
@@ -1571,8 +1900,9 @@ def _from_calls(value: cst.BaseExpression, fact: ValueFact) -> bool:
     )
 
 
-def _combined_returns(facts: list[ValueFact]) -> ValueFact:
-    """One fact for all the values a helper may return."""
+def _combined_returns(facts: list[ValueFact], keep_views: bool = False) -> ValueFact:
+    """One fact for all the values a helper may return. `keep_views`: views of the helper's
+    own bindings stay views (their sources are the helper's: the caller must map them)."""
     facts = [f for f in facts if f != _METADATA] or facts
     if not facts:
         return _METADATA
@@ -1584,6 +1914,10 @@ def _combined_returns(facts: list[ValueFact]) -> ValueFact:
         f.kind in (TENSOR, CONTAINER) for f in facts
     ):
         return ValueFact(TENSOR, _largest(f.origin for f in facts))  # may be its input
+    if keep_views and all(f.kind == VIEW and f.tensor and f.sources for f in facts):
+        # Views of the helper's own bindings (of its parameters, `_view_of_argument`).
+        sources = tuple(s for f in facts for s in f.sources)
+        return ValueFact(VIEW, _largest(f.origin for f in facts), sources, tensor=True)
     if all(f.kind == METADATA for f in facts):
         return _METADATA
     return _UNKNOWN
@@ -1708,6 +2042,8 @@ def _origin_of_work(work: Work) -> str:
         last = work.parts[-1].lower() if work.parts else ""
         if "lm_head" in last or "logits" in last:
             return LOGITS
+        if last == "generate":
+            return SMALL  # `model.generate(...)` returns token ids: batch x new tokens
         return MODEL_OUTPUT
     if work.parts and "lm_head" in work.parts[-1].lower():
         return LOGITS

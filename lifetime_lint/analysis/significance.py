@@ -24,7 +24,11 @@ The bar (`DEFAULT_BAR`, "medium"): the default run reports `high` and `medium`.
 | small | low | low | low |
 
 A value held from the previous iteration of a loop (`out_` of a chunked decode, rebound each
-iteration) is one chunk of many: it counts one size class smaller.
+iteration) is one chunk of many: it counts one size class smaller. A value held only across
+work lighter than its function's heaviest work (`function_peak`) is not alive at the peak:
+one level down. How heavy the work is follows from its inputs (`facts.Work.sized_by`: the
+text stream's feed-forward is conditioning-sized, an in-place all-reduce allocates nothing),
+and how large an activation is follows from the file's model domain (`domain.py`).
 
 Calibration (docs/architecture.md has the figures): diffusers' WanPipeline, 480p, 81
 frames on an H200: the attention output of a transformer block held across the block's
@@ -42,6 +46,7 @@ import re
 from dataclasses import dataclass
 
 from lifetime_lint.analysis import facts as F
+from lifetime_lint.analysis.domain import SMALL_DOMAIN
 from lifetime_lint.config import GLOBAL_KEYS, KEY_VALIDATORS
 
 LOW, MEDIUM, HIGH = "low", "medium", "high"
@@ -104,9 +109,16 @@ class Estimate:
 _SMALLER = {LARGE: ACTIVATION_SIZED, ACTIVATION_SIZED: SMALL_SIZED}
 
 
-def estimate(origin: str, across: F.Work, one_chunk: bool = False) -> Estimate:
+def estimate(
+    origin: str, across: F.Work, one_chunk: bool = False, function_peak: int | None = None
+) -> Estimate:
     """The significance of holding a value of this origin across this work. `one_chunk`: the
-    value is the previous iteration's of a loop (one chunk of many: one size class down)."""
+    value is the previous iteration's of a loop (one chunk of many: one size class down).
+    `function_peak`: the level of the heaviest work of the whole function; a value held only
+    across lighter work (after the encoder ran, or dead before the decode) is not alive at
+    the function's peak, so it counts one level down (an output-sized concatenation of
+    decoded tiles excepted: there the result sits beside all its inputs; a concatenation of
+    latents or embeddings is no such join)."""
     size = size_class(origin)
     decoding = across.kind == "decode" or (
         across.kind in ("helper", "loop", "closure")
@@ -125,21 +137,34 @@ def estimate(origin: str, across: F.Work, one_chunk: bool = False) -> Estimate:
         level = HIGH if across.level >= F.PEAK else MEDIUM
     elif size == ACTIVATION_SIZED:
         level = MEDIUM if across.level >= F.PEAK else LOW
+    if (
+        function_peak is not None
+        and across.level < function_peak
+        and (across.kind != "concatenation" or across.sized_by == "small")
+        and level != LOW
+    ):
+        level = LEVELS[rank(level) - 1]
     return Estimate(level, size, across.level)
 
 
 # Model families whose activations are a few MiB at their real sizes (audio and speech
-# models, text encoders, segmentation and detection heads): an activation there is small.
+# models, text encoders, segmentation and detection heads, image post-processing), by their
+# file, folder or class name: an activation there is small.
 _SMALL_DOMAINS = re.compile(
     r"(audio|speech|vocoder|tts|music|codec|whisper|wav2vec|asr|mel|sam2|sam3|detr|bert|"
-    r"segment|detect)",
+    r"segment|detect|image_?process|(^|[^a-z])sam([^a-z]|$))",
     re.IGNORECASE,
 )
 
 
-def domain_origin(origin: str, path: str, owner: str | None) -> str:
-    """An activation in a small-sized model family (by its file or class name) is small."""
-    if size_class(origin) != ACTIVATION_SIZED:
+def domain_origin(origin: str, path: str, owner: str | None, domain: str = "unknown") -> str:
+    """An activation in a small-sized model family is small, by its file or class name; in a
+    file whose domain fact (`lifetime_lint.analysis.domain`: what the code talks about) is
+    small, so are its decoded outputs and logits (a waveform, codebook logits)."""
+    size = size_class(origin)
+    if domain == SMALL_DOMAIN and size in (LARGE, ACTIVATION_SIZED):
+        return F.SMALL_MODEL
+    if size != ACTIVATION_SIZED:
         return origin
     where = path.replace("\\", "/").rsplit("/", 2)[-2:] + ([owner] if owner else [])
     if any(_SMALL_DOMAINS.search(part) for part in where):
@@ -185,6 +210,8 @@ def name_origin(name: str, origin: str) -> str:
         return F.SMALL  # (a model-level call's output keeps its class whatever its name)
     if origin in (F.DECODED, F.MODEL_OUTPUT) and words & _INDEX_WORDS:
         return F.SMALL  # `video_pos_ids = video_coords.chunk(2)[0]`: positions, not frames
+    if "pixel" in words and "values" in words and origin in _PIXEL_INPUT_ORIGINS:
+        return F.IMAGE  # `pixel_values`: a processor's preprocessed input images
     if origin in (F.DECODED, F.CONDITIONING):
         return origin
     if words & {"logits"}:
@@ -314,6 +341,7 @@ _CONDITIONING_WORDS = frozenset(
         "conditioning",
         "context",
         "caption",
+        "cap",
         "negative",
         "pooled",
     ]
@@ -323,3 +351,5 @@ _FEATURE_WORDS = frozenset(
     ["features", "feature", "feats", "feat", "hidden", "states", "tokens", "embeds", "mask"]
 )
 _LATENT_WORDS = frozenset(["latent", "latents", "noise", "pred", "noise_pred"])
+# What a `pixel_values` binding may come from when it is a model's preprocessed input.
+_PIXEL_INPUT_ORIGINS = frozenset([F.ACTIVATION, F.DECODED, F.CONCATENATION, F.ALLOCATION])

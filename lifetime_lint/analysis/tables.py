@@ -145,6 +145,8 @@ TORCH_SMALL_FUNCTIONS = frozenset(
     {"tensor", "as_tensor", "arange", "linspace", "logspace", "from_numpy", "scalar_tensor",
      "LongTensor", "IntTensor", "FloatTensor", "BoolTensor"}
 )  # fmt: skip
+# torch functions returning the indices of a mask (integers per hit, not activations).
+INDEX_FUNCTIONS = frozenset({"nonzero", "argwhere", "searchsorted", "bucketize"})
 # Concatenations: a new tensor the size of all inputs together.
 CONCATENATIONS = frozenset(
     {"torch.cat", "torch.concat", "torch.concatenate", "torch.stack", "torch.hstack",
@@ -180,6 +182,18 @@ COLLECTIVES = frozenset(
         "all_gather_tensor", "all_gather_tensor_autograd", "reduce_scatter_tensor_autograd",
     ]
 )  # fmt: skip
+# Collectives that reduce or copy into the tensors they are given: they allocate nothing,
+# so holding another tensor across one adds nothing to a peak.
+IN_PLACE_COLLECTIVES = frozenset(
+    ["all_reduce", "reduce", "broadcast", "send", "recv", "isend", "irecv", "batch_isend_irecv"]
+)  # fmt: skip
+# Collectives of Python objects (pickled metadata, not tensors).
+OBJECT_COLLECTIVES = frozenset(
+    ["all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list"]
+)  # fmt: skip
+# ... and the words of a project helper's name that say it wraps one
+# (`tensor_model_parallel_all_reduce`).
+IN_PLACE_WORDS = ("all_reduce",)
 # Parts of a project helper's name that say it wraps a collective
 # (`tensor_model_parallel_all_gather`, `sequence_model_parallel_all_to_all_4D`).
 COLLECTIVE_WORDS = ("all_gather", "all_reduce", "all_to_all", "reduce_scatter")
