@@ -191,7 +191,7 @@ class RootPeak:
     row: int = 0  # the outermost function's line at that peak
     qualname: str = ""
     held: dict[str, int] = field(default_factory=dict)  # watch key -> bytes, every frame
-    rows: dict[tuple[str, int], int] = field(default_factory=dict)  # function -> its line
+    rows: dict[int, int] = field(default_factory=dict)  # id of a FunctionRecord -> its line
 
 
 @dataclass
@@ -227,7 +227,8 @@ class _Active:
         self.frame = frame
         self.pending: list[Pending] = []  # reference checks the snapshot still owes
         self.root: RootPeak | None = None  # only on the outermost traced frame
-        self.ran: set[tuple[str, int]] = set()  # outermost frame: the functions run under it
+        # outermost frame: the functions run under it (by id: code filenames may be relative)
+        self.ran: dict[int, FunctionRecord] = {}
         self.sample = Sample(peak_bytes=entry, entry_bytes=entry)
         self.row = 0
         self.line_peak = entry
@@ -319,7 +320,7 @@ class Tracer:
             root = active
         else:
             root = self._stack[0]
-        root.ran.add((record.watch.filename, record.watch.first_line))
+        root.ran[id(record)] = record
         self._stack.append(active)
         return self._local
 
@@ -386,8 +387,7 @@ class Tracer:
         root.rows = {}
         for frame_state in self._stack:
             self._settle(frame_state)
-            watch = frame_state.record.watch
-            root.rows[(watch.filename, watch.first_line)] = frame_state.row
+            root.rows[id(frame_state.record)] = frame_state.row
             for key, size in frame_state.snapshot.items():
                 root.held[key] = max(root.held.get(key, 0), size)
         root.row = self._stack[0].row
@@ -406,10 +406,7 @@ class Tracer:
                 record.largest_held[key] = max(record.largest_held.get(key, 0), size)
         root = active.root
         if root is not None:
-            for function in active.ran:
-                ran = self.records.get(function)
-                if ran is None:
-                    continue
+            for function, ran in active.ran.items():
                 for watch in ran.watch.watches:
                     known = self.roots.get(watch.key)
                     if known is None or root.peak_bytes > known[1]:

@@ -720,3 +720,18 @@ def test_a_finding_inside_an_inner_call_is_worth_what_it_holds_at_the_programs_p
     assert tokens["outermost"] == "Pipeline.__call__"
     conditioning = measured(data, "LL001", 25)
     assert conditioning["bytes"] == pytest.approx(64 * MIB, rel=0.05)
+    assert conditioning["row_at_program_peak"] == 26  # inside the decode
+
+
+def test_a_script_named_relative_to_the_working_folder_is_attributed_too(tmp_path: Path) -> None:
+    (tmp_path / "program.py").write_text(textwrap.dedent(ENCODE_THEN_DECODE), encoding="utf-8")
+    saved = tmp_path / "profile.json"
+    subprocess.run(
+        [sys.executable, "-m", "lifetime_lint", "profile", "--device", "cpu", "--save", str(saved),
+         "program.py"],
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    conditioning = measured(json.loads(saved.read_text(encoding="utf-8")), "LL001", 25)
+    assert conditioning["outermost"] == "Pipeline.__call__"
+    assert conditioning["row_at_program_peak"] == 26
+    assert conditioning["bytes"] == pytest.approx(64 * MIB, rel=0.05)
