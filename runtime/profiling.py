@@ -8,7 +8,9 @@ records for each run of such a function:
   line where it happened, and how many times the function ran;
 - for each finding, the distinct storage bytes its names held at the start of the peak line,
   counting only storages that nothing outside those names kept alive (another tensor object,
-  a view, a list, autograd's saved tensors): the bytes that releasing them would have freed.
+  a view, a list, autograd's saved tensors): the bytes that releasing them would have freed;
+- per outermost traced call, what every traced frame's findings held at that call's peak
+  (`Tracer.roots`): what a finding's fix lowers the program's peak by.
 
 Memory is read from the accelerator's allocator where there is one (CUDA/ROCm, XPU, ...:
 `memory_allocated` with the peak reset per line) and otherwise from a tracker of live tensor
