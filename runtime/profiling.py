@@ -359,6 +359,8 @@ class Tracer:
             if root is not None and root.root is not None:
                 if active.line_peak > root.root.peak_bytes:
                     self._new_root_peak(root.root, active.line_peak)
+                elif active.line_peak == root.root.peak_bytes:
+                    self._new_root_peak(root.root, active.line_peak, keep=True)
             if active.line_peak > sample.peak_bytes or not sample.peak_row:
                 sample.peak_bytes = active.line_peak
                 sample.peak_row = active.row
@@ -382,17 +384,21 @@ class Tracer:
             active.snapshot[key] = max(0, active.snapshot.get(key, 0) - size)
         active.pending = []
 
-    def _new_root_peak(self, root: RootPeak, level: int) -> None:
-        """The outermost call reached a new peak: what every traced frame holds now."""
+    def _new_root_peak(self, root: RootPeak, level: int, keep: bool = False) -> None:
+        """The outermost call reached a new peak: what every traced frame holds now. `keep`:
+        a later line at the same level, where a buffer allocated by the previous line is bound
+        now (the same tie rule as a function's own peak): the most of both is kept."""
         root.peak_bytes = level
-        root.held = {}
-        root.rows = {}
+        if not keep:
+            root.held = {}
+            root.rows = {}
         for frame_state in self._stack:
             self._settle(frame_state)
-            root.rows[id(frame_state.record)] = frame_state.row
+            root.rows.setdefault(id(frame_state.record), frame_state.row)
             for key, size in frame_state.snapshot.items():
                 root.held[key] = max(root.held.get(key, 0), size)
-        root.row = self._stack[0].row
+        if not keep:
+            root.row = self._stack[0].row
 
     def _finish(self, active: _Active) -> None:
         self._end_line(active)
