@@ -94,6 +94,7 @@ def make_variants(path: Path, out: Path) -> list[dict[str, Any]]:
     diagnostics, error = _linter().lint_text(str(path), source.text, source.newline)
     assert error is None, error
     out.mkdir(parents=True, exist_ok=True)
+    (out / "unchanged.py").write_text(source.text, encoding="utf-8")
     manifest = []
     for d in diagnostics:
         if d.fix is None:
@@ -250,7 +251,9 @@ def vae_verify(cases: list[str], variants: Path, frames: int) -> dict[str, Any]:
     original = AutoencoderKLWan().to(device, dtype).eval()
     state = original.state_dict()
     models = {"original": original}
-    for entry in [*manifest, {"name": "all_safe"}]:
+    # `unchanged`: the file as it is, loaded like every variant: the control a drop is read
+    # against (a fresh module's first decode differs from the original's by itself).
+    for entry in [*manifest, {"name": "unchanged"}, {"name": "all_safe"}]:
         module = _load_variant(variants / f"{entry['name']}.py", entry["name"])
         model = module.AutoencoderKLWan().to(device, dtype).eval()
         model.load_state_dict(state)

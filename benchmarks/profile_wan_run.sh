@@ -28,6 +28,8 @@ case "$1" in
     [ -n "${SKIP_PROFILE:-}" ] && PROFILED= || PROFILED="${CASES//,/ }"
     for case in $PROFILED; do
       size=${case%-*}; flag=; [ "${case#*-}" = tiled ] && flag=--tiled
+      step "plain $case"  # the same program without the profile: the overhead's baseline
+      (cd /tmp && python3 "$B/profile_wan.py" vae --size "$size" --frames "$FRAMES" $flag)
       step "profile $case"
       (cd /tmp && "${LL[@]}" profile --device "${LL_DEVICE:-auto}" --include "*/autoencoder_kl_wan.py" \
         --save "$OUT/vae_profile_$case.json" --output-format concise \

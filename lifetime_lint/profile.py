@@ -6,9 +6,11 @@ or `python -m MODULE`), lints each in-scope file the first time one of its funct
 line-traces only the functions that have findings (`lifetime_lint.runtime.profiling`), and
 reports each finding with what the run measured:
 
-- `bytes`: what the finding's names held at the start of the line where the function reached
-  its own peak, counting only storages nothing else kept alive (the largest over all runs of
-  the function is `largest_bytes`);
+- `bytes`: what the finding's names held, at the start of the line that was running, when the
+  outermost traced call that ran the finding's function reached its peak (`program_peak_bytes`,
+  the largest such call): what releasing them lowers the peak by. Only storages nothing else
+  kept alive count; `own_bytes` is the same at the function's own peak, and `largest_bytes`
+  the most over all its runs;
 - `peak_bytes` and `peak_row`: the function's own peak of allocated memory and its line;
 - `calls`: how many times the function ran.
 
@@ -46,10 +48,10 @@ _UNITS.update({"mib": 1024**2, "g": 1024**3, "gb": 1000**3, "gib": 1024**3})
 
 # Rules whose fix replaces the held chunks by one preallocated output of the same size
 # (LL002's ChunkWriter): the fix frees the chunks' bytes only where chunks and result are
-# alive together, at the concatenation. At a peak elsewhere in the function (inside the
-# loop's decoder call) the output buffer holds what the chunks held, or more: the finding's
-# `bytes` is 0 there, and `held_bytes` says what its names held (measured on an H200:
-# benchmarks/RESULTS.md, "profile against the fix alone").
+# alive together, at the concatenation. When the program's peak is elsewhere in the function
+# (inside the loop's decoder call) the output buffer holds what the chunks held, or more: the
+# finding's `bytes` is 0 there, and `held_bytes` says what its names held (measured on an
+# H200: benchmarks/RESULTS.md, "profile against the fix alone").
 FREED_AT_THE_CONCATENATION = frozenset({"LL002"})
 
 
@@ -446,17 +448,24 @@ def run_program(
         for finding in findings:
             measured = by_key.get(finding.key)
             if measured is not None:
-                function, size, largest = measured
-                held = size
+                function, own, largest = measured
+                held, program_peak, outermost, row_at_peak = tracer.roots.get(
+                    finding.key, (own, function["peak_bytes"], function["function"], 0)
+                )
+                size = held
                 d = finding.diagnostic
                 if d.code in FREED_AT_THE_CONCATENATION and not (
-                    d.start.row <= function["peak_row"] <= d.end.row
+                    d.start.row <= row_at_peak <= d.end.row
                 ):
                     size = 0  # the preallocated output would be alive at the peak too
                 finding.measured = {
                     "bytes": size,
                     "held_bytes": held,
+                    "own_bytes": own,
                     "largest_bytes": largest,
+                    "program_peak_bytes": program_peak,
+                    "outermost": outermost,
+                    "row_at_program_peak": row_at_peak,
                     "peak_bytes": function["peak_bytes"],
                     "peak_row": function["peak_row"],
                     "calls": function["calls"],
@@ -493,7 +502,8 @@ def render_text(result: ProfileResult, root: str) -> str:
         lines.append(f"{'bytes':>12}  {'of peak':>7}  {'calls':>5}  finding")
         for finding in measured:
             m = finding.measured or {}
-            share = (m["bytes"] / m["peak_bytes"] * 100) if m["peak_bytes"] else 0.0
+            peak = m.get("program_peak_bytes") or m["peak_bytes"]
+            share = (m["bytes"] / peak * 100) if peak else 0.0
             d = finding.diagnostic
             where = f"{os.path.relpath(d.path, root)}:{d.start.row}:{d.start.column}"
             lines.append(
@@ -501,8 +511,10 @@ def render_text(result: ProfileResult, root: str) -> str:
                 f"{where}: {d.code} {d.message}"
             )
             lines.append(
-                f"{'':>12}  {'':>7}  {'':>5}  peak {format_bytes(m['peak_bytes'])} at line "
-                f"{m['peak_row']}; held: {', '.join(m['names']) or '(no local names)'}"
+                f"{'':>12}  {'':>7}  {'':>5}  peak {format_bytes(peak)} in {m['outermost']} "
+                f"(the function's own: {format_bytes(m['peak_bytes'])} at line {m['peak_row']}, "
+                f"{format_bytes(m['own_bytes'])} held there); "
+                f"held: {', '.join(m['names']) or '(no local names)'}"
             )
     if result.missed:
         lines.append("")
@@ -634,7 +646,7 @@ def apply_profile(
 
     A finding is matched by its fingerprint (identical snippets in order of their rows), so
     code added above it does not break the match. With `min_bytes`:
-    - measured: kept when its `bytes` (held at its function's peak) reach `min_bytes`;
+    - measured: kept when its `bytes` (held at the peak, see `run_program`) reach `min_bytes`;
     - never executed (its function or its whole file did not run in the profiled
       workload): dropped and counted, since nothing shows it matters there;
     - in a file that ran but not in the profile (new or edited code): kept, marked

@@ -97,7 +97,7 @@ def format_line(d: Diagnostic, summary: RunSummary) -> str:
 
 
 def measured_suffix(d: Diagnostic) -> str:
-    """` [measured: 64.0 MiB, 16.7% of its function's peak]` for a finding a profile
+    """` [measured: 64.0 MiB, 16.7% of the peak]` for a finding a profile
     measured (`profile`, `check --profile`); empty when no profile was given."""
     if "measured" not in d.extra:
         return ""
@@ -106,8 +106,8 @@ def measured_suffix(d: Diagnostic) -> str:
         return f" [measured: {d.extra.get('measured_status', 'not executed')}]"
     from lifetime_lint.profile import format_bytes
 
-    peak = measured.get("peak_bytes") or 0
-    share = f", {measured['bytes'] / peak * 100:.1f}% of its function's peak" if peak else ""
+    peak = measured.get("program_peak_bytes") or measured.get("peak_bytes") or 0
+    share = f", {measured['bytes'] / peak * 100:.1f}% of the peak" if peak else ""
     return f" [measured: {format_bytes(measured['bytes'])}{share}]"
 
 
@@ -117,7 +117,19 @@ def measured_json(d: Diagnostic) -> dict[str, object] | None:
     measured = d.extra.get("measured")
     if measured is None:
         return None
-    keys = ("bytes", "peak_bytes", "peak_row", "calls", "largest_bytes", "held_bytes", "names")
+    keys = (
+        "bytes",
+        "peak_bytes",
+        "peak_row",
+        "calls",
+        "largest_bytes",
+        "held_bytes",
+        "own_bytes",
+        "program_peak_bytes",
+        "outermost",
+        "row_at_program_peak",
+        "names",
+    )
     return {key: measured[key] for key in keys if key in measured}
 
 

@@ -8,7 +8,9 @@ records for each run of such a function:
   line where it happened, and how many times the function ran;
 - for each finding, the distinct storage bytes its names held at the start of the peak line,
   counting only storages that nothing outside those names kept alive (another tensor object,
-  a view, a list, autograd's saved tensors): the bytes that releasing them would have freed.
+  a view, a list, autograd's saved tensors): the bytes that releasing them would have freed;
+- per outermost traced call, what every traced frame's findings held at that call's peak
+  (`Tracer.roots`): what a finding's fix lowers the program's peak by.
 
 Memory is read from the accelerator's allocator where there is one (CUDA/ROCm, XPU, ...:
 `memory_allocated` with the peak reset per line) and otherwise from a tracker of live tensor
@@ -39,15 +41,30 @@ class AcceleratorMeter:
     def __init__(self, torch: Any, device_type: str) -> None:
         self.device_type = device_type
         self.module = torch.get_device_module(device_type)
+        # `torch.cuda.memory_allocated()` builds, flattens and sorts the allocator's whole
+        # statistics dict on every call; the tracer reads it several times per traced line,
+        # so on CUDA it reads the nested dict the allocator returns, one key deep.
+        self._stats = self._reset = None
+        if device_type == "cuda":
+            self._stats = getattr(torch._C, "_cuda_memoryStats", None)
+            self._reset = getattr(torch._C, "_cuda_resetPeakMemoryStats", None)
+            self._index = self.module.current_device()
 
     def current(self) -> int:
+        if self._stats is not None:
+            return int(self._stats(self._index)["allocated_bytes"]["all"]["current"])
         return int(self.module.memory_allocated())
 
     def peak(self) -> int:
+        if self._stats is not None:
+            return int(self._stats(self._index)["allocated_bytes"]["all"]["peak"])
         return int(self.module.max_memory_allocated())
 
     def reset_peak(self) -> None:
-        self.module.reset_peak_memory_stats()
+        if self._reset is not None:
+            self._reset(self._index)
+        else:
+            self.module.reset_peak_memory_stats()
 
     def close(self) -> None:
         pass
@@ -164,6 +181,19 @@ class Sample:
     entry_bytes: int = 0  # allocated when it was entered
     peak_row: int = 0
     held: dict[str, int] = field(default_factory=dict)  # watch key -> bytes at the peak
+    exact: bool = True  # `held` had its reference check (False: an upper bound, see Tracer)
+
+
+@dataclass
+class RootPeak:
+    """What was held at the peak of one outermost traced call (the program's peak as the
+    finding's own function sees it: the call that contains every traced call under it)."""
+
+    peak_bytes: int = 0
+    row: int = 0  # the outermost function's line at that peak
+    qualname: str = ""
+    held: dict[str, int] = field(default_factory=dict)  # watch key -> bytes, every frame
+    rows: dict[int, int] = field(default_factory=dict)  # id of a FunctionRecord -> its line
 
 
 @dataclass
@@ -180,10 +210,27 @@ class FunctionRecord:
 class _Active:
     """A traced frame on the stack: the line it is on and what that line has seen so far."""
 
-    __slots__ = ("bound", "line_peak", "record", "row", "sample", "snapshot", "timeline")
+    __slots__ = (
+        "bound",
+        "frame",
+        "line_peak",
+        "pending",
+        "ran",
+        "record",
+        "root",
+        "row",
+        "sample",
+        "snapshot",
+        "timeline",
+    )
 
-    def __init__(self, record: FunctionRecord, entry: int) -> None:
+    def __init__(self, record: FunctionRecord, entry: int, frame: FrameType | None) -> None:
         self.record = record
+        self.frame = frame
+        self.pending: list[Pending] = []  # reference checks the snapshot still owes
+        self.root: RootPeak | None = None  # only on the outermost traced frame
+        # outermost frame: the functions run under it (by id: code filenames may be relative)
+        self.ran: dict[int, FunctionRecord] = {}
         self.sample = Sample(peak_bytes=entry, entry_bytes=entry)
         self.row = 0
         self.line_peak = entry
@@ -198,6 +245,17 @@ class Tracer:
     The allocator keeps one peak register. Before it is reset at the start of a line, its value
     is folded into every traced frame on the stack, so an outer frame's line still sees the
     peak that an inner traced call reached.
+
+    What a finding is worth is what its names hold at the peak of the outermost traced call
+    that ran its function (`roots`): releasing them lowers that peak, while a function's own
+    peak inside it may be anywhere else. Both are recorded.
+
+    Cost: the reference check that proves nothing else holds a tensor can walk the whole heap
+    (`gc.get_referrers`), so each line takes only the cheap part (reference counts) and
+    remembers what still needs the walk; the walk runs, once per line and batched, only where
+    a line reaches a candidate peak (at or above the function's largest peak so far, or the
+    outermost call's). Samples of calls below the function's largest peak keep the cheap
+    figure, an upper bound, and do not count towards `largest_held`.
     """
 
     def __init__(
@@ -219,6 +277,8 @@ class Tracer:
         self.counter = ReferenceCounter(torch)
         self._stack: list[_Active] = []
         self._previous: Callable | None = None
+        # watch key -> (bytes, the outermost call's peak, its qualname, the function's line)
+        self.roots: dict[str, tuple[int, int, str, int]] = {}
 
     # -- installing -----------------------------------------------------------------------
     def start(self) -> None:
@@ -255,8 +315,14 @@ class Tracer:
         if record is None:
             return None
         self._fold()
-        active = _Active(record, self.meter.current())
+        active = _Active(record, self.meter.current(), frame)
         self.meter.reset_peak()
+        if not self._stack:
+            active.root = RootPeak(peak_bytes=active.line_peak, qualname=record.watch.qualname)
+            root = active
+        else:
+            root = self._stack[0]
+        root.ran[id(record)] = record
         self._stack.append(active)
         return self._local
 
@@ -267,7 +333,7 @@ class Tracer:
         if event == "line":
             self._end_line(active)
             active.row = frame.f_lineno
-            active.snapshot = self._held(frame, active)
+            active.snapshot, active.pending = self._held(frame, active)
             active.line_peak = self.meter.current()
             self.meter.reset_peak()
         elif event == "return":
@@ -285,11 +351,22 @@ class Tracer:
         if active.row:
             active.timeline.append((active.row, active.line_peak))
             sample = active.sample
+            best = active.record.best
+            candidate = best is None or active.line_peak >= best.peak_bytes
+            if candidate and active.line_peak >= sample.peak_bytes:
+                self._settle(active)
+            root = self._stack[0] if self._stack else None
+            if root is not None and root.root is not None:
+                if active.line_peak > root.root.peak_bytes:
+                    self._new_root_peak(root.root, active.line_peak)
+                elif active.line_peak == root.root.peak_bytes:
+                    self._new_root_peak(root.root, active.line_peak, keep=True)
             if active.line_peak > sample.peak_bytes or not sample.peak_row:
                 sample.peak_bytes = active.line_peak
                 sample.peak_row = active.row
                 sample.held = dict(active.snapshot)
-            elif active.line_peak == sample.peak_bytes:
+                sample.exact = not active.pending
+            elif active.line_peak == sample.peak_bytes and not active.pending:
                 # Later lines at the same level are at the peak too. The line that allocated
                 # a buffer reaches the level first, but the buffer is bound only from the
                 # next line on (`out = [torch.empty_like(x) ...]`, then ranks that never read
@@ -298,28 +375,67 @@ class Tracer:
                     if size > sample.held.get(key, 0):
                         sample.held[key] = size
 
+    def _settle(self, active: _Active) -> None:
+        """Run the reference checks the frame's snapshot deferred (see the class docstring)."""
+        if not active.pending or active.frame is None:
+            active.pending = []
+            return
+        for key, size in self.counter.settle(active.pending, active.frame).items():
+            active.snapshot[key] = max(0, active.snapshot.get(key, 0) - size)
+        active.pending = []
+
+    def _new_root_peak(self, root: RootPeak, level: int, keep: bool = False) -> None:
+        """The outermost call reached a new peak: what every traced frame holds now. `keep`:
+        a later line at the same level, where a buffer allocated by the previous line is bound
+        now (the same tie rule as a function's own peak): the most of both is kept."""
+        root.peak_bytes = level
+        if not keep:
+            root.held = {}
+            root.rows = {}
+        for frame_state in self._stack:
+            self._settle(frame_state)
+            root.rows.setdefault(id(frame_state.record), frame_state.row)
+            for key, size in frame_state.snapshot.items():
+                root.held[key] = max(root.held.get(key, 0), size)
+        if not keep:
+            root.row = self._stack[0].row
+
     def _finish(self, active: _Active) -> None:
         self._end_line(active)
         self._stack.pop()
+        active.frame = None
         record = active.record
         record.calls += 1
         if record.best is None or active.sample.peak_bytes > record.best.peak_bytes:
             record.best = active.sample
             record.timeline = active.timeline
-        for key, size in active.sample.held.items():
-            record.largest_held[key] = max(record.largest_held.get(key, 0), size)
+        if active.sample.exact:
+            for key, size in active.sample.held.items():
+                record.largest_held[key] = max(record.largest_held.get(key, 0), size)
+        root = active.root
+        if root is not None:
+            for function, ran in active.ran.items():
+                for watch in ran.watch.watches:
+                    known = self.roots.get(watch.key)
+                    if known is None or root.peak_bytes > known[1]:
+                        self.roots[watch.key] = (
+                            root.held.get(watch.key, 0),
+                            root.peak_bytes,
+                            root.qualname,
+                            root.rows.get(function, 0),
+                        )
         # The next line of the caller must still see this call's peak.
         for outer in self._stack:
             outer.line_peak = max(outer.line_peak, active.sample.peak_bytes)
 
     # -- bytes a finding holds -----------------------------------------------------------
-    def _held(self, frame: FrameType, active: _Active) -> dict[str, int]:
+    def _held(self, frame: FrameType, active: _Active) -> tuple[dict[str, int], list[Pending]]:
         watches = active.record.watch.watches
         dead = active.record.watch.dead_by_row.get(frame.f_lineno, ())
         if dead:
             watches = [*watches, *(Watch(MISSED_PREFIX + name, (name,)) for name in dead)]
         if not watches:
-            return {}
+            return {}, []
         # A storage two findings hold is counted once, for the first that holds it: take the
         # most specific first (fewest names: `del out_` frees `out_` alone, not the running
         # concatenation that also names it).
@@ -335,14 +451,43 @@ class Tracer:
         }
         fresh = {value for name, value in bound.items() if active.bound.get(name) != value}
         active.bound = bound
-        return self.counter.held_bytes(
+        names = {id(local_values[name]): name for name in bound}
+        pending: list[Pending] = []
+        held = self.counter.held_bytes(
             {
                 watch.key: [local_values[name] for name in watch.names if name in local_values]
                 for watch in watches
             },
             local_values,
             fresh,
+            defer=pending,
         )
+        for item in pending:
+            item.name = names.get(item.value_id, "")
+        return held, pending
+
+
+class Pending:
+    """A reference check deferred to the end of the line: the value (weakly, or by the name
+    bound to it), the finding whose bytes it added, and how many bytes."""
+
+    __slots__ = ("key", "name", "ref", "size", "value_id")
+
+    def __init__(self, value: Any, key: str) -> None:
+        self.value_id = id(value)
+        self.key = key
+        self.size = 0
+        self.name = ""
+        try:
+            self.ref: Any = weakref.ref(value)
+        except TypeError:  # lists, tuples, dicts: found again through the binding
+            self.ref = None
+
+    def value(self, frame_locals: dict[str, Any]) -> Any:
+        if self.ref is not None:
+            return self.ref()
+        value = frame_locals.get(self.name)
+        return value if id(value) == self.value_id else None
 
 
 class ReferenceCounter:
@@ -403,6 +548,7 @@ class ReferenceCounter:
         values_by_key: dict[str, list[Any]],
         frame_locals: dict[str, Any],
         fresh: set[int] = frozenset(),  # type: ignore[assignment]
+        defer: list[Pending] | None = None,
     ) -> dict[str, int]:
         """Per finding, the storage bytes that releasing its bindings would free.
 
@@ -412,6 +558,10 @@ class ReferenceCounter:
         tensor that shares it (views included) is among the watched bindings of this frame, and
         it is attributed to the finding that holds its base tensor (a view's bytes are its
         base's), else to the first finding that holds it.
+
+        With `defer`, a value whose reference count is above the calibrated one is counted
+        and appended there (a `Pending` with the bytes it added) instead of walking the heap;
+        `settle` does the walk later, for many values at once.
         """
         torch = self.torch
         bindings: dict[int, int] = {}
@@ -428,6 +578,7 @@ class ReferenceCounter:
         all_lists = tuple(values_by_key.values())
         for key, values in values_by_key.items():
             candidates: list[Any] = []
+            origins: list[Pending | None] = []
             occurrences: dict[int, int] = {}
             for value in values:
                 occurrences[id(value)] = occurrences.get(id(value), 0) + 1
@@ -446,17 +597,25 @@ class ReferenceCounter:
                 extra += 2 * (occurrences[id(value)] - 1)
                 extra += 1 if id(value) in fresh else 0
                 extra += listed[id(value)] - 1  # the other findings' lists that hold it
-                if references - 1 > self.per_binding + extra and self._referenced_elsewhere(
-                    value, (frame_locals, values, copy, *all_lists)
-                ):  # -1 above: the copy
-                    continue  # held elsewhere too: releasing the name frees nothing
+                origin = None
+                if references - 1 > self.per_binding + extra:  # -1: the copy
+                    if defer is not None:
+                        origin = Pending(value, key)
+                        defer.append(origin)
+                    elif self._referenced_elsewhere(
+                        value, (frame_locals, values, copy, *all_lists)
+                    ):
+                        continue  # held elsewhere too: releasing the name frees nothing
+                found: list[Any] = []
                 if isinstance(value, torch.Tensor):
-                    candidates.append(value)
+                    found = [value]
                 elif isinstance(value, (list, tuple)):
-                    candidates.extend(self._only_in_container(value))
+                    found = self._only_in_container(value)
                 elif isinstance(value, dict):
-                    candidates.extend(self._only_in_container(list(value.values()), value))
-            for tensor in candidates:
+                    found = self._only_in_container(list(value.values()), value)
+                candidates.extend(found)
+                origins.extend([origin] * len(found))
+            for tensor, origin in zip(candidates, origins):
                 if id(tensor) in seen_tensors:
                     continue
                 seen_tensors.add(id(tensor))
@@ -467,18 +626,53 @@ class ReferenceCounter:
                 is_base = getattr(tensor, "_base", None) is None
                 entry = storages.get(id(storage))
                 if entry is None:
-                    storages[id(storage)] = [storage, 1, key, is_base]
+                    storages[id(storage)] = [storage, 1, key, is_base, origin]
                 else:
                     entry[1] += 1
                     if is_base and not entry[3]:
                         entry[2], entry[3] = key, True
         held = dict.fromkeys(values_by_key, 0)
-        for storage, holders, key, _ in storages.values():
+        for storage, holders, key, _, origin in storages.values():
             # One reference per TensorImpl plus PyTorch's preserved storage object.
             if self._use_count is not None and self._use_count(storage._cdata) > holders + 1:
                 continue
             held[key] += int(storage.nbytes())
+            if origin is not None and origin.key == key:
+                origin.size += int(storage.nbytes())
+        if defer:
+            defer[:] = [item for item in defer if item.size]
         return held
+
+    def settle(self, pending: Sequence[Pending], frame: FrameType) -> dict[str, int]:
+        """The deferred checks, with one heap walk: per finding, the bytes to take back
+        because a Python object other than the frame holds the value. A value that died
+        during the line was held by nothing else that outlived it: its bytes stay."""
+        import gc
+
+        frame_locals = frame.f_locals
+        values = {}
+        for item in pending:
+            value = item.value(frame_locals)
+            if value is not None:
+                values[item.value_id] = value
+        if not values:
+            return {}
+        elsewhere = set()
+        ours = {id(frame_locals), id(values), id(pending)}
+        for referrer in gc.get_referrers(*values.values()):
+            if id(referrer) in ours or isinstance(referrer, (FrameType, Pending)):
+                continue
+            owned_frame = getattr(referrer, "gi_frame", None) or getattr(referrer, "cr_frame", None)
+            owned_frame = owned_frame or getattr(referrer, "ag_frame", None)
+            if owned_frame is not None and owned_frame.f_locals is frame_locals:
+                continue
+            held_here = {id(item) for item in gc.get_referents(referrer)} & values.keys()
+            elsewhere |= held_here
+        taken: dict[str, int] = {}
+        for item in pending:
+            if item.value_id in elsewhere:
+                taken[item.key] = taken.get(item.key, 0) + item.size
+        return taken
 
     @staticmethod
     def _referenced_elsewhere(value: Any, ours: Sequence[Any]) -> bool:
