@@ -134,6 +134,7 @@ class FileFacts:
     returns: dict[int, ValueFact] = field(default_factory=dict)
     helper_work: dict[int, Work] = field(default_factory=dict)
     return_items: dict[int, tuple[ValueFact, ...] | None] = field(default_factory=dict)
+    returned_parameters: dict[int, str | None] = field(default_factory=dict)
     resolving: set[int] = field(default_factory=set)
 
 
@@ -468,6 +469,12 @@ class FunctionFacts:
             if facts and all(f.kind == METADATA for f in facts):
                 return _METADATA
             return _UNKNOWN
+        if isinstance(site.value, cst.Call) and not site.unpacked:
+            given = self._argument_returned_as_given(site.value)
+            if given is not None:
+                # `tile = self.blend_v(above, tile, extent)` where the helper writes into
+                # `tile` and returns it: the same tensor, not a fresh one.
+                return self.expression(given, node)
         fact = self.expression(site.value, node, unpacked=site.unpacked)
         if fact.kind == UNKNOWN and isinstance(site.value, cst.Call):
             rebound = self._rebound_through_call(site, site.value, node)
@@ -940,6 +947,35 @@ class FunctionFacts:
             and self.owner_facts is not None
         ):
             return self.owner_facts.methods.get(func.attr.value)
+        return None
+
+    def _argument_returned_as_given(self, call: cst.Call) -> cst.BaseExpression | None:
+        """The argument of `call` that a helper of this file returns as it was given (it
+        may write into it: diffusers' `blend_v(a, b, extent)` assigns `b[...]` and returns
+        `b`), or None."""
+        callee = self.local_callee(call)
+        if callee is None:
+            return None
+        memo = self.shared.returned_parameters
+        if id(callee) not in memo:
+            memo[id(callee)] = _parameter_returned_as_given(callee)
+        parameter = memo[id(callee)]
+        if parameter is None:
+            return None
+        names = [p.name.value for p in callee.params.params]
+        if isinstance(call.func, cst.Attribute) and names and names[0] in ("self", "cls"):
+            names = names[1:]
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                return None
+            if arg.keyword is not None:
+                if arg.keyword.value == parameter:
+                    return arg.value
+                continue
+            if position < len(names) and names[position] == parameter:
+                return arg.value
+            position += 1
         return None
 
     def _helper_facts(self, function: cst.FunctionDef) -> FunctionFacts | None:
@@ -1874,6 +1910,40 @@ def _is_kernel_dsl_name(qualified: str) -> bool:
 
 def _is_kernel_language(qualified: str) -> bool:
     return qualified.startswith(_KERNEL_LANGUAGES)
+
+
+def _parameter_returned_as_given(function: cst.FunctionDef) -> str | None:
+    """The parameter every `return` of `function` hands back unchanged (never rebound in
+    it), or None."""
+    parameters = {p.name.value for p in function.params.params}
+    returned: set[str] = set()
+    rebound: set[str] = set()
+    others = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal others
+        if isinstance(node, cst.Return):
+            if isinstance(node.value, cst.Name) and node.value.value in parameters:
+                returned.add(node.value.value)
+            else:
+                others = True
+        elif isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)):
+            target = node.target
+            if isinstance(target, cst.Name):
+                rebound.add(target.value)
+        elif isinstance(node, (cst.For, cst.CompFor, cst.NamedExpr)) and isinstance(
+            node.target, cst.Name
+        ):
+            rebound.add(node.target.value)
+
+    def descend(node: cst.CSTNode) -> bool:
+        return not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
+
+    for statement in function.body.body:
+        walk(statement, enter, lambda node: None, descend)
+    if len(returned) == 1 and not others and not returned & rebound:
+        return next(iter(returned))
+    return None
 
 
 def _filled_display(value: cst.BaseExpression | None) -> bool:
