@@ -443,13 +443,16 @@ def test_a_fix_line_longer_than_the_line_length_is_wrapped(tmp_path: Path) -> No
         import torch
 
 
-        def decode(latents: torch.Tensor) -> torch.Tensor:
-            decoded_frames_for_the_output = []
-            for k in range(latents.shape[1]):
-                decoded_frames_for_the_output.append(latents[:, k : k + 1] * 2)
-            return torch.cat(decoded_frames_for_the_output, dim=1)
-        """, line_length=72)  # fmt: skip
-    after = _fix_and_check(module)
+        def merge_tiles(rows: list[torch.Tensor]) -> torch.Tensor:
+            decoded_frames_for_the_whole_output_video_clip = []
+            for i, tile in enumerate(rows):
+                if i > 0:
+                    tile = torch.lerp(rows[i - 1], tile, 0.5)
+                decoded_frames_for_the_whole_output_video_clip.append(tile)
+            return torch.cat(decoded_frames_for_the_whole_output_video_clip, dim=2)
+        """, line_length=80)  # fmt: skip
+    # (the first tile is the caller's: the writer's fix is unsafe)
+    after = _fix_and_check(module, "--unsafe-fixes")
     assert "ChunkWriter(\n" in after, after
 
 
