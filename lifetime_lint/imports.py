@@ -21,16 +21,23 @@ if TYPE_CHECKING:  # pragma: no cover
     from lifetime_lint.scopes import ScopeTable
 
 
-def dotted_name(node: cst.BaseExpression) -> str | None:
-    """`a.b.c` for a Name/Attribute chain, else None."""
+def attribute_names(node: cst.BaseExpression) -> tuple[list[str], bool]:
+    """The names along an attribute chain, last first (`a.b.c` -> `["c", "b", "a"]`), and
+    whether the chain starts at a plain name (`x[0].up` gives `["up"]`, False)."""
     parts: list[str] = []
     while isinstance(node, cst.Attribute):
         parts.append(node.attr.value)
         node = node.value
     if isinstance(node, cst.Name):
         parts.append(node.value)
-        return ".".join(reversed(parts))
-    return None
+        return parts, True
+    return parts, False
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    parts, from_a_name = attribute_names(node)
+    return ".".join(reversed(parts)) if from_a_name else None
 
 
 def _module_name(node: cst.Attribute | cst.Name | None) -> str | None:

@@ -33,7 +33,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst._nodes.base import CSTNode
 
 # LibCST takes about 10 s and 300 MB per MB of source (design notes), superlinearly more
 # beyond; the largest file in the six pinned corpora is 0.33 MB.
@@ -126,12 +125,12 @@ def parse_exact(text: str) -> ParsedSource:
     return ParsedSource(module, parse_text, offsets)
 
 
-_VALIDATING_POST_INIT = CSTNode.__post_init__
+_VALIDATING_POST_INIT = cst.CSTNode.__post_init__
 _UNVALIDATED_PARSES = 0
 _UNVALIDATED_LOCK = threading.Lock()
 
 
-def _skip_validation(self: CSTNode) -> None:
+def _skip_validation(self: cst.CSTNode) -> None:
     """Nothing: see `_parser_built_nodes`."""
 
 
@@ -150,14 +149,14 @@ def _parser_built_nodes() -> Iterator[None]:
     global _UNVALIDATED_PARSES
     with _UNVALIDATED_LOCK:
         _UNVALIDATED_PARSES += 1
-        CSTNode.__post_init__ = _skip_validation  # type: ignore[method-assign]
+        cst.CSTNode.__post_init__ = _skip_validation  # type: ignore[method-assign]
     try:
         yield
     finally:
         with _UNVALIDATED_LOCK:
             _UNVALIDATED_PARSES -= 1
             if _UNVALIDATED_PARSES == 0:
-                CSTNode.__post_init__ = _VALIDATING_POST_INIT  # type: ignore[method-assign]
+                cst.CSTNode.__post_init__ = _VALIDATING_POST_INIT  # type: ignore[method-assign]
 
 
 def size_problem(size: int) -> str | None:

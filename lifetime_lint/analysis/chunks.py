@@ -39,6 +39,7 @@ import libcst as cst
 
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis.cfg import DefSite, Node
+from lifetime_lint.imports import attribute_names
 from lifetime_lint.traversal import walk
 
 if TYPE_CHECKING:  # Python 3.9 has no typing.TypeGuard; annotations are not evaluated
@@ -138,7 +139,7 @@ def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
     qualified = context.qualified_name(func) or ""
     if qualified.startswith("torch."):
         return False
-    if any(_EXPANDING.search(part.lower()) for part in _dotted_parts(func)):
+    if any(_EXPANDING.search(part.lower()) for part in attribute_names(func)[0]):
         return True
     if isinstance(func, cst.Name):
         return (
@@ -153,16 +154,6 @@ def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
 # query's size), layers and blocks of a stack, norms, projections.
 _SIZE_KEEPING = re.compile(r"(attention|attn|layer|block|norm|mlp|proj)")
 _BUILTINS = frozenset({"float", "int", "len", "min", "max", "abs", "range", "zip", "enumerate"})
-
-
-def _dotted_parts(node: cst.BaseExpression) -> list[str]:
-    parts: list[str] = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if isinstance(node, cst.Name):
-        parts.append(node.value)
-    return parts
 
 
 def moved_from_container(
