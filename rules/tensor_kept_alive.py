@@ -68,10 +68,18 @@ class TensorKeptAlive(Rule):
     - `high`: large values (decoded tiles, frames or images, logits) held across model-level
       work, a block's peak sublayer or an output-sized concatenation;
     - `medium`: activation-sized values (a layer's output, a model's hidden states, an old
-      cache entry) held across model-level work or the sublayer that sets a block's peak
-      (feed-forward, self-attention, a convolution stack); large values held across one
-      other sublayer;
-    - `low`: activations held across one other sublayer (cross-attention, a piece of a
+      cache entry) of a model that works on many tokens (a video model: tens of thousands
+      of tokens per activation) held across the sublayer that sets a block's peak
+      (feed-forward, self-attention, the attention kernel, a convolution stack) or a
+      collective; large values held across one other sublayer;
+    - `low`: activations of a model that works on thousands of tokens or fewer (an image
+      DiT at 1024^2 holds about 4k tokens, 16-24 MiB per activation; an LLM layer, beside
+      weights and a KV cache that dwarf one activation; a vision encoder, a perceiver
+      resampler; a streaming causal block that runs a few latent frames per call against a
+      KV cache, which it takes as a parameter), activation-class values held across a whole
+      model call (a VAE decode, a transformer call, a denoise loop: what is held there is
+      at the model's interface, latents, embeddings, predictions or masks), activations
+      held across one other sublayer (cross-attention, a piece of a
       sublayer such as `self.attn1.to_out[0]`), embeddings of unknown size and latents
       (usually a few MiB) held across anything, buffers whose shape the analysis cannot
       see (`torch.zeros(b, pad_len, dim)`: paddings and accumulators in the samples read),
@@ -87,7 +95,13 @@ class TensorKeptAlive(Rule):
     `tensor_model_parallel_all_reduce(x)`) reduces into its input and allocates nothing,
     nor does a gather of sizes. A value held only across work lighter than the function's
     heaviest work (the post-norm after the vision tower, latent packing after the VAE
-    encode) is not alive at the function's peak and counts one level down. In a file whose
+    encode) is not alive at the function's peak and counts one level down. A value held
+    across both a nested model call and the block's feed-forward is rated, and named, at the
+    feed-forward. Many tokens are told from the file's code: 5-D video tensors
+    (`b, c, t, h, w = x.shape`, `Conv3d`, `num_frames`, a temporal patch size) and the words
+    of video with those of generation (latents, timesteps, diffusion), in a file, folder
+    and class not named for an image model (`transformer_qwenimage.py`,
+    `...ImageProjection...`). In a file whose
     code is about audio or speech (mel, waveform, codebooks, CTC), detection
     post-processing, or a text model with a learned position table (no rotary positions),
     activations, outputs and logits are small (a few MiB at real sizes).
@@ -107,8 +121,10 @@ class TensorKeptAlive(Rule):
       do not hide what dies afterwards;
     - nothing is reported for a binding read by a closure, lambda or generator expression,
       declared `global`/`nonlocal`, stored into a container or attribute, or shared with
-      another binding (`a, b = x.chunk(2)`, `y = x`, `x[0]`, `x.contiguous()`): there `del`
-      frees nothing. Sharing is judged per binding: an earlier `parts = torch.split(x)`
+      another binding (`a, b = x.chunk(2)`, `y = x`, `x[0]`, `x.contiguous()`, a tuple of
+      split views whose pieces are taken, `e = x.chunk(6)` then `[p.squeeze(1) for p in
+      e]`), nor a name that says it is a mask (`prompt_attention_mask`): there `del`
+      frees nothing, or frees a few KiB. Sharing is judged per binding: an earlier `parts = torch.split(x)`
       does not hide a later `x = torch.cat(...)`. A view chain through another name
       (`q_sbhd = query.view(...)` ... `query = q_sbhd.view(shape)`) is reported where both
       names are dead; on the path where the other name is still bound, it holds the

@@ -410,6 +410,7 @@ _TINY_WORDS = frozenset(
         "sin",
         "rope",
         "coords",
+        "coord",
         "grid",
         "offsets",
         "offset",
