@@ -21,7 +21,12 @@ from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.dataflow import Dataflow
-from lifetime_lint.analysis.domain import file_domain, runs_against_cache
+from lifetime_lint.analysis.domain import (
+    LARGE_DOMAIN,
+    file_domain,
+    mentions_video,
+    runs_against_cache,
+)
 from lifetime_lint.analysis.tables import MODEL_CALLS, SPLITTING
 from lifetime_lint.devices import Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
@@ -441,8 +446,11 @@ class _Analysis:
                 continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
             domain = file_domain(self.context)
             origin = S.domain_origin(origin, self.context.path, self._owner_name, domain)
+            tokens = self._token_domain(domain)
             if origin == F.DECODED and self._image_model() is not None:
                 origin = F.DECODED_IMAGE  # one frame: tens of MiB, below the decoder's peak
+            elif origin == F.DECODED and tokens == LARGE_DOMAIN and not self._names_video():
+                origin = S.PIXEL_IMAGES  # an image model's pixels: one image, a few MiB
             if S.size_class(origin) == S.TINY:
                 continue
             held_across = self._held_across(info, name, real)
@@ -455,7 +463,6 @@ class _Analysis:
                 status = 2
             elif not info.insertable:
                 status = 3
-            tokens = self._token_domain(domain)
             held, estimate = self._rated(info, origin, held_across, tokens)
             if not library:
                 # Tests, examples, benchmarks, scripts: small inputs, run once (the shared
@@ -492,6 +499,11 @@ class _Analysis:
                 best = (held, estimate)
         assert best is not None
         return best
+
+    def _names_video(self) -> bool:
+        """Whether the function's own code names video (`video`, `frames`): its pixels are
+        frames even where the file shows too little to be a video file."""
+        return mentions_video(self.context.source_of(self.facts.function))
 
     def _token_domain(self, domain: str) -> str:
         """How many tokens the function's activations hold (`S.token_domain`)."""

@@ -147,6 +147,17 @@ def _shows_video(source: str, words: list[str]) -> bool:
     return len(_VIDEO_STRUCTURE.findall(source)) >= _VIDEO_STRUCTURE_EVIDENCE
 
 
+def mentions_video(text: str) -> bool:
+    """Whether source text (a function's) names video: `video`, `frames`, `num_frames`,
+    `VideoDecoder`."""
+    for word in _WORD.findall(text):
+        for part in word.split("_"):
+            pieces = [part] if part.islower() or part.isupper() else _CAMEL.findall(part)
+            if any(piece.lower() in _VIDEO_WORDS for piece in pieces):
+                return True
+    return False
+
+
 # Parameters that say a block runs incrementally against a key/value cache (`kv_cache`,
 # `past_key_values`, `layer_past`, `crossattn_cache`, `use_cache`); a causal VAE's conv
 # cache (`feat_cache`: two frames per conv, beside a chunk of full-resolution frames) is

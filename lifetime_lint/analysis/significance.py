@@ -78,6 +78,10 @@ DEFAULT_BAR = MEDIUM
 
 LARGE, ACTIVATION_SIZED, SMALL_SIZED, TINY = "large", "activation", "small", "tiny"
 
+# Pixel-space values of a model of thousands of tokens (an image pipeline's preprocessed or
+# decoded image: 1024^2 x 3 channels is 6-12 MiB), told by the file's domain, not by dataflow.
+PIXEL_IMAGES = "pixel-images"
+
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
     F.LOGITS: LARGE,
@@ -90,6 +94,7 @@ _SIZE_OF_ORIGIN = {
     F.LATENTS: SMALL_SIZED,
     F.IMAGE: SMALL_SIZED,
     F.DECODED_IMAGE: SMALL_SIZED,
+    PIXEL_IMAGES: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -119,6 +124,7 @@ _DESCRIPTION = {
         "decoded tiles of an image model: tens of MiB, less than one tile's decoder activations"
     ),
     F.SMALL_MODEL: "an activation of an audio, speech or detection model: a few MiB",
+    PIXEL_IMAGES: "images of an image model, in pixel space: a few to tens of MiB",
     F.SMALL: "small",
 }
 
