@@ -324,6 +324,9 @@ def _is_compiled(function: cst.FunctionDef) -> bool:
     return False
 
 
+_NAMES_VIDEO = "tensor_kept_alive.names_video"  # memo key: whether the file names video
+
+
 def _names_a_mask(name: str) -> bool:
     """`prompt_attention_mask`, `connector_attention_mask`, `masks`: batch x tokens, a few
     KiB, whatever call returned it (a pixel-space mask of decoded frames keeps its class)."""
@@ -509,7 +512,10 @@ class _Analysis:
         """How many tokens the function's activations hold (`S.token_domain`)."""
         function = self.facts.function
         image = S.image_named(self.context.path, self._owner_name)
-        return S.token_domain(domain, image, runs_against_cache(function))
+        memo = self.context.memo
+        if _NAMES_VIDEO not in memo:
+            memo[_NAMES_VIDEO] = mentions_video(self.context.source)
+        return S.token_domain(domain, image, runs_against_cache(function), memo[_NAMES_VIDEO])
 
     def _image_model(self) -> str | None:
         """Why the function decodes or merges 2-D images rather than video (shared with

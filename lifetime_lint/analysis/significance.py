@@ -217,13 +217,16 @@ def estimate(
 MANY_TOKEN_DOMAINS = frozenset([VIDEO_DOMAIN, UNJUDGED_DOMAIN])
 
 
-def token_domain(domain: str, image_model: bool, against_cache: bool) -> str:
+def token_domain(domain: str, image_model: bool, against_cache: bool, names_video: bool) -> str:
     """The domain an activation's size follows: a video file's block works on many tokens
     unless its file or class names an image model (an image model built on a video
-    architecture holds one frame) or it runs against a KV cache (one chunk per call)."""
+    architecture holds one frame) or it runs against a KV cache (one chunk per call). A
+    file too short to judge keeps its rating only where its code names video
+    (`names_video`: `VideoBlock`, `frames`); otherwise nothing says its tokens are many (an
+    SSIM metric's convolutions, an upsampler's head)."""
     if domain == VIDEO_DOMAIN and (image_model or against_cache):
         return LARGE_DOMAIN
-    if domain == UNJUDGED_DOMAIN and against_cache:
+    if domain == UNJUDGED_DOMAIN and (against_cache or image_model or not names_video):
         return LARGE_DOMAIN
     return domain
 
