@@ -454,6 +454,8 @@ class _Analysis:
                 origin = F.DECODED_IMAGE  # one frame: tens of MiB, below the decoder's peak
             elif origin == F.DECODED and tokens == LARGE_DOMAIN and not self._names_video():
                 origin = S.PIXEL_IMAGES  # an image model's pixels: one image, a few MiB
+            elif origin == F.LOGITS:
+                origin = S.SCORES  # the last positions' or a few hundred queries' scores
             if S.size_class(origin) == S.TINY:
                 continue
             held_across = self._held_across(info, name, real)

@@ -81,6 +81,10 @@ LARGE, ACTIVATION_SIZED, SMALL_SIZED, TINY = "large", "activation", "small", "ti
 # Pixel-space values of a model of thousands of tokens (an image pipeline's preprocessed or
 # decoded image: 1024^2 x 3 channels is 6-12 MiB), told by the file's domain, not by dataflow.
 PIXEL_IMAGES = "pixel-images"
+# Logits as LL001 meets them: the sampled positions' vocabulary scores in serving and
+# generation loops, a detector's class or box scores over a few hundred queries, a loss's
+# (kept by autograd anyway): a few MiB, not a full-sequence vocabulary projection.
+SCORES = "scores"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -95,6 +99,7 @@ _SIZE_OF_ORIGIN = {
     F.IMAGE: SMALL_SIZED,
     F.DECODED_IMAGE: SMALL_SIZED,
     PIXEL_IMAGES: SMALL_SIZED,
+    SCORES: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -125,6 +130,7 @@ _DESCRIPTION = {
     ),
     F.SMALL_MODEL: "an activation of an audio, speech or detection model: a few MiB",
     PIXEL_IMAGES: "images of an image model, in pixel space: a few to tens of MiB",
+    SCORES: "logits of the sampled positions or of a few hundred queries: usually a few MiB",
     F.SMALL: "small",
 }
 
@@ -196,7 +202,9 @@ def estimate(
     elif one_chunk:
         size = _SMALLER.get(size, size)
     level = LOW
-    if size == LARGE:
+    if size == LARGE and _small_join(across):
+        level = LOW  # a concatenation that joins no decoded frames: not the output's peak
+    elif size == LARGE:
         level = HIGH if across.level >= F.PEAK else MEDIUM
     elif size == ACTIVATION_SIZED:
         level = MEDIUM if across.level >= F.PEAK else LOW
@@ -247,6 +255,20 @@ def image_named(path: str, owner: str | None) -> bool:
         for piece in re.split(r"[_\-.]+", stem):
             words.update(word.lower() for word in _NAME_WORD.findall(piece))
     return bool(words & _IMAGE_NAME) and not words & _VIDEO_NAME
+
+
+def _small_join(across: F.Work) -> bool:
+    """A concatenation (or a loop of them) below peak level: it joins no decoded frames or
+    logits (`facts._joins_large`), so it is not where an output-sized value peaks (a
+    padding frame joined to a clip, a row of latents, per-token differences)."""
+    if across.level >= F.PEAK:
+        return False
+    if across.kind == "concatenation":
+        return True
+    return across.kind == "loop" and bool(across.parts) and across.parts[-1] in _JOINS
+
+
+_JOINS = frozenset(["cat", "concat", "concatenate", "stack"])
 
 
 def model_interface(across: F.Work) -> bool:
@@ -379,6 +401,7 @@ _TINY_WORDS = frozenset(
         "gates",
         "mod",
         "modulation",
+        "adaln",
         "label",
         "labels",
         "bias",
