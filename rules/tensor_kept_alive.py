@@ -452,7 +452,7 @@ class _Analysis:
             tokens = self._token_domain(domain)
             if origin == F.DECODED and self._image_model() is not None:
                 origin = F.DECODED_IMAGE  # one frame: tens of MiB, below the decoder's peak
-            elif origin == F.DECODED and tokens == LARGE_DOMAIN and not self._names_video():
+            elif origin == F.DECODED and domain == LARGE_DOMAIN and not self._names_video():
                 origin = S.PIXEL_IMAGES  # an image model's pixels: one image, a few MiB
             elif origin == F.LOGITS:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
