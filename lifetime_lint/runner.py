@@ -427,6 +427,10 @@ class Progress:
     line is erased at the end, so it never mixes with the report.
     """
 
+    # Whether any bar was drawn in this process: a run whose stderr depended on timing is
+    # not recorded as a run memo (`fastpath`).
+    drawn_in_process = False
+
     def __init__(
         self,
         total: int,
@@ -466,6 +470,7 @@ class Progress:
         self.stream.write(f"\r\x1b[K[{bar}] {self.done}/{self.total} files")
         self.stream.flush()
         self._drawn = True
+        Progress.drawn_in_process = True
 
     def close(self) -> None:
         if self._drawn:
