@@ -301,6 +301,7 @@ def check(
     cache_dir: str | None,
 ) -> None:
     """Check PATHS (default: the current folder) for GPU-memory lifetime bugs."""
+    above = _folders_above(paths)  # before any config is read (the run memo's snapshot)
     try:
         output_format = _output_format(output_format, format_alias)
         apply = bool(fix or fix_only) and fix is not False
@@ -370,7 +371,7 @@ def check(
     try:
         if stdin:
             sys.exit(_check_stdin(stdin_filename, resolver, rules, run, force_exclude))
-        memo = _memo_inputs(caches, resolver, no_cache or stdin or bool(
+        memo = _memo_inputs(caches, resolver, above, no_cache or stdin or bool(
             output_file or diff_base or baseline_path or write_baseline_path or add_noqa
             or profile_path or min_bytes or mode.fixing))  # fmt: skip
         try:
@@ -430,6 +431,7 @@ class _MemoInputs:
 
         self.cache_root = cache_root
         self.seen = Seen()
+        self.above: dict[str, tuple[str, ...] | None] = {}
 
     def offer(
         self,
@@ -460,28 +462,38 @@ class _MemoInputs:
         if config_path:
             inputs.extra_files.append(os.path.abspath(config_path))
             inputs.required.append(os.path.abspath(config_path))
-        folders = set(inputs.walked)
-        for start in [os.getcwd(), *(os.path.abspath(p) for p in [*named, *files, *missing])]:
-            folder = start if os.path.isdir(start) else os.path.dirname(start)
-            while folder not in folders:
-                folders.add(folder)
-                parent = os.path.dirname(folder)
-                if parent == folder:
-                    break
-                folder = parent
-        inputs.folders = folders
+        inputs.folders = set(inputs.walked).union(
+            fastpath.folders_up([os.getcwd(), *named, *files, *missing])
+        )
+        inputs.above = self.above
         fastpath.offer(inputs)
 
 
-def _memo_inputs(
-    caches: _CacheRoots, resolver: SettingsResolver, excluded: bool
-) -> _MemoInputs | None:
+def _folders_above(paths: Sequence[str]) -> dict[str, tuple[str, ...] | None] | None:
+    """The special names in every folder from the current one and each named path up,
+    listed before the run reads any of them, when this process records a run memo."""
     from lifetime_lint import fastpath
 
-    if excluded or not fastpath.recording():
+    if not fastpath.recording():
+        return None
+    named = [p for p in paths if p != "-"]
+    return {f: fastpath.special_listing(f) for f in fastpath.folders_up([os.getcwd(), *named])}
+
+
+def _memo_inputs(
+    caches: _CacheRoots,
+    resolver: SettingsResolver,
+    above: dict[str, tuple[str, ...] | None] | None,
+    excluded: bool,
+) -> _MemoInputs | None:
+    if excluded or above is None:
         return None
     root = caches.for_config(resolver.config_for(os.getcwd()))
-    return _MemoInputs(root) if root else None
+    if not root:
+        return None
+    memo = _MemoInputs(root)
+    memo.above = above
+    return memo
 
 
 def _changed_lines(diff_base: str) -> ChangedLines:

@@ -186,6 +186,9 @@ def _holds(watches: Any) -> bool:
             elif kind == "m":
                 if folder_signature(path) != value:
                     return False
+            elif kind == "s":
+                if special_listing(path) != value:
+                    return False
             elif kind == "t":
                 if path_kind(path) != value:
                     return False
@@ -257,6 +260,16 @@ def listing_of(entries: Iterable[tuple[str, bool, bool]]) -> tuple[tuple[str, st
         elif name.endswith(PYTHON_SUFFIXES) or name in SPECIAL_NAMES or _is_requirements(name):
             kept.append((name, "f"))
     return tuple(sorted(kept))
+
+
+def special_listing(folder: str) -> tuple[str, ...] | None:
+    """The names in a folder above the walked ones that a run may read (configs, project
+    and ignore files, a repository marker); sub-folders such as the cache do not count."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    return tuple(sorted(n for n in names if n in SPECIAL_NAMES or n.startswith("requirements")))
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -367,6 +380,22 @@ def offer(inputs: RunInputs) -> None:
         _RECORDER.inputs = inputs
 
 
+def folders_up(paths: Iterable[str]) -> list[str]:
+    """Each path's folder (itself if a folder) and every folder above, each once."""
+    folders: dict[str, None] = {}
+    for path in paths:
+        folder = os.path.abspath(path)
+        if not os.path.isdir(folder):
+            folder = os.path.dirname(folder)
+        while folder not in folders:
+            folders[folder] = None
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    return list(folders)
+
+
 class RunInputs:
     """What one `check` read: filled in by the CLI, turned into watches after it reported."""
 
@@ -377,6 +406,7 @@ class RunInputs:
         self.folders: set[str] = set()  # folders whose config/project/ignore files count
         self.extra_files: list[str] = []  # --config, git's files
         self.required: list[str] = []  # files the run found and read (must still exist)
+        self.above: dict[str, tuple[str, ...] | None] = {}  # folder -> names, at the start
 
     def watches(self, started_ns: int) -> list[tuple[str, str, Any]] | None:
         """Every input's current stat, or None when one changed too recently to trust."""
@@ -415,6 +445,10 @@ class RunInputs:
                 if kind == "f" and name in SPECIAL_NAMES and name != ".git" and path not in present:
                     return None  # seen by discovery, removed since
             watches.append(("d", folder, seen))
+        for folder in sorted(listed - set(self.walked)):
+            if folder in self.above:  # listed before anything was read: exact
+                watches.append(("s", folder, self.above[folder]))
+                listed.discard(folder)
         for folder in sorted(listed - set(self.walked)) + _code_folders():
             signature = folder_signature(folder)
             if signature is not None and max(signature[0], signature[1]) >= racy:
