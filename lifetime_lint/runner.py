@@ -350,6 +350,7 @@ def run_files(
         size = max(1, min(16, len(pending) // (workers * 8)))
         chunks = [pending[i : i + size] for i in range(0, len(pending), size)]
         initargs = (settings, list(enabled), mode, cache_dir)
+        _preload_for_workers()
         for index, result, key in _run_pool(chunks, workers, initargs):
             results[index] = result
             if index in stats:
@@ -363,6 +364,28 @@ def run_files(
         cache.index.save()
     progress.close()
     return [result for result in results if result is not None]
+
+
+def _preload_for_workers() -> None:
+    """Import the engine and the rules, and read LibCST's child orders, once in this
+    process before the pool forks: each worker then starts with them instead of importing
+    them itself (about 0.5 s of CPU per worker, on a run that parses anything at all).
+    Under another start method (spawn, forkserver) the workers import as before."""
+    import multiprocessing
+
+    if multiprocessing.get_start_method() != "fork":
+        return
+    import lifetime_lint.engine  # noqa: F401  (what `Checker.linter` imports in a worker)
+    from lifetime_lint.registry import all_rules
+    from lifetime_lint.traversal import read_child_fields
+
+    all_rules()
+    read_child_fields()
+    # What the workers inherit is never garbage: out of the collector's sight, their
+    # collections neither walk it nor copy its pages by touching it.
+    import gc
+
+    gc.freeze()
 
 
 def _run_pool(
