@@ -519,7 +519,7 @@ def _built_on_cuda_only_object(node: cst.ClassDef) -> str | None:
     return None
 
 
-def _body_statements(node: cst.FunctionDef) -> Sequence[cst.CSTNode]:
+def _body_statements(node: cst.FunctionDef | cst.For | cst.While) -> Sequence[cst.CSTNode]:
     body = node.body
     return body.body if isinstance(body, cst.IndentedBlock) else ()
 
@@ -563,6 +563,9 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
     for part in relative.split("/")[:-1]:
         if _ROCM.search(part):  # `kernels/ops/attention/vattn_asm_gfx950/__init__.py`
             return f"a ROCm-only module (in `{part}/`), where torch.cuda is right"
+    source = _compiled_cuda_source(context)
+    if source:
+        return f"a module that builds CUDA kernel sources (`{source}`)"
     for statement in module.body:
         if isinstance(statement, cst.If):
             backend = _exit_guard(context, statement, raise_only=True)
@@ -586,6 +589,38 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
             ):
                 return "a test module skipped without CUDA (`pytestmark`)"
     return None
+
+
+# A CUDA source file named in the module's code (`cuda_files=["gemm/tiny_gemm.cuh"]`,
+# `_cuda_source("diffusion/residual_gate_add.cuh")`, `load(sources=["ops.cu"])`), or an
+# inline CUDA build (`load_inline(..., cuda_sources=...)`): the module JIT-compiles CUDA
+# kernels, which run where `torch.cuda` is the device API (CUDA, or ROCm through hipify).
+_CUDA_SOURCE_FILE = re.compile(r"""["']([\w./-]*\w\.cuh?)["']""")
+_INLINE_CUDA_BUILD = re.compile(r"""\bcuda_sources\s*=|\bload_inline\(""")
+
+
+def _compiled_cuda_source(context: FileContext) -> str | None:
+    """The CUDA source the module's code builds, or None. Only string literals in calls
+    count (not docstrings or comments that mention a `.cu` file)."""
+    if ".cu" not in context.source and "cuda_sources" not in context.source:
+        return None
+    found: list[str] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if found or not isinstance(node, cst.Call):
+            return
+        text = context.code_for(node)
+        if _INLINE_CUDA_BUILD.search(text):
+            found.append("an inline CUDA build")
+            return
+        for arg in node.args:
+            match = _CUDA_SOURCE_FILE.search(context.code_for(arg.value))
+            if match:
+                found.append(match.group(1))
+                return
+
+    walk(context.module, enter, lambda _: None)
+    return found[0] if found else None
 
 
 # A class that loads or imports the CUDA driver or runtime itself (`ctypes.CDLL(
@@ -790,6 +825,18 @@ def _past_cuda_exit(
             backend = _exit_guard(context, statement, raise_only=False)
             if backend:
                 return _bound_reason(backend, f"past `{_header(context, statement)}`")
+            if _answers_without_cuda(context, statement, outer):
+                return f"{OWN_FALLBACK} (past `{_header(context, statement)}`)"
+        elif isinstance(statement, (cst.For, cst.While)):
+            # `for video in videos: if video.device.type != "cuda": return None`: past the
+            # loop every item it checked is on CUDA (or the function has returned).
+            for inner in _body_statements(statement):
+                if isinstance(inner, cst.If):
+                    backend = _exit_guard(context, inner, raise_only=False)
+                    if backend:
+                        return _bound_reason(
+                            backend, f"past a loop that exits unless each item is on {backend}"
+                        )
         elif isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 if isinstance(small, cst.Assert):
@@ -806,6 +853,75 @@ def _past_cuda_exit(
                             backend, f"past `{validator.name.value}()`, which raises without it"
                         )
     return None
+
+
+# What a function answers where CUDA is missing: "unknown", which its callers must handle.
+# (Not `False` or `0`: "do not use the memory-saving path" or "0 bytes free" is a decision
+# or a measurement that is wrong on another accelerator.)
+_NO_ANSWER = frozenset({"None"})
+OWN_FALLBACK = "a query with its own answer without CUDA"
+
+
+def _answers_without_cuda(
+    context: FileContext, statement: cst.If, outer: Sequence[cst.CSTNode]
+) -> bool:
+    """`if _is_hip or not torch.cuda.is_available(): return None`, in a function that
+    otherwise returns a value it computed: off CUDA the function answers "unknown" itself,
+    and the `torch.cuda` calls past the test never run there."""
+    if statement.orelse is not None or not _true_without_cuda(statement.test):
+        return False
+    body = _body_statements_of(statement.body)
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+        return False
+    if len(body[0].body) != 1:
+        return False
+    small = body[0].body[0]
+    if not (
+        isinstance(small, cst.Return)
+        and isinstance(small.value, cst.Name)
+        and small.value.value in _NO_ANSWER
+    ):
+        return False
+    function = next((n for n in reversed(outer) if isinstance(n, cst.FunctionDef)), None)
+    return function is not None and _returns_a_computed_value(function)
+
+
+def _true_without_cuda(test: cst.BaseExpression) -> bool:
+    """`not torch.cuda.is_available()`, alone or as one side of an `or`."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _true_without_cuda(test.left) or _true_without_cuda(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        return (
+            isinstance(inner, cst.Call)
+            and not inner.args
+            and (dotted_name(inner.func) or "").endswith("cuda.is_available")
+        )
+    return False
+
+
+def _body_statements_of(body: cst.BaseSuite) -> Sequence[cst.CSTNode]:
+    return body.body if isinstance(body, cst.IndentedBlock) else (body,)
+
+
+def _returns_a_computed_value(function: cst.FunctionDef) -> bool:
+    """Some `return` of the function (not of a nested one) gives more than a constant."""
+    found = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        if isinstance(node, cst.Return) and node.value is not None:
+            value = node.value
+            if not (isinstance(value, cst.Name) and value.value in ("None", "True", "False")):
+                found = True
+
+    walk(
+        function.body,
+        enter,
+        lambda _: None,
+        lambda node: not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)),
+    )
+    return found
 
 
 def _asserted_backend(
@@ -1245,6 +1361,7 @@ LEFT_OUT_SCOPE = "non-library path"
 LEFT_OUT_SCRIPT = "script entry point"
 LEFT_OUT_LOGGING = "logging only"
 LEFT_OUT_DEBUG = "debugging branch"
+LEFT_OUT_OWN_FALLBACK = "past its own answer without CUDA"
 # The setting that reports every one of them (what `--statistics` prints beside the counts).
 SHOWS_LEFT_OUT = 'portability = "strict"'
 
@@ -1287,9 +1404,19 @@ def in_debugging_branch(context: FileContext, ancestors: Sequence[cst.CSTNode]) 
 
 def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
     """The call feeds a log message only: an argument of `logger.info(...)`/`print(...)`,
-    or the test of an `if` whose body only logs or warns. Wrong off CUDA, it changes a
-    message, not what the program does."""
-    chain = list(ancestors)
+    the test of an `if` whose body only logs or warns, or the value of a local that only
+    log messages read (`before = torch.cuda.memory_reserved() / 2**20`, then
+    `logger.info(f"... {before:.1f} MB")`). Wrong off CUDA, it changes a message, not what
+    the program does."""
+    return _feeds_only_logging(context, list(ancestors), depth=0)
+
+
+# How many locals a value may pass through on its way to a log message (`before` ->
+# `freed = before - after` -> `logger.info(...)`).
+_LOG_CHAIN_DEPTH = 3
+
+
+def _feeds_only_logging(context: FileContext, chain: list[cst.CSTNode], depth: int) -> bool:
     for index in range(len(chain) - 2, -1, -1):
         node, child = chain[index], chain[index + 1]
         if isinstance(node, cst.Call) and child is not node.func:
@@ -1297,10 +1424,81 @@ def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> 
                 return True
         if isinstance(node, cst.If) and child is node.test:
             return node.orelse is None and _only_logs(node.body)
+        if isinstance(node, cst.Assign) and child is node.value:
+            return depth < _LOG_CHAIN_DEPTH and _local_read_only_by_logging(
+                context, chain[: index + 1], node, depth
+            )
         if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             if not (isinstance(node, cst.If) and child is node.test):
                 return False
     return False
+
+
+def _local_read_only_by_logging(
+    context: FileContext, chain: list[cst.CSTNode], assign: cst.Assign, depth: int
+) -> bool:
+    """`assign` binds one local of a function, and every place the function reads that
+    name (at least one) feeds a log message only."""
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        return False
+    name = assign.targets[0].target.value
+    where = next(
+        (i for i in range(len(chain) - 1, -1, -1) if isinstance(chain[i], cst.FunctionDef)),
+        None,
+    )
+    if where is None:
+        return False  # a module-level name may be read from anywhere
+    function = chain[where]
+    assert isinstance(function, cst.FunctionDef)
+    if _declares_nonlocal(function, name):
+        return False
+    reads = _name_reads(context, function, tuple(chain[:where])).get(name, [])
+    reads = [read for read in reads if not _contains(read, assign)]
+    return bool(reads) and all(
+        _feeds_only_logging(context, list(read), depth + 1) for read in reads
+    )
+
+
+def _declares_nonlocal(function: cst.FunctionDef, name: str) -> bool:
+    found = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        if isinstance(node, (cst.Global, cst.Nonlocal)):
+            found = found or any(item.name.value == name for item in node.names)
+
+    walk(function.body, enter, lambda _: None)
+    return found
+
+
+def _name_reads(
+    context: FileContext, function: cst.FunctionDef, outer: tuple[cst.CSTNode, ...]
+) -> dict[str, list[tuple[cst.CSTNode, ...]]]:
+    """The ancestor chains of every `Name` the function's body reads (not the targets of
+    plain assignments, attribute names or keyword names), by name; memoised per function."""
+    cache: dict[int, dict[str, list[tuple[cst.CSTNode, ...]]]]
+    cache = context.memo.setdefault("devices.name_reads", {})
+    cached = cache.get(id(function))
+    if cached is not None:
+        return cached
+    found: dict[str, list[tuple[cst.CSTNode, ...]]] = {}
+    cache[id(function)] = found
+    stack: list[cst.CSTNode] = list(outer) + [function]
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Name) and stack:
+            parent = stack[-1]
+            bound = (
+                (isinstance(parent, cst.AssignTarget) and parent.target is node)
+                or (isinstance(parent, cst.Attribute) and parent.attr is node)
+                or (isinstance(parent, cst.Arg) and parent.keyword is node)
+            )
+            if not bound:
+                found.setdefault(node.value, []).append(tuple(stack) + (node,))
+        stack.append(node)
+
+    walk(function.body, enter, lambda _: stack.pop())
+    return found
 
 
 def _only_logs(body: cst.BaseSuite) -> bool:
@@ -1372,6 +1570,8 @@ def left_out_label(reason: str) -> str:
     """The `--statistics` row a `cuda_bound` reason is counted under."""
     if reason.startswith(CALLED_ONLY_FROM):
         return LEFT_OUT_CALLER_GATED
+    if reason.startswith(OWN_FALLBACK):
+        return LEFT_OUT_OWN_FALLBACK
     if "ROCm" in reason:
         return LEFT_OUT_ROCM
     return LEFT_OUT_CUDA_BOUND
