@@ -368,6 +368,13 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
             test = context.code_for(node.test)
             if _ROCM.search(test):
                 return f"a ROCm-only branch (`{test.strip()[:60]}`), where torch.cuda is right"
+            local = _none_unless_cuda(context, node.test, chain[:index])
+            if local:
+                return f"CUDA-only code (`{local}` is None unless the device is CUDA)"
+            flag = node.test.value if isinstance(node.test, cst.Name) else None
+            library = _cuda_library_flags(context).get(flag) if flag else None
+            if library:
+                return f"a branch on `{flag}`, a flag set only once `{library}` loaded"
             if _CUDA_SPECIFIC_TEST.search(test) or _names_cuda_class(test):
                 return f"a CUDA-only branch (`{test.strip()[:60]}`)"
             if _CUDA_ONLY_NAME.search(test) and not _OTHER_BACKEND.search(test):
@@ -827,6 +834,12 @@ def _past_cuda_exit(
                 return _bound_reason(backend, f"past `{_header(context, statement)}`")
             if _answers_without_cuda(context, statement, outer):
                 return f"{OWN_FALLBACK} (past `{_header(context, statement)}`)"
+            library = _exits_unless_library_flag(context, statement)
+            if library:
+                return _bound_reason(
+                    "CUDA",
+                    f"past `{_header(context, statement)}`, a flag set only once `{library}` loaded",
+                )
         elif isinstance(statement, (cst.For, cst.While)):
             # `for video in videos: if video.device.type != "cuda": return None`: past the
             # loop every item it checked is on CUDA (or the function has returned).
@@ -853,6 +866,157 @@ def _past_cuda_exit(
                             backend, f"past `{validator.name.value}()`, which raises without it"
                         )
     return None
+
+
+def _none_unless_cuda(
+    context: FileContext, test: cst.BaseExpression, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """`if ptr_fn is not None:` (or `if ptr_fn:`) where the function's only assignment of
+    the local is `ptr_fn = resolve() if registered and device.type == "cuda" else None`:
+    the branch runs on CUDA only. The local's name, or None."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if not (
+            isinstance(target.operator, cst.IsNot)
+            and isinstance(target.comparator, cst.Name)
+            and target.comparator.value == "None"
+        ):
+            return None
+        test = test.left
+    if not isinstance(test, cst.Name):
+        return None
+    name = test.value
+    function = next((n for n in reversed(outer) if isinstance(n, cst.FunctionDef)), None)
+    if function is None:
+        return None
+    values: list[cst.BaseExpression | None] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            targets = (
+                [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            )
+            if any(isinstance(t, cst.Name) and t.value == name for t in targets):
+                values.append(node.value)
+        elif name in _names_bound_by(node):
+            values.append(None)  # bound some other way: a loop, `with ... as`, `:=`, a parameter
+
+    walk(function, enter, lambda _: None)
+    if len(values) != 1 or not isinstance(values[0], cst.IfExp):
+        return None
+    choice = values[0]
+    if not (isinstance(choice.orelse, cst.Name) and choice.orelse.value == "None"):
+        return None
+    found = _backend_when_true(choice.test, context)
+    return name if found is not None and found.identity and found.backend == "CUDA" else None
+
+
+def _names_bound_by(node: cst.CSTNode) -> set[str]:
+    """The names a loop target, `with ... as`, `:=` or parameter binds."""
+    targets: list[cst.CSTNode] = []
+    if isinstance(node, (cst.For, cst.CompFor)):
+        targets.append(node.target)
+    elif isinstance(node, cst.WithItem) and node.asname is not None:
+        targets.append(node.asname.name)
+    elif isinstance(node, cst.NamedExpr):
+        targets.append(node.target)
+    elif isinstance(node, cst.Param):
+        targets.append(node.name)
+    names: set[str] = set()
+    for target in targets:
+        walk(
+            target,
+            lambda n: names.add(n.value) if isinstance(n, cst.Name) else None,
+            lambda _: None,
+        )
+    return names
+
+
+def _exits_unless_library_flag(context: FileContext, statement: cst.If) -> str | None:
+    """`if not _enable_splitk: return False` (no `else`), where the module sets the flag
+    only once a CUDA-only library loaded: the library the flag stands for, or None."""
+    test = statement.test
+    if not (
+        statement.orelse is None
+        and isinstance(test, cst.UnaryOperation)
+        and isinstance(test.operator, cst.Not)
+        and isinstance(test.expression, cst.Name)
+        and _how_body_exits(statement.body) is not None
+    ):
+        return None
+    return _cuda_library_flags(context).get(test.expression.value)
+
+
+def _cuda_library_flags(context: FileContext) -> dict[str, str]:
+    """Module-level flags set `True` only in blocks that first import a CUDA-only library
+    (`from flashinfer.gemm import run_splitk_dense` ... `_enable_splitk = True`; `try:
+    import flash_attn; HAS_FLASH_ATTN = True`), and otherwise only `False` or `None`: a
+    flag that says the CUDA-only library is in use. Maps each to that library."""
+    flags = context.memo.get("devices.cuda_library_flags")
+    if flags is not None:
+        return flags
+    truthy: dict[str, set[str | None]] = {}
+    spoiled: set[str] = set()
+
+    def scan(statements: Sequence[cst.CSTNode], library: str | None) -> None:
+        for statement in statements:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    root = _imported_root(small)
+                    module = _imported_module(small) or ""
+                    if root in CUDA_ONLY_LIBRARIES or any(
+                        _CUDA_ONLY_FUNCTION.search(part) for part in module.split(".")
+                    ):
+                        library = root
+                    if isinstance(small, cst.Assign):
+                        _record(small, library)
+            elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                scan(_suite(statement.body), None)  # runs later, under its own imports
+            elif isinstance(statement, cst.BaseCompoundStatement):
+                for suite in _suites(statement):
+                    scan(_suite(suite), library)
+
+    def _record(assign: cst.Assign, library: str | None) -> None:
+        value = assign.value
+        for target in assign.targets:
+            if not isinstance(target.target, cst.Name):
+                continue
+            name = target.target.value
+            if isinstance(value, cst.Name) and value.value in ("False", "None"):
+                continue
+            if isinstance(value, cst.Name) and value.value == "True":
+                truthy.setdefault(name, set()).add(library)
+            else:
+                spoiled.add(name)
+
+    scan(context.module.body, None)
+    module_names = scope_table(context).module_scope.bindings
+    flags = {}
+    for name, libraries in truthy.items():
+        if name in spoiled or None in libraries or name not in module_names:
+            continue
+        flags[name] = sorted(lib for lib in libraries if lib)[0]
+    context.memo["devices.cuda_library_flags"] = flags
+    return flags
+
+
+def _suite(body: cst.BaseSuite) -> Sequence[cst.CSTNode]:
+    return body.body if isinstance(body, cst.IndentedBlock) else (body,)
+
+
+def _suites(statement: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
+    """Every block of a compound statement (if/elif/else, try/except/else/finally, loops)."""
+    suites: list[cst.BaseSuite] = [statement.body]
+    branch = getattr(statement, "orelse", None)
+    while branch is not None:
+        suites.append(branch.body)
+        branch = branch.orelse if isinstance(branch, cst.If) else None
+    for handler in getattr(statement, "handlers", ()):
+        suites.append(handler.body)
+    final = getattr(statement, "finalbody", None)
+    if final is not None:
+        suites.append(final.body)
+    return suites
 
 
 # What a function answers where CUDA is missing: "unknown", which its callers must handle.
