@@ -170,8 +170,13 @@ class HardCodedCudaCall(Rule):
     call, validators, private helpers called only from CUDA-bound code, CUDA-only
     capability declarations, ROCm-only classes, CUDA-only subsystems), scripts and
     non-library paths as LL004 (see its documentation);
-    a call whose result only feeds a log message, or a query (memory statistics, device
-    index or count) in a function named for logging (`log_memory_stats`); seeding beside a `torch.manual_seed` in the same function
+    a call whose result only feeds a log message (also through locals that only log
+    messages read: `before_mb = torch.cuda.memory_reserved() / 2**20`, then
+    `logger.info(f"... {before_mb:.1f} MB")`), or a query (memory statistics, device
+    index or count) in a function named for logging (`log_memory_stats`); a query past
+    the function's own "unknown" answer without CUDA (`if _is_hip or not
+    torch.cuda.is_available(): return None`; not `return 0` or `return False`, which
+    answer for every other accelerator); seeding beside a `torch.manual_seed` in the same function
     (redundant, not wrong); a `main()` beside `if __name__ == "__main__":`. A CUDA-only
     project turns the rule off with one line, `ignore = ["LL005"]`.
 

@@ -63,7 +63,11 @@ class RawEmptyCache(Rule):
     class whose capability declaration names only CUDA (and HIP) or whose `__init__`
     raises without its backend, a function calling what only a CUDA-only or ROCm-only
     library binds (`shuffle_weight` from `aiter`), CUDA's driver API, IPC or VMM
-    subsystems, or a CUDA stream of its own; tests, examples, benchmarks, scripts and
+    subsystems, or a CUDA stream of its own, a module that JIT-builds CUDA kernel sources
+    (`cuda_files=["gemm/tiny_gemm.cuh"]`, `load_inline(cuda_sources=...)`), code past a
+    loop that returns unless each item is on CUDA, past `if not _enable_splitk: return`
+    where the module sets that flag only once a CUDA-only library loaded, or under a
+    local that is None unless the device is CUDA; tests, examples, benchmarks, scripts and
     notebooks (the `non-library` globs), `test_*`/`benchmark_*` functions, and a script's
     `main()`, `__main__` block and the helpers only they call. `--statistics` names
     each reason (`CUDA-bound code`, `ROCm-only code`, `called only from CUDA-bound code`,
