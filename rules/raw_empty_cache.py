@@ -48,7 +48,8 @@ class RawEmptyCache(Rule):
     library code that may run on another accelerator. Never a finding: a reference that is
     not called (`{"cuda": torch.cuda.empty_cache}`) and a call inside a branch of a
     multi-backend dispatch (an `if`/`elif` chain, conditional expression or `match` that
-    also tests or handles mps, npu, xpu, hpu, ...). Left out by default, counted by
+    also tests or handles mps, npu, xpu, hpu, ...), or past an earlier `if <another
+    backend>: return`. Left out by default, counted by
     `--statistics` with the reason, and reported under `portability = "strict"`: the
     project's own platform layer (a `platforms/` package, a `CudaPlatform`-style class);
     code already bound to CUDA (`device="cuda"`, `.cuda()`, `autocast("cuda")`, CUDA
