@@ -260,12 +260,45 @@ def platform_layer(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> st
     for folder in folders:
         if folder.lower() in PLATFORM_FOLDERS:
             return f"the platform package `{folder}/`"
-    for node in ancestors:
+    for index, node in enumerate(ancestors):
         if isinstance(node, cst.ClassDef):
             names = [node.name.value] + [dotted_name(arg.value) or "" for arg in node.bases]
             if any(_PLATFORM_CLASS.search(name) for name in names):
                 return f"the platform class `{node.name.value}`"
+            method = next(
+                (n for n in ancestors[index + 1 :] if isinstance(n, cst.FunctionDef)), None
+            )
+            if method is not None:
+                backend = _overridden_for_other_backend(context, node, method.name.value)
+                if backend:
+                    return f"the CUDA default of `{method.name.value}`, which `{backend}` overrides"
     return None
+
+
+def _overridden_for_other_backend(
+    context: FileContext, base: cst.ClassDef, method: str
+) -> str | None:
+    """A class of the module, named for another backend and derived from `base`
+    (`class NPUEnv(BaseEnv)`), that defines `method` itself: `base` is a per-backend
+    hierarchy's root, and its `method` the CUDA default the others replace."""
+    for statement in context.module.body:
+        if not isinstance(statement, cst.ClassDef) or statement is base:
+            continue
+        if not _OTHER_BACKEND.search(_camel_words(statement.name.value)):
+            continue
+        if not any(dotted_name(arg.value) == base.name.value for arg in statement.bases):
+            continue
+        if any(
+            isinstance(member, cst.FunctionDef) and member.name.value == method
+            for member in _class_body(statement)
+        ):
+            return statement.name.value
+    return None
+
+
+def _camel_words(name: str) -> str:
+    """`NPUEnv` -> `NPU Env`, `XpuWorker` -> `Xpu Worker`: CamelCase humps as words."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", name)
 
 
 # -- code that is CUDA-only by intent ------------------------------------------------------

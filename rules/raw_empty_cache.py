@@ -51,7 +51,9 @@ class RawEmptyCache(Rule):
     also tests or handles mps, npu, xpu, hpu, ...), or past an earlier `if <another
     backend>: return`. Left out by default, counted by
     `--statistics` with the reason, and reported under `portability = "strict"`: the
-    project's own platform layer (a `platforms/` package, a `CudaPlatform`-style class);
+    project's own platform layer (a `platforms/` package, a `CudaPlatform`-style class, a
+    base-class method that the module's classes for other backends override, such as
+    `BaseEnv.get_device_info` beside `NPUEnv.get_device_info`);
     code already bound to CUDA (`device="cuda"`, `.cuda()`, `autocast("cuda")`, CUDA
     graphs, a raw `cuda_stream` or `torch.cuda.MemPool`, a branch that picks a CUDA-only
     kernel, code past `if x.device.type != "cuda": return` or past a `raise` that names
