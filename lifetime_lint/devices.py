@@ -161,14 +161,10 @@ def describe_ladder(context: FileContext, call: CudaCall) -> str:
 
 def in_multi_backend_dispatch(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
     """True when an enclosing if/elif/else chain, conditional expression or `match` tests
-    or handles another backend besides CUDA in its conditions or its other branches, or
-    an earlier `if <another backend>: return` has already sent that backend elsewhere."""
+    or handles another backend besides CUDA in its conditions or its other branches."""
     chain = list(ancestors)
     for index in range(len(chain) - 1, -1, -1):
         node = chain[index]
-        if isinstance(node, cst.IndentedBlock) and index + 1 < len(chain):
-            if _past_other_backend_exit(context, node, chain[index + 1]):
-                return True
         if isinstance(node, cst.If):
             head = index
             while head > 0 and _is_elif_of(chain[head - 1], chain[head]):
@@ -193,22 +189,25 @@ def in_multi_backend_dispatch(context: FileContext, ancestors: Sequence[cst.CSTN
     return False
 
 
-def _past_other_backend_exit(
-    context: FileContext, block: cst.IndentedBlock, child: cst.CSTNode
-) -> bool:
-    """A statement before `child` in `block` is `if <another backend>: return/raise` with
-    no `else` (`if current_platform.is_npu() or current_platform.is_mps(): return
-    False`): what follows is that dispatch's remaining branch."""
-    for statement in block.body:
-        if statement is child:
-            return False
-        if (
-            isinstance(statement, cst.If)
-            and statement.orelse is None
-            and _OTHER_BACKEND.search(context.code_for(statement.test))
-            and _how_body_exits(statement.body) is not None
-        ):
-            return True
+def past_other_backend_exit(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """An enclosing block runs `if <another backend>: return/raise` (no `else`) before the
+    node (`if current_platform.is_npu() or current_platform.is_mps(): return False`): the
+    code that follows is the remaining branch of that dispatch."""
+    chain = list(ancestors)
+    for index in range(len(chain) - 1):
+        block, child = chain[index], chain[index + 1]
+        if not isinstance(block, cst.IndentedBlock):
+            continue
+        for statement in block.body:
+            if statement is child:
+                break
+            if (
+                isinstance(statement, cst.If)
+                and statement.orelse is None
+                and _OTHER_BACKEND.search(context.code_for(statement.test))
+                and _how_body_exits(statement.body) is not None
+            ):
+                return True
     return False
 
 
@@ -1766,7 +1765,9 @@ class Portability:
         """None: report the call. "": not a finding at all (a multi-backend dispatch
         branch). Otherwise the reason it is left out (counted by `--statistics`). `query`:
         the call only reads state (memory statistics, the device index or count)."""
-        if in_multi_backend_dispatch(context, ancestors):
+        if in_multi_backend_dispatch(context, ancestors) or past_other_backend_exit(
+            context, ancestors
+        ):
             return ""
         if self.strict:
             return None
