@@ -432,6 +432,9 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
                 return f"a branch on `{flag}`, a flag set only once `{library}` loaded"
             if _CUDA_SPECIFIC_TEST.search(test) or _names_cuda_class(test):
                 return f"a CUDA-only branch (`{test.strip()[:60]}`)"
+            if _CUDA_SUBSYSTEM_MODULE.search(test):
+                # `if mm_item.has_cuda_ipc_proxy():`, `if self.use_vmm:`
+                return f"a branch for a CUDA-only subsystem (`{test.strip()[:60]}`)"
             if _CUDA_ONLY_NAME.search(test) and not _OTHER_BACKEND.search(test):
                 # `if attention_backend == "flashinfer_cudnn":` picks a CUDA-only kernel; a
                 # test naming only NCCL (`pre_warm_nccl`) is weaker: HCCL/RCCL mirror it.
@@ -926,9 +929,11 @@ def _past_cuda_exit(
 def _none_unless_cuda(
     context: FileContext, test: cst.BaseExpression, outer: Sequence[cst.CSTNode]
 ) -> str | None:
-    """`if ptr_fn is not None:` (or `if ptr_fn:`) where the function's only assignment of
-    the local is `ptr_fn = resolve() if registered and device.type == "cuda" else None`:
-    the branch runs on CUDA only. The local's name, or None."""
+    """`if ptr_fn is not None:` (or `if ptr_fn:`) where every binding of the local is
+    `None`, `... if <the device is CUDA> else None`, or an assignment under `if <the device
+    is CUDA>:` (`cuda_device = None; if kwargs.get("device") == "cuda": cuda_device =
+    torch.cuda.current_device()`, also read from a nested function): the branch runs on
+    CUDA only. The local's name, or None."""
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
         if not (
@@ -941,29 +946,67 @@ def _none_unless_cuda(
     if not isinstance(test, cst.Name):
         return None
     name = test.value
-    function = next((n for n in reversed(outer) if isinstance(n, cst.FunctionDef)), None)
-    if function is None:
-        return None
-    values: list[cst.BaseExpression | None] = []
+    for function in reversed([n for n in outer if isinstance(n, cst.FunctionDef)]):
+        bindings = _bindings_of(function, name)
+        if not bindings:
+            continue  # a free variable here: the enclosing function binds it
+        cuda_values = 0
+        for value, chain in bindings:
+            if isinstance(value, cst.Name) and value.value == "None":
+                continue
+            if (
+                isinstance(value, cst.IfExp)
+                and isinstance(value.orelse, cst.Name)
+                and value.orelse.value == "None"
+                and _proves_cuda(context, value.test)
+            ) or _under_cuda_test(context, chain):
+                cuda_values += 1
+                continue
+            return None
+        return name if cuda_values else None
+    return None
+
+
+def _proves_cuda(context: FileContext, test: cst.BaseExpression) -> bool:
+    found = _backend_when_true(test, context)
+    return found is not None and found.identity and found.backend == "CUDA"
+
+
+def _under_cuda_test(context: FileContext, chain: Sequence[cst.CSTNode]) -> bool:
+    """Some `if` of the chain runs the last node only when its test proves CUDA."""
+    for parent, child in zip(chain, chain[1:]):
+        if isinstance(parent, cst.If) and child is parent.body:
+            if _proves_cuda(context, parent.test):
+                return True
+    return False
+
+
+def _bindings_of(
+    function: cst.FunctionDef, name: str
+) -> list[tuple[cst.BaseExpression | None, tuple[cst.CSTNode, ...]]]:
+    """Every binding of `name` in the function's own code (not nested functions): the value
+    assigned (None for a loop target, `with ... as`, `:=`, a parameter or an augmented
+    assignment) and the chain of nodes from the function down to the binding."""
+    found: list[tuple[cst.BaseExpression | None, tuple[cst.CSTNode, ...]]] = []
+    stack: list[cst.CSTNode] = []
 
     def enter(node: cst.CSTNode) -> None:
-        if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-            targets = (
-                [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-            )
-            if any(isinstance(t, cst.Name) and t.value == name for t in targets):
-                values.append(node.value)
+        stack.append(node)
+        if isinstance(node, cst.Assign):
+            if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+                found.append((node.value, tuple(stack)))
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            if isinstance(node.target, cst.Name) and node.target.value == name:
+                value = node.value if isinstance(node, cst.AnnAssign) else None
+                found.append((value, tuple(stack)))
         elif name in _names_bound_by(node):
-            values.append(None)  # bound some other way: a loop, `with ... as`, `:=`, a parameter
+            found.append((None, tuple(stack)))
 
-    walk(function, enter, lambda _: None)
-    if len(values) != 1 or not isinstance(values[0], cst.IfExp):
-        return None
-    choice = values[0]
-    if not (isinstance(choice.orelse, cst.Name) and choice.orelse.value == "None"):
-        return None
-    found = _backend_when_true(choice.test, context)
-    return name if found is not None and found.identity and found.backend == "CUDA" else None
+    def descend(node: cst.CSTNode) -> bool:
+        return node is function or not isinstance(node, (cst.FunctionDef, cst.Lambda))
+
+    walk(function, enter, lambda _: stack.pop(), descend)
+    return found
 
 
 def _names_bound_by(node: cst.CSTNode) -> set[str]:
@@ -1103,6 +1146,26 @@ def _answers_without_cuda(
         return False
     function = next((n for n in reversed(outer) if isinstance(n, cst.FunctionDef)), None)
     return function is not None and _returns_a_computed_value(function)
+
+
+def answers_none_without_cuda(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The node is inside `... if torch.cuda.is_available() else None` whose value is used
+    (`device_index = torch.cuda.current_device() if torch.cuda.is_available() else None`):
+    a query that answers "unknown" itself off CUDA. (A bare statement of that form is a
+    guarded action: the guarded-call fix rewrites it.)"""
+    chain = list(ancestors)
+    for index in range(len(chain) - 2, 0, -1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return False
+        if isinstance(node, cst.IfExp) and child is node.body:
+            return (
+                isinstance(node.orelse, cst.Name)
+                and node.orelse.value == "None"
+                and not isinstance(chain[index - 1], cst.Expr)
+                and _is_cuda_availability(context, node.test, chain[:index])
+            )
+    return False
 
 
 def _true_without_cuda(test: cst.BaseExpression) -> bool:
@@ -1779,6 +1842,8 @@ class Portability:
             return LEFT_OUT_SCRIPT
         if only_for_logging(context, ancestors) or (query and in_logging_function(ancestors)):
             return LEFT_OUT_LOGGING
+        if query and answers_none_without_cuda(context, ancestors):
+            return LEFT_OUT_OWN_FALLBACK
         if in_debugging_branch(context, ancestors):
             return LEFT_OUT_DEBUG
         reason = cuda_bound(context, ancestors)

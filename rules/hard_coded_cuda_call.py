@@ -176,8 +176,9 @@ class HardCodedCudaCall(Rule):
     `logger.info(f"... {before_mb:.1f} MB")`), or a query (memory statistics, device
     index or count) in a function named for logging (`log_memory_stats`); a query past
     the function's own "unknown" answer without CUDA (`if _is_hip or not
-    torch.cuda.is_available(): return None`; not `return 0` or `return False`, which
-    answer for every other accelerator); seeding beside a `torch.manual_seed` in the same function
+    torch.cuda.is_available(): return None`, or `... if torch.cuda.is_available() else
+    None` as a value; not `return 0`, `return False` or `else "cpu"`, which answer for
+    every other accelerator); seeding beside a `torch.manual_seed` in the same function
     (redundant, not wrong); a `main()` beside `if __name__ == "__main__":`. A CUDA-only
     project turns the rule off with one line, `ignore = ["LL005"]`.
 

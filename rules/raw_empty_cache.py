@@ -69,8 +69,9 @@ class RawEmptyCache(Rule):
     subsystems, or a CUDA stream of its own, a module that JIT-builds CUDA kernel sources
     (`cuda_files=["gemm/tiny_gemm.cuh"]`, `load_inline(cuda_sources=...)`), code past a
     loop that returns unless each item is on CUDA, past `if not _enable_splitk: return`
-    where the module sets that flag only once a CUDA-only library loaded, or under a
-    local that is None unless the device is CUDA; tests, examples, benchmarks, scripts and
+    where the module sets that flag only once a CUDA-only library loaded, under a local
+    that is None unless the device is CUDA, or in a branch for a CUDA-only subsystem
+    (`if item.has_cuda_ipc_proxy():`); tests, examples, benchmarks, scripts and
     notebooks (the `non-library` globs), `test_*`/`benchmark_*` functions, and a script's
     `main()`, `__main__` block and the helpers only they call. `--statistics` names
     each reason (`CUDA-bound code`, `ROCm-only code`, `called only from CUDA-bound code`,
