@@ -636,9 +636,19 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
             backend = _exit_guard(context, statement, raise_only=True)
             if backend:
                 return f"a {backend}-only module (raises at import without {backend})"
+            if dotted_name(statement.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+                # The module's own types come from a ROCm-only library (`import mori`).
+                for line in _suite(statement.body):
+                    for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+                        if _imported_root(small) in ROCM_ONLY_LIBRARIES:
+                            root = _imported_root(small)
+                            return f"a ROCm-only module (types from `{root}`), where torch.cuda is right"
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
+            if _imported_root(small) in ROCM_ONLY_LIBRARIES:
+                root = _imported_root(small)
+                return f"a ROCm-only module (imports `{root}`), where torch.cuda is right"
             if isinstance(small, cst.Assign) and _keyed_by_cuda_devices(small.value):
                 return "a module whose device tables are keyed `cuda:N`"
             root = _imported_root(small)
@@ -736,7 +746,8 @@ def _imported_root(small: cst.BaseSmallStatement) -> str | None:
 _BACKEND_FLAG = re.compile(r"^_*is_(cuda|hip|rocm)(_alike|_runtime|_platform)?$", re.IGNORECASE)
 # Libraries that exist only for AMD GPUs: code that needs one runs on ROCm, where
 # `torch.cuda` is HIP and right.
-ROCM_ONLY_LIBRARIES = frozenset({"aiter", "amdsmi", "pyrsmi", "rocm_smi", "hip"})
+# (`mori`: ROCm's MoE dispatch/combine and RDMA library.)
+ROCM_ONLY_LIBRARIES = frozenset({"aiter", "amdsmi", "pyrsmi", "rocm_smi", "hip", "mori"})
 # A predicate on NVIDIA architectures (`_blackwell_or_newer(dev)`, `is_sm100_supported()`).
 _ARCH_PREDICATE = re.compile(
     r"(?<![A-Za-z0-9])(blackwell|hopper|ampere|sm\d{2,3})(?![A-Za-z])", re.IGNORECASE

@@ -59,7 +59,9 @@ class RawEmptyCache(Rule):
     kernel, code past `if x.device.type != "cuda": return` or past a `raise` that names
     CUDA, a class named for CUDA or built
     on a CUDA-only object, a function that imports a CUDA-only library, a CUDA-only kernel
-    module, a ROCm/AMD-only path where `torch.cuda` is HIP, a test skipped without CUDA);
+    module, a ROCm/AMD-only path where `torch.cuda` is HIP (also a module that imports a
+    ROCm-only library such as `aiter` or `mori`, unconditionally or for its types), a
+    test skipped without CUDA);
     code that the module proves CUDA-bound: past an exit guard anywhere before the call
     (`if dev.type != "cuda": raise`, `if not _is_hip: raise`) or a same-module validator
     that raises off CUDA, a private helper the module calls only from CUDA-bound code, a
