@@ -832,6 +832,9 @@ class AccumulateThenConcat(Rule):
                 f"decoded tiles of {image}: a whole image is tens of MiB at 2K, less than "
                 f"one tile's decoder activations, so the merge does not set the peak"
             )
+        per_call = C.merged_per_call(self.context, function, facts.owner)
+        if per_call is not None:
+            return per_call
         nodes = self._load_nodes(facts)
         sources = [
             C.live_source(self.context, facts, nodes, expr, header) if expr is not None else None

@@ -564,3 +564,240 @@ def callee_name(facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node | N
 
 # Methods that reshape a call's output without changing what it is (`f(x).reshape(1, -1)`).
 _SHAPING = frozenset({"reshape", "view", "flatten", "squeeze", "unsqueeze", "contiguous", "to"})
+
+
+# -- merges whose caller concatenates them per call ------------------------------------------
+
+
+def merged_per_call(context, function: cst.FunctionDef, owner: cst.ClassDef | None) -> str | None:
+    """Why the function's merge holds one clip, not the whole output, or None: a sibling
+    (a method of the same class, or a function of the same module) calls it once per
+    clip in a loop and concatenates what the loop appends (`_temporal_tiled_decode`
+    stitching `self.tiled_decode(tile)`, `_decode` stitching `self._decode_clip(z[..])`),
+    and every other call of it in the file comes after a branch that returns through such
+    a caller under a flag the class's `__init__` sets to `True` (framewise decoding on by
+    default). The caller's concatenation of all clips then sets the peak; this merge's
+    chunks are one clip's."""
+    memo = context.memo.setdefault("analysis.chunks.per_call", {})
+    key = id(function)
+    if key not in memo:
+        memo[key] = _merged_per_call(context, function, owner)
+    return memo[key]
+
+
+def _merged_per_call(
+    context, function: cst.FunctionDef, owner: cst.ClassDef | None, depth: int = 0
+) -> str | None:
+    name = function.name.value
+    body = owner.body.body if owner is not None else context.module.body
+    siblings = [s for s in body if isinstance(s, cst.FunctionDef) and s is not function]
+    per_clip: list[str] = []
+    direct: list[tuple[cst.FunctionDef, list[cst.CSTNode]]] = []
+    for caller in siblings:
+        for chain in _calls_of(caller, name, self_method=owner is not None):
+            loop = next((n for n in reversed(chain) if isinstance(n, (cst.For, cst.While))), None)
+            if (loop is not None and _concatenates_appended(caller, loop)) or _concatenated_comprehension(
+                chain
+            ):
+                per_clip.append(caller.name.value)
+            else:
+                direct.append((caller, chain))
+    # A direct caller that is itself called once per clip (`_decode_clip` calling
+    # `self._stitch_tiles(...)` once) passes the clip on.
+    if depth < 2:
+        for caller, _ in list(direct):
+            if _merged_per_call(context, caller, owner, depth + 1) is not None:
+                per_clip.append(caller.name.value)
+                direct = [(c, chain) for c, chain in direct if c is not caller]
+    if not per_clip:
+        return None
+    on_by_default = _flags_on_by_default(owner)
+    for caller, chain in direct:
+        if caller.name.value in per_clip:
+            continue  # the caller's own short-input path (`if num_frames == 1: return f(x)`)
+        if not _after_default_branch(caller, chain, set(per_clip), on_by_default):
+            return None
+    clip_caller = per_clip[0]
+    return (
+        f"one clip per call: `{clip_caller}` calls it clip by clip and concatenates the "
+        f"results, so that concatenation sets the peak and this merge holds one clip"
+    )
+
+
+def _calls_of(scope: cst.FunctionDef, name: str, self_method: bool) -> list[list[cst.CSTNode]]:
+    """The ancestor chains (inside `scope`, nested functions excluded) of each call of
+    `self.name(...)` (a method) or `name(...)` (a module function)."""
+    found: list[list[cst.CSTNode]] = []
+    stack: list[cst.CSTNode] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        stack.append(node)
+        if isinstance(node, cst.Call):
+            func = node.func
+            if self_method:
+                hit = (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value == name
+                    and isinstance(func.value, cst.Name)
+                    and func.value.value == "self"
+                )
+            else:
+                hit = isinstance(func, cst.Name) and func.value == name
+            if hit:
+                found.append(list(stack))
+
+    def descend(node: cst.CSTNode) -> bool:
+        return node is scope or not isinstance(node, (cst.FunctionDef, cst.Lambda))
+
+    walk(scope, enter, lambda node: stack.pop(), descend)
+    return found
+
+
+_GROW_METHODS = frozenset({"append", "extend"})
+_CONCATENATIONS = frozenset({"cat", "concat", "concatenate", "stack"})
+
+
+def _concatenates_appended(caller: cst.FunctionDef, loop: cst.CSTNode) -> bool:
+    """The loop appends to a list (`row.append(decoded)`) that the caller then hands to a
+    concatenation (`torch.cat(row, dim=2)`, `torch.cat(result_row, ...)` of a list built
+    from it), or yields (a generator streaming one clip at a time to its consumer)."""
+    grown: set[str] = set()
+
+    def grows(node: cst.CSTNode) -> None:
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _GROW_METHODS
+            and isinstance(node.func.value, cst.Name)
+        ):
+            grown.add(node.func.value.value)
+
+    yields = False
+
+    def grows_or_yields(node: cst.CSTNode) -> None:
+        nonlocal yields
+        yields = yields or isinstance(node, cst.Yield)
+        grows(node)
+
+    walk(loop, grows_or_yields, lambda node: None)
+    if yields:
+        return True  # a generator hands out one clip at a time (`_decode_chunks`)
+    if not grown:
+        return False
+    concatenated = False
+
+    def concatenates(node: cst.CSTNode) -> None:
+        nonlocal concatenated
+        if (
+            isinstance(node, cst.Call)
+            and _last_name(node.func) in _CONCATENATIONS
+            and node.args
+            and isinstance(node.args[0].value, cst.Name)
+        ):
+            concatenated = True
+
+    walk(caller, concatenates, lambda node: None)
+    return concatenated
+
+
+def _concatenated_comprehension(chain: list[cst.CSTNode]) -> bool:
+    """The call is the element of a comprehension handed to a concatenation
+    (`torch.cat([self._encode_clip(x[:, :, i * n : (i + 1) * n]) for i in ...], dim=2)`)."""
+    for position, node in enumerate(chain):
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)) and position >= 2:
+            holder = chain[position - 2]  # the Call, then its Arg
+            if isinstance(holder, cst.Call) and _last_name(holder.func) in _CONCATENATIONS:
+                return True
+    return False
+
+
+def _flags_on_by_default(owner: cst.ClassDef | None) -> set[str]:
+    """The attributes the class's `__init__` sets to `True` (and nowhere there to
+    anything else): `self.use_framewise_decoding = True`."""
+    if owner is None:
+        return set()
+    init = next(
+        (
+            s
+            for s in owner.body.body
+            if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+        ),
+        None,
+    )
+    if init is None:
+        return set()
+    values: dict[str, set[str]] = {}
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                t = target.target
+                if (
+                    isinstance(t, cst.Attribute)
+                    and isinstance(t.value, cst.Name)
+                    and t.value.value == "self"
+                ):
+                    written = node.value.value if isinstance(node.value, cst.Name) else "?"
+                    values.setdefault(t.attr.value, set()).add(written)
+
+    walk(init, enter, lambda node: None)
+    return {attr for attr, written in values.items() if written == {"True"}}
+
+
+def _after_default_branch(
+    caller: cst.FunctionDef, chain: list[cst.CSTNode], clip_callers: set[str], flags: set[str]
+) -> bool:
+    """The call (at the end of `chain`) comes after an `if` of the same block that
+    returns through a per-clip caller under a flag that is on by default (`if
+    self.use_framewise_decoding and n > m: return self._temporal_tiled_decode(z)`): it
+    runs only for inputs of at most one clip, or when the user turns the flag off."""
+    if not flags:
+        return False
+    for depth, block in enumerate(chain[:-1]):
+        statements = getattr(block, "body", None)
+        if not isinstance(statements, (list, tuple)):
+            continue
+        child = chain[depth + 1]
+        position = next((i for i, s in enumerate(statements) if s is child), None)
+        if position is None:
+            continue
+        for earlier in statements[:position]:
+            if isinstance(earlier, cst.If) and _returns_through(earlier, clip_callers):
+                if _reads_self_flag(earlier.test, flags):
+                    return True
+    return False
+
+
+def _returns_through(branch: cst.If, callers: set[str]) -> bool:
+    hit = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal hit
+        if isinstance(node, cst.Return) and node.value is not None:
+            value = node.value
+            while isinstance(value, cst.Subscript) or (
+                isinstance(value, cst.Attribute) and isinstance(value.value, cst.Call)
+            ):
+                value = value.value  # `self.tiled_decode(z)[:, :, :n]`, `(...).sample`
+            if isinstance(value, cst.Call) and _last_name(value.func) in callers:
+                hit = True
+
+    walk(branch.body, enter, lambda node: None)
+    return hit
+
+
+def _reads_self_flag(test: cst.BaseExpression, flags: set[str]) -> bool:
+    hit = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal hit
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+            and node.attr.value in flags
+        ):
+            hit = True
+
+    walk(test, enter, lambda node: None)
+    return hit
