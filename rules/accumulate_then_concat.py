@@ -403,6 +403,14 @@ class AccumulateThenConcat(Rule):
             for expr, grow in zip(chunk_exprs, grows)
         ):
             structure = "the chunks are copied to the host: CPU memory, not the GPU peak"
+        if structure is None and all(
+            expr is not None and C.made_on_host(self.context, facts, expr, nodes.get(id(grow.node)))
+            for expr, grow in zip(chunk_exprs, grows)
+        ):
+            structure = (
+                "the chunks are host tensors (made from numpy or PIL data, not moved to a "
+                "device before the merge): CPU memory, not the GPU peak"
+            )
         if structure is None and _appended_elsewhere(ancestors):
             # `result_rows.append(torch.cat(result_row, dim=-1))`: one row of a tiled
             # decode; the outer concatenation (its own finding) sets the peak.
@@ -816,7 +824,7 @@ class AccumulateThenConcat(Rule):
         light = C.light_owner(self.context.path, facts.owner)
         if light is not None:
             return light
-        small = C.small_by_name(names)
+        small = C.small_by_name([*names, function.name.value])
         if small is not None:
             return small
         loading = C.load_time(self.context.path, function.name.value, names)
@@ -1099,6 +1107,12 @@ _MODEL_IN_LOOP = (
 )
 
 
+_PEAK_IN_LOOP = (
+    "each chunk comes out of a network's peak-level layer run in the loop, whose hidden "
+    "activations outgrow activation-sized chunks"
+)
+
+
 # Function names of a decoder's output assembly (`tiled_decode`, `_merge_spatial_tiles`,
 # `tile_merge`, `temporal_tiled_decode`).
 _DECODE_WORDS = frozenset(
@@ -1149,6 +1163,10 @@ def _accumulation_level(origin: str, work: F.Work, decode_path: bool) -> tuple[s
         return S.LOW, _MODEL_IN_LOOP
     if size == S.LARGE:
         return S.HIGH, None
+    if work.level >= F.PEAK and work.kind not in ("concatenation", "torch-op", "collective"):
+        # A network's peak-level layer (an MLP, a conv stack) runs over each batch in the
+        # loop: its hidden activations outgrow activation-sized outputs.
+        return S.LOW, _PEAK_IN_LOOP
     # Activation-sized chunks merged by light work: worth it where they are a decoder's
     # output (temporal tiles of a video VAE, blended frame groups); elsewhere the loop's
     # own inputs and work are as large as the chunks.

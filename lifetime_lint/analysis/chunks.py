@@ -142,6 +142,8 @@ def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
     if any(_EXPANDING.search(part.lower()) for part in attribute_names(func)[0]):
         return True
     if isinstance(func, cst.Name):
+        if _ALLOCATION.match(func.value.lower()):
+            return False  # `randn_tensor((1, n), ...)`: the shape it is given, no input's
         return (
             func.value not in _BUILTINS
             and work.kind not in ("helper", "closure")
@@ -153,6 +155,8 @@ def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
 # Callables named for work that keeps its input's size: attention (the output is the
 # query's size), layers and blocks of a stack, norms, projections.
 _SIZE_KEEPING = re.compile(r"(attention|attn|layer|block|norm|mlp|proj)")
+# Functions named for an allocation of a given shape (`randn_tensor`, `zeros_like`).
+_ALLOCATION = re.compile(r"^_?(randn|rand|randint|zeros|ones|empty|full)(_tensor|_like)?$")
 _BUILTINS = frozenset({"float", "int", "len", "min", "max", "abs", "range", "zip", "enumerate"})
 
 
@@ -263,6 +267,8 @@ def _image_model(path: str, function: cst.FunctionDef, owner: cst.ClassDef | Non
     walk(function, enter, lambda node: None)
     if ranks and max(ranks) == 4:
         return "2-D images (its tensors are 4-D)"
+    if _merges_height_and_width_of_4d(function):
+        return "2-D images (it joins tile rows on dim 2 and columns on dim 3: 4-D tiles)"
     if 5 in ranks or max(ranks, default=0) > 5:
         words = _words(path, owner)
         if any(_VIDEO_WORD.match(word) for word in words):
@@ -274,6 +280,32 @@ def _image_model(path: str, function: cst.FunctionDef, owner: cst.ClassDef | Non
     if any(_IMAGE_WORD.match(w) for w in words) and not any(_VIDEO_WORD.match(w) for w in words):
         return "an image model"
     return None
+
+
+def _merges_height_and_width_of_4d(function: cst.FunctionDef) -> bool:
+    """The function concatenates on dims 2 and 3 and on no other: the height and width of
+    `[b, c, h, w]` tiles (a video tile merge joins dims 3 and 4, or -2 and -1, and a
+    temporal one dim 2 alone). Seen where the tiles come out of a stacked buffer
+    (`tiles[idx, :, :, :h, :w]`), whose 5 indices hide that each tile is 4-D."""
+    dims: set[int] = set()
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Call) and _last_name(node.func) in ("cat", "concat", "concatenate"):
+            for position, arg in enumerate(node.args):
+                keyword = arg.keyword.value if arg.keyword is not None else None
+                if keyword in ("dim", "axis") or (keyword is None and position == 1):
+                    value = arg.value
+                    if isinstance(value, cst.Integer):
+                        dims.add(int(value.evaluated_value))
+                    elif isinstance(value, cst.UnaryOperation) and isinstance(
+                        value.expression, cst.Integer
+                    ):
+                        dims.add(-int(value.expression.evaluated_value))
+                    else:
+                        dims.add(-99)  # a computed dim: unknown
+
+    walk(function, enter, lambda node: None)
+    return dims == {2, 3}
 
 
 def _words(path: str, owner: cst.ClassDef | None) -> set[str]:
@@ -801,3 +833,119 @@ def _reads_self_flag(test: cst.BaseExpression, flags: set[str]) -> bool:
 
     walk(test, enter, lambda node: None)
     return hit
+
+
+# -- chunks on the host ------------------------------------------------------------------------
+
+# Calls that hand back host (CPU) data whatever their input: numpy / PIL conversions,
+# host copies. (`to_tensor` is torchvision's and diffusers' PIL-to-tensor conversion.)
+_HOST_CALLS = frozenset(
+    ["from_numpy", "numpy_to_pt", "pil_to_numpy", "pil_to_tensor", "to_tensor", "fromarray",
+     "frombuffer", "cpu", "numpy", "tolist"]
+)  # fmt: skip
+# Modules whose functions compute on the host (their results are arrays or images).
+_HOST_MODULES = ("numpy.", "PIL.", "cv2.", "imageio.", "decord.", "av.")
+_DEVICE_MOVES = frozenset({"cuda", "to", "pin_memory"})
+
+
+def made_on_host(
+    context, facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node | None
+) -> bool:
+    """The chunk is host (CPU) memory: it comes, through the bindings that reach it, from
+    numpy or PIL data (`torch.from_numpy(a)`, `numpy_to_pt(pil_to_numpy(frame))`,
+    `to_tensor(img)`), from a host copy (`t.cpu()`), or from work over such values only
+    (`normalize(frame)`, `x.float() / 255`), and nothing moves it to a device on the way
+    (`.to(device)`, `.cuda()`, a `device=` argument). Concatenated there, it never sets the
+    GPU peak, whatever its size."""
+    return node is not None and _host(context, facts, expr, node, 6)
+
+
+def _host(context, facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node, depth: int) -> bool:
+    if depth <= 0:
+        return False
+    if isinstance(expr, cst.Name):
+        sites = facts.reaching(node, expr.value)
+        return bool(sites) and all(
+            site.kind == "assign"
+            and not site.unpacked
+            and site.value is not None
+            and site.node is not None
+            and _host(context, facts, site.value, site.node, depth - 1)
+            for site in sites
+        )
+    if isinstance(expr, cst.Subscript):
+        return _host(context, facts, expr.value, node, depth)
+    if isinstance(expr, cst.BinaryOperation):
+        sides = [s for s in (expr.left, expr.right) if not _constant(s)]
+        return bool(sides) and all(_host(context, facts, s, node, depth) for s in sides)
+    if not isinstance(expr, cst.Call):
+        return False
+    func = expr.func
+    method = _last_name(func).lstrip("_").lower()
+    if any(
+        arg.keyword is not None and arg.keyword.value == "device" and not _cpu_literal(arg.value)
+        for arg in expr.args
+    ):
+        return False  # `torch.zeros(..., device=x.device)`: made where it is told
+    if isinstance(func, cst.Attribute) and method in _DEVICE_MOVES:
+        if method == "to" and expr.args and all(_cpu_literal(a.value) for a in expr.args[:1]):
+            return True  # `.to("cpu")`
+        if method == "to" and all(_dtype_argument(context, a) for a in expr.args):
+            return _host(context, facts, func.value, node, depth)  # `.to(torch.float32)`
+        return False
+    if method in _HOST_CALLS:
+        return True
+    qualified = context.qualified_name(func) or ""
+    if qualified.startswith(_HOST_MODULES):
+        return True
+    inputs: list[cst.BaseExpression] = [a.value for a in expr.args if not _constant(a.value)]
+    if isinstance(func, cst.Attribute) and not _module_name(context, func.value):
+        inputs.insert(0, func.value)  # the receiver of a tensor method (`frame.float()`)
+    # Work over host values stays on the host (`normalize(frame)`, `frame.float()`); its
+    # other inputs may be sizes or options, but no tensor that is not known to be on the host.
+    found = False
+    for value in inputs:
+        if _host(context, facts, value, node, depth - 1):
+            found = True
+        elif facts.expression(value, node).is_tensor:
+            return False
+    return found
+
+
+def _constant(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)) or (
+        isinstance(expr, cst.UnaryOperation) and isinstance(expr.expression, (cst.Integer, cst.Float))
+    )
+
+
+def _cpu_literal(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value in ("cpu", b"cpu")
+    return (
+        isinstance(expr, cst.Call)
+        and _last_name(expr.func) == "device"
+        and bool(expr.args)
+        and _cpu_literal(expr.args[0].value)
+    )
+
+
+_DTYPES = re.compile(r"^(float|half|bfloat|double|int|uint|long|bool|complex)\d*$|^float8")
+
+
+def _dtype_argument(context, arg: cst.Arg) -> bool:
+    """`torch.float32`, `dtype=...`, `non_blocking=...`, `copy=...`: arguments of a `.to`
+    that changes the dtype only."""
+    if arg.keyword is not None:
+        return arg.keyword.value in ("dtype", "non_blocking", "copy", "memory_format")
+    qualified = context.qualified_name(arg.value) or ""
+    return qualified.startswith("torch.") and bool(_DTYPES.match(qualified.rsplit(".", 1)[-1]))
+
+
+def _module_name(context, expr: cst.BaseExpression) -> bool:
+    """`torch`, `np`, `F`: a module, not a value whose method is called."""
+    if not isinstance(expr, (cst.Name, cst.Attribute)):
+        return False
+    qualified = context.qualified_name(expr) or ""
+    return bool(qualified) and qualified.split(".", 1)[0] in (
+        "torch", "numpy", "PIL", "cv2", "math", "einops", "torchvision"
+    )  # fmt: skip
