@@ -392,7 +392,7 @@ class AccumulateThenConcat(Rule):
         work = _loop_work(facts, header, loop_statement)
         level, generic = _accumulation_level(origin, work, _decode_path(function, named))
         # The specific reasons below say more than "outside a decoder's output assembly".
-        structure = None if generic == _OUTSIDE_DECODE else generic
+        structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP) else generic
         structure = structure or self._chunk_structure(
             facts, function, origin, named,
             [(expr, nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
@@ -824,7 +824,7 @@ class AccumulateThenConcat(Rule):
         light = C.light_owner(self.context.path, facts.owner)
         if light is not None:
             return light
-        small = C.small_by_name([*names, function.name.value])
+        small = C.small_by_name(names) or C.masks_by_function(function.name.value)
         if small is not None:
             return small
         loading = C.load_time(self.context.path, function.name.value, names)

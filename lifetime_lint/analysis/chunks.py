@@ -415,6 +415,14 @@ def small_by_name(names: Iterable[str]) -> str | None:
     return None
 
 
+def masks_by_function(function: str) -> str | None:
+    """Why a function's chunks are small by its own name (`_merge_attention_masks`,
+    `pad_masks`), or None: it builds masks, one value per position."""
+    if set(function.lower().strip("_").split("_")) & _MASK_WORDS:
+        return "padding masks (the function merges masks): one value per position, a few KiB to MiB"
+    return None
+
+
 # -- helpers --------------------------------------------------------------------------------
 
 
@@ -628,31 +636,37 @@ def _merged_per_call(
     for caller in siblings:
         for chain in _calls_of(caller, name, self_method=owner is not None):
             loop = next((n for n in reversed(chain) if isinstance(n, (cst.For, cst.While))), None)
-            if (loop is not None and _concatenates_appended(caller, loop)) or _concatenated_comprehension(
-                chain
-            ):
+            if (
+                loop is not None and _concatenates_appended(caller, loop)
+            ) or _concatenated_comprehension(chain):
                 per_clip.append(caller.name.value)
             else:
                 direct.append((caller, chain))
     # A direct caller that is itself called once per clip (`_decode_clip` calling
     # `self._stitch_tiles(...)` once) passes the clip on.
+    relayed: list[str] = []
     if depth < 2:
         for caller, _ in list(direct):
             if _merged_per_call(context, caller, owner, depth + 1) is not None:
-                per_clip.append(caller.name.value)
+                relayed.append(caller.name.value)
                 direct = [(c, chain) for c, chain in direct if c is not caller]
-    if not per_clip:
+    if not per_clip and not relayed:
         return None
     on_by_default = _flags_on_by_default(owner)
     for caller, chain in direct:
         if caller.name.value in per_clip:
             continue  # the caller's own short-input path (`if num_frames == 1: return f(x)`)
-        if not _after_default_branch(caller, chain, set(per_clip), on_by_default):
+        if not _after_default_branch(caller, chain, {*per_clip, *relayed}, on_by_default):
             return None
-    clip_caller = per_clip[0]
+    if per_clip:
+        return (
+            f"one clip per call: `{per_clip[0]}` calls it clip by clip and concatenates or "
+            f"streams the results, so the clips together set the peak and this merge holds "
+            f"one clip"
+        )
     return (
-        f"one clip per call: `{clip_caller}` calls it clip by clip and concatenates the "
-        f"results, so that concatenation sets the peak and this merge holds one clip"
+        f"one clip per call: `{relayed[0]}`, itself run once per clip, calls it once, so "
+        f"the clips together set the peak and this merge holds one clip"
     )
 
 
@@ -860,7 +874,9 @@ def made_on_host(
     return node is not None and _host(context, facts, expr, node, 6)
 
 
-def _host(context, facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node, depth: int) -> bool:
+def _host(
+    context, facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node, depth: int
+) -> bool:
     if depth <= 0:
         return False
     if isinstance(expr, cst.Name):
@@ -914,7 +930,8 @@ def _host(context, facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node,
 
 def _constant(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)) or (
-        isinstance(expr, cst.UnaryOperation) and isinstance(expr.expression, (cst.Integer, cst.Float))
+        isinstance(expr, cst.UnaryOperation)
+        and isinstance(expr.expression, (cst.Integer, cst.Float))
     )
 
 
