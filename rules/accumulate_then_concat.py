@@ -59,7 +59,9 @@ class AccumulateThenConcat(Rule):
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
     batch: `z.split(1)`, `unbind()`, iterating a tensor), for chunks copied to the host
-    (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory), and for one row of an outer
+    (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory) or made there (from numpy or PIL
+    data: `torch.from_numpy`, `numpy_to_pt`, `to_tensor`, and work over such values only,
+    with no `.to(device)` before the merge), and for one row of an outer
     accumulation (`rows.append(torch.cat(row))`). The chunk facts of
     `lifetime_lint.analysis.chunks` compare the chunks with what the loop holds anyway,
     and make these `low` too: chunks computed, without work that may expand them, from
@@ -75,7 +77,14 @@ class AccumulateThenConcat(Rule):
     container that held them before the loop (`state_dict.pop(key)`); chunks whose
     producing call is named for something small (`patchify_video_latents`,
     `input_embeddings`); calls into an encoder the work facts rate lighter than a model
-    (`self.vision.forward_features`). Findings in
+    (`self.vision.forward_features`); a merge that holds one clip per call (a sibling
+    method runs it once per temporal clip and concatenates or streams the results, and its
+    other calls come after a branch that returns through that caller under a flag
+    `__init__` sets to `True`, such as framewise decoding: the clips together set the
+    peak); 4-D tile merges seen by their concatenation dims (rows on dim 2, columns on
+    dim 3, when the tiles come out of a stacked buffer); activation-sized chunks out of a
+    network's peak-level layer run in the loop (an MLP over each ray batch); functions
+    named for masks (`_merge_attention_masks`). Findings in
     non-library paths (tests, examples, benchmarks, scripts, notebooks: the top-level
     `non-library` globs, shared with LL004/LL005) are `low` too: another audience, small
     inputs. The default run reports `medium` and `high`; `--statistics` counts the
