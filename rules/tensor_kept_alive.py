@@ -83,7 +83,8 @@ class TensorKeptAlive(Rule):
       resampler; a streaming causal block that runs a few latent frames per call against a
       KV cache, which it takes as a parameter), activation-class values held across a whole
       model call (a VAE decode, a transformer call, a denoise loop: what is held there is
-      at the model's interface, latents, embeddings, predictions or masks), activations
+      at the model's interface, latents, embeddings, predictions or masks), logits (the
+      sampled positions' or a few hundred queries' scores), a decoded waveform, activations
       held across one other sublayer (cross-attention, a piece of a
       sublayer such as `self.attn1.to_out[0]`), embeddings of unknown size and latents
       (usually a few MiB) held across anything, buffers whose shape the analysis cannot
@@ -333,6 +334,15 @@ def _names_a_mask(name: str) -> bool:
     return name.lower().strip("_").rstrip("0123456789").endswith(("mask", "masks"))
 
 
+_AUDIO_WORDS = frozenset(["audio", "audios", "waveform", "waveforms", "wav", "speech", "sound"])
+
+
+def _names_audio(name: str) -> bool:
+    """`audio = self.audio_vae.decode(z)`: a decoded waveform (48 kHz x 10 s x 2 channels is
+    under 4 MiB), not frames."""
+    return bool(_AUDIO_WORDS & set(name.lower().strip("_").split("_")))
+
+
 def _pieces_taken(function: cst.FunctionDef, name: str) -> bool:
     """Whether the function takes pieces out of `name` (iterates it, in a loop or a
     comprehension, or subscripts it): for a tuple of split views (`e = x.chunk(6)`) the
@@ -454,6 +464,8 @@ class _Analysis:
                 origin = F.DECODED_IMAGE  # one frame: tens of MiB, below the decoder's peak
             elif origin == F.DECODED and domain == LARGE_DOMAIN and not self._names_video():
                 origin = S.PIXEL_IMAGES  # an image model's pixels: one image, a few MiB
+            elif origin == F.DECODED and _names_audio(name):
+                origin = S.WAVEFORM  # a decoded waveform: seconds of samples, a few MiB
             elif origin == F.LOGITS:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
             if S.size_class(origin) == S.TINY:

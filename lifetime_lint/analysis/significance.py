@@ -85,6 +85,8 @@ PIXEL_IMAGES = "pixel-images"
 # generation loops, a detector's class or box scores over a few hundred queries, a loss's
 # (kept by autograd anyway): a few MiB, not a full-sequence vocabulary projection.
 SCORES = "scores"
+# A decoded waveform (an audio VAE's output): seconds of samples, a few MiB.
+WAVEFORM = "waveform"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -100,6 +102,7 @@ _SIZE_OF_ORIGIN = {
     F.DECODED_IMAGE: SMALL_SIZED,
     PIXEL_IMAGES: SMALL_SIZED,
     SCORES: SMALL_SIZED,
+    WAVEFORM: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -131,6 +134,7 @@ _DESCRIPTION = {
     F.SMALL_MODEL: "an activation of an audio, speech or detection model: a few MiB",
     PIXEL_IMAGES: "images of an image model, in pixel space: a few to tens of MiB",
     SCORES: "logits of the sampled positions or of a few hundred queries: usually a few MiB",
+    WAVEFORM: "a decoded waveform: a few MiB",
     F.SMALL: "small",
 }
 
