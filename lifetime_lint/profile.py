@@ -8,9 +8,12 @@ reports each finding with what the run measured:
 
 - `bytes`: what the finding's names held, at the start of the line that was running, when the
   outermost traced call that ran the finding's function reached its peak (`program_peak_bytes`,
-  the largest such call): what releasing them lowers the peak by. Only storages nothing else
-  kept alive count; `own_bytes` is the same at the function's own peak, and `largest_bytes`
-  the most over all its runs;
+  the largest such call): what the finding's fix alone lowers that peak by. Only storages
+  nothing outside the finding's own names (and the containers they bind) kept alive count,
+  each finding measured on its own; 0 where its fix frees nothing at that line (a `del`
+  whose names are still read later, a chunk list before its concatenation: `held_bytes`
+  keeps what they held). `own_bytes` is what they held at the function's own peak, and
+  `largest_bytes` the most over all its runs;
 - `peak_bytes` and `peak_row`: the function's own peak of allocated memory and its line;
 - `calls`: how many times the function ran.
 
