@@ -1076,5 +1076,7 @@ def render_html(result: ProfileResult, root: str) -> str:
         f"<p>Measured on {html.escape(result.device)} in {result.seconds:.1f} s. Each chart is the "
         "peak of allocated memory during each line of the function's largest run (the calls a line "
         "makes included), from zero at the axis; the bars at the peak are the bytes each "
-        "finding's names alone held there.</p>" + "".join(sections) + "</body></html>\n"
+        "finding's fix alone frees there (two findings about the same tensor each show it).</p>"
+        + "".join(sections)
+        + "</body></html>\n"
     )
