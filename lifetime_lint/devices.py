@@ -206,6 +206,13 @@ def past_other_backend_exit(context: FileContext, ancestors: Sequence[cst.CSTNod
                 and statement.orelse is None
                 and _OTHER_BACKEND.search(context.code_for(statement.test))
                 and _how_body_exits(statement.body) is not None
+                # `if not _is_hip: return` keeps that backend, not sends it away: the
+                # code past it is ROCm-only (`cuda_bound` says so).
+                and not (
+                    isinstance(statement.test, cst.UnaryOperation)
+                    and isinstance(statement.test.operator, cst.Not)
+                )
+                and _backend_when_false(statement.test, context) is None
             ):
                 return True
     return False

@@ -8,9 +8,12 @@ reports each finding with what the run measured:
 
 - `bytes`: what the finding's names held, at the start of the line that was running, when the
   outermost traced call that ran the finding's function reached its peak (`program_peak_bytes`,
-  the largest such call): what releasing them lowers the peak by. Only storages nothing else
-  kept alive count; `own_bytes` is the same at the function's own peak, and `largest_bytes`
-  the most over all its runs;
+  the largest such call): what the finding's fix alone lowers that peak by. Only storages
+  nothing outside the finding's own names (and the containers they bind) kept alive count,
+  each finding measured on its own; 0 where its fix frees nothing at that line (a `del`
+  whose names are still read later, a chunk list before its concatenation: `held_bytes`
+  keeps what they held). `own_bytes` is what they held at the function's own peak, and
+  `largest_bytes` the most over all its runs;
 - `peak_bytes` and `peak_row`: the function's own peak of allocated memory and its line;
 - `calls`: how many times the function ran.
 
@@ -47,12 +50,59 @@ _UNITS.update({"mib": 1024**2, "g": 1024**3, "gb": 1000**3, "gib": 1024**3})
 
 
 # Rules whose fix replaces the held chunks by one preallocated output of the same size
-# (LL002's ChunkWriter): the fix frees the chunks' bytes only where chunks and result are
-# alive together, at the concatenation. When the program's peak is elsewhere in the function
-# (inside the loop's decoder call) the output buffer holds what the chunks held, or more: the
-# finding's `bytes` is 0 there, and `held_bytes` says what its names held (measured on an
-# H200: benchmarks/RESULTS.md, "profile against the fix alone").
+# (LL002's ChunkWriter): the fix frees the chunks' bytes where chunks and result are alive
+# together, at the concatenation, and, for a list of chunks bound to a name, wherever that
+# list is dead but still bound after it (past the loops: the writer kept none). Before the
+# concatenation (inside the loop's decoder call) the output buffer holds what the chunks held,
+# or more: the finding's `bytes` is 0 there, and `held_bytes` says what its names held
+# (measured on an H200: benchmarks/RESULTS.md, "profile against the fix alone").
 FREED_AT_THE_CONCATENATION = frozenset({"LL002"})
+# Rules whose fix releases the names after their last use (`del`): it frees nothing on a line
+# where a name is still read later (`rows` while the tiles are being decoded).
+RELEASED_AFTER_THE_LAST_USE = frozenset({"LL001"})
+
+
+@dataclass(frozen=True)
+class FreedWhere:
+    """Where a finding's fix releases what its names hold: anywhere (`rows` None and not
+    `where_dead`: a fix that changes the allocation itself, LL003's), on its own lines (`rows`,
+    a concatenation's), and (`where_dead`) on any line where all its names are dead."""
+
+    rows: tuple[int, int] | None
+    where_dead: bool
+
+    def frees_on(self, row: int, live: frozenset[str] | None, names: Sequence[str]) -> bool:
+        if self.rows is None and not self.where_dead:
+            return True
+        if self.rows is not None and self.rows[0] <= row <= self.rows[1]:
+            return True
+        if not self.where_dead:
+            return False
+        # A name still read later is kept by the fix too (`del` goes after its last use).
+        return live is None or not any(name in live for name in names)
+
+
+def freed_where(diagnostic: Diagnostic, text: str) -> FreedWhere:
+    """For a concatenation finding: its own lines, and wherever its names are dead when the
+    chunks are a list bound to a name (`torch.cat(tiles)`: the list outlives the call), not
+    when they are the running result (`torch.cat([out, x])`: past it, `out` is the result,
+    which the writer's output replaces byte for byte) or a comprehension that dies with the
+    call. A `del` after the last use (LL001) frees wherever its names are dead; the fixes of
+    other rules, anywhere."""
+    if diagnostic.code in RELEASED_AFTER_THE_LAST_USE:
+        return FreedWhere(None, True)
+    if diagnostic.code not in FREED_AT_THE_CONCATENATION:
+        return FreedWhere(None, False)
+    rows = (diagnostic.start.row, diagnostic.end.row)
+    start, end = diagnostic.span
+    try:
+        call = ast.parse(text[start:end].strip(), mode="eval").body
+    except (SyntaxError, ValueError):
+        return FreedWhere(rows, False)
+    named_list = (
+        isinstance(call, ast.Call) and bool(call.args) and isinstance(call.args[0], ast.Name)
+    )
+    return FreedWhere(rows, named_list)
 
 
 def parse_size(text: str) -> int:
@@ -128,6 +178,7 @@ class Finding:
     function: FunctionSpan | None
     names: tuple[str, ...]
     measured: dict[str, Any] | None = None  # None: its function never ran
+    freed: FreedWhere = FreedWhere(None, False)  # where its fix releases what it holds
 
     @property
     def key(self) -> str:
@@ -191,8 +242,24 @@ def held_names(diagnostic: Diagnostic, text: str, local_names: set[str] | None) 
         return tuple(given)
     start, end = diagnostic.span
     words = _IDENTIFIER.findall(text[start:end]) if end > start else []
+    words += deleted_by_fix(diagnostic)
     names = [w for w in dict.fromkeys(words) if local_names is None or w in local_names]
     return tuple(names)
+
+
+_DEL_STATEMENT = re.compile(r"^[ \t]*del[ \t]+([A-Za-z_][A-Za-z0-9_ \t,]*?)[ \t]*(?:#.*)?$", re.M)
+
+
+def deleted_by_fix(diagnostic: Diagnostic) -> list[str]:
+    """The names the finding's fix `del`s: its fix releases them too (LL002's writer fix
+    deletes the chunk after copying it, so the chunk's bytes are the finding's as well)."""
+    if diagnostic.fix is None:
+        return []
+    names: list[str] = []
+    for edit in diagnostic.fix.edits:
+        for match in _DEL_STATEMENT.finditer(edit.content):
+            names += [name.strip() for name in match.group(1).split(",") if name.strip()]
+    return names
 
 
 class FindingIndex:
@@ -216,6 +283,7 @@ class FindingIndex:
         self.files: dict[str, list[Finding]] = {}
         self._spans: dict[str, list[FunctionSpan]] = {}
         self._linters: dict[str | None, Linter] = {}
+        self._liveness: dict[tuple[str, int], Any] = {}
         self.errors: list[Diagnostic] = []
 
     def _linter_for(self, path: str) -> Linter:
@@ -252,7 +320,9 @@ class FindingIndex:
             return findings
         for diagnostic in diagnostics:
             span = innermost(spans, diagnostic.start.row)
-            findings.append(Finding(diagnostic, span, held_names(diagnostic, source.text, None)))
+            names = held_names(diagnostic, source.text, None)
+            freed = freed_where(diagnostic, source.text)
+            findings.append(Finding(diagnostic, span, names, freed=freed))
         return findings
 
     def dead_names(
@@ -261,6 +331,27 @@ class FindingIndex:
         """Row -> locals that may be bound there but are dead (read on no path from there),
         other than `covered`: what a run can show the rules missed. Empty when the function
         cannot be analysed."""
+        liveness = self.liveness(path, first_line)
+        if liveness is None:
+            return {}
+        dead_by_row = {}
+        for row, (_, dead) in liveness.items():
+            names = tuple(name for name in dead if name not in covered)
+            if names:
+                dead_by_row[row] = names
+        return dead_by_row
+
+    def liveness(
+        self, path: str, first_line: int
+    ) -> dict[int, tuple[frozenset[str], tuple[str, ...]]] | None:
+        """Row -> (the locals live at the start of that line, the locals dead there that may be
+        bound), from the dataflow the rules use; None when the function cannot be analysed.
+        Every line of a simple statement maps to it (a call's continuation lines are the lines
+        a trace reports inside it); a compound statement, its first line only."""
+        key = (path, first_line)
+        if key in self._liveness:
+            return self._liveness[key]
+        self._liveness[key] = None
         import libcst as cst
 
         from lifetime_lint.analysis import build, solve
@@ -271,7 +362,7 @@ class FindingIndex:
             source = SourceFile.read(path)
             module = cst.parse_module(source.text)
         except (SourceError, cst.ParserSyntaxError, RecursionError):
-            return {}
+            return None
         context = FileContext(path, source.text, module, source.newline, Settings())
         target = None
         for node in _functions(module):
@@ -283,23 +374,29 @@ class FindingIndex:
                 target = node
                 break
         if target is None:
-            return {}
+            return None
         try:
             graph = build(target)
         except TooLarge:
-            return {}
+            return None
         flow = solve(graph)
-        dead_by_row: dict[int, tuple[str, ...]] = {}
+        by_row: dict[int, tuple[frozenset[str], tuple[str, ...]]] = {}
         for node in graph.nodes:
             if node.statement is None or node.kind not in ("small", "if", "for", "while", "with"):
                 continue
-            row = context.position(node.statement).start.line
-            if row in dead_by_row:
+            position = context.position(node.statement)
+            rows = range(position.start.line, position.end.line + 1)
+            if node.kind != "small":
+                rows = range(position.start.line, position.start.line + 1)
+            if position.start.line in by_row:
                 continue
-            live = flow.live_in[node.index]
-            names = []
+            live_in = flow.live_in[node.index]
+            live, dead = set(), []
             for name in graph.names:
-                if name in covered or name in graph.parameters or flow.name_bit(name) & live:
+                if flow.name_bit(name) & live_in:
+                    live.add(name)
+                    continue
+                if name in graph.parameters:
                     continue
                 bound = [
                     site
@@ -307,10 +404,11 @@ class FindingIndex:
                     if site.kind not in ("unbound", "deleted")
                 ]
                 if bound:
-                    names.append(name)
-            if names:
-                dead_by_row[row] = tuple(names)
-        return dead_by_row
+                    dead.append(name)
+            for row in rows:
+                by_row.setdefault(row, (frozenset(live), tuple(dead)))
+        self._liveness[key] = by_row
+        return by_row
 
     def watch_for(self, code: CodeType) -> Any:
         """A FunctionWatch for this code object, or None when it has no findings."""
@@ -453,11 +551,13 @@ def run_program(
                     finding.key, (own, function["peak_bytes"], function["function"], 0)
                 )
                 size = held
-                d = finding.diagnostic
-                if d.code in FREED_AT_THE_CONCATENATION and not (
-                    d.start.row <= row_at_peak <= d.end.row
-                ):
-                    size = 0  # the preallocated output would be alive at the peak too
+                if finding.function is not None and row_at_peak:
+                    liveness = index.liveness(
+                        os.path.realpath(finding.diagnostic.path), finding.function.first_line
+                    )
+                    live = None if liveness is None else liveness.get(row_at_peak, (None,))[0]
+                    if not finding.freed.frees_on(row_at_peak, live, finding.names):
+                        size = 0  # the fix leaves these bytes alive at the peak
                 finding.measured = {
                     "bytes": size,
                     "held_bytes": held,
@@ -976,5 +1076,7 @@ def render_html(result: ProfileResult, root: str) -> str:
         f"<p>Measured on {html.escape(result.device)} in {result.seconds:.1f} s. Each chart is the "
         "peak of allocated memory during each line of the function's largest run (the calls a line "
         "makes included), from zero at the axis; the bars at the peak are the bytes each "
-        "finding's names alone held there.</p>" + "".join(sections) + "</body></html>\n"
+        "finding's fix alone frees there (two findings about the same tensor each show it).</p>"
+        + "".join(sections)
+        + "</body></html>\n"
     )

@@ -436,10 +436,6 @@ class Tracer:
             watches = [*watches, *(Watch(MISSED_PREFIX + name, (name,)) for name in dead)]
         if not watches:
             return {}, []
-        # A storage two findings hold is counted once, for the first that holds it: take the
-        # most specific first (fewest names: `del out_` frees `out_` alone, not the running
-        # concatenation that also names it).
-        watches = sorted(watches, key=lambda watch: len(watch.names))
         local_values = frame.f_locals
         # While a trace function runs, CPython holds one more reference to a value stored by
         # the line that just ended: a binding that changed since the last line is "fresh".
@@ -471,11 +467,12 @@ class Pending:
     """A reference check deferred to the end of the line: the value (weakly, or by the name
     bound to it), the finding whose bytes it added, and how many bytes."""
 
-    __slots__ = ("key", "name", "ref", "size", "value_id")
+    __slots__ = ("containers", "key", "name", "ref", "size", "value_id")
 
-    def __init__(self, value: Any, key: str) -> None:
+    def __init__(self, value: Any, key: str, containers: frozenset[int] = frozenset()) -> None:
         self.value_id = id(value)
         self.key = key
+        self.containers = containers  # ids of the finding's own containers: not "elsewhere"
         self.size = 0
         self.name = ""
         try:
@@ -553,95 +550,122 @@ class ReferenceCounter:
         """Per finding, the storage bytes that releasing its bindings would free.
 
         A tensor bound to k names counts when it has no references beyond those bindings; a
-        tensor in a list, tuple or dict bound to a name counts when the container is held only
-        by its binding and the tensor only by the container. A storage counts once, when every
-        tensor that shares it (views included) is among the watched bindings of this frame, and
-        it is attributed to the finding that holds its base tensor (a view's bytes are its
-        base's), else to the first finding that holds it.
+        tensor in a list, tuple or dict bound to a name (or in containers nested in it) counts
+        when each container is held only by its binding or its parent and the tensor only by
+        its container. A storage counts once per finding, when every tensor that shares it
+        (views and their base included) is among that finding's values: what its fix alone
+        frees. Two findings about the same tensor (`del time` and the writer of the list
+        `time`) each count it, since either fix frees it; a view held by another finding keeps
+        the storage, as it would after this finding's fix alone.
 
         With `defer`, a value whose reference count is above the calibrated one is counted
         and appended there (a `Pending` with the bytes it added) instead of walking the heap;
         `settle` does the walk later, for many values at once.
         """
-        torch = self.torch
         bindings: dict[int, int] = {}
         for bound in frame_locals.values():
             bindings[id(bound)] = bindings.get(id(bound), 0) + 1
-        # storage id -> [storage, holders (TensorImpls seen), owner key, owner holds the base]
-        storages: dict[int, list[Any]] = {}
-        seen_tensors: set[int] = set()
         # A name two findings share sits in both findings' lists: those references are ours.
         listed: dict[int, int] = {}
         for values in values_by_key.values():
             for value in {id(v) for v in values}:
                 listed[value] = listed.get(value, 0) + 1
         all_lists = tuple(values_by_key.values())
-        for key, values in values_by_key.items():
-            candidates: list[Any] = []
-            origins: list[Pending | None] = []
-            occurrences: dict[int, int] = {}
-            for value in values:
-                occurrences[id(value)] = occurrences.get(id(value), 0) + 1
-            measured_ids: set[int] = set()
-            copy = list(values)
-            counts = self._ref_counts(copy)
-            for index in range(len(values)):  # no zip: its tuples would reference the values
-                value, references = values[index], counts[index]
-                if id(value) in measured_ids:
-                    continue
-                measured_ids.add(id(value))
-                # Each further binding of the same object adds what one binding adds beyond
-                # the temporaries of this measurement (calibrated: see _calibrate); each
-                # further occurrence in `values` adds two (that list and its copy).
-                extra = (bindings.get(id(value), 1) - 1) * self.per_binding_extra
-                extra += 2 * (occurrences[id(value)] - 1)
-                extra += 1 if id(value) in fresh else 0
-                extra += listed[id(value)] - 1  # the other findings' lists that hold it
-                origin = None
-                if references - 1 > self.per_binding + extra:  # -1: the copy
-                    if defer is not None:
-                        origin = Pending(value, key)
-                        defer.append(origin)
-                    elif self._referenced_elsewhere(
-                        value, (frame_locals, values, copy, *all_lists)
-                    ):
-                        continue  # held elsewhere too: releasing the name frees nothing
-                found: list[Any] = []
-                if isinstance(value, torch.Tensor):
-                    found = [value]
-                elif isinstance(value, (list, tuple)):
-                    found = self._only_in_container(value)
-                elif isinstance(value, dict):
-                    found = self._only_in_container(list(value.values()), value)
-                candidates.extend(found)
-                origins.extend([origin] * len(found))
-            for tensor, origin in zip(candidates, origins):
-                if id(tensor) in seen_tensors:
-                    continue
-                seen_tensors.add(id(tensor))
-                try:
-                    storage = tensor.untyped_storage()
-                except (RuntimeError, NotImplementedError):
-                    continue
-                is_base = getattr(tensor, "_base", None) is None
-                entry = storages.get(id(storage))
-                if entry is None:
-                    storages[id(storage)] = [storage, 1, key, is_base, origin]
-                else:
-                    entry[1] += 1
-                    if is_base and not entry[3]:
-                        entry[2], entry[3] = key, True
         held = dict.fromkeys(values_by_key, 0)
-        for storage, holders, key, _, origin in storages.values():
-            # One reference per TensorImpl plus PyTorch's preserved storage object.
-            if self._use_count is not None and self._use_count(storage._cdata) > holders + 1:
-                continue
-            held[key] += int(storage.nbytes())
-            if origin is not None and origin.key == key:
-                origin.size += int(storage.nbytes())
+        for key, values in values_by_key.items():
+            # One call per finding: its temporaries (the loop's last tensor) must not add a
+            # reference to the next finding's values.
+            held[key] = self._held_by(
+                key, values, frame_locals, bindings, listed, all_lists, fresh, defer
+            )
         if defer:
             defer[:] = [item for item in defer if item.size]
         return held
+
+    def _held_by(
+        self,
+        key: str,
+        values: list[Any],
+        frame_locals: dict[str, Any],
+        bindings: dict[int, int],
+        listed: dict[int, int],
+        all_lists: tuple[list[Any], ...],
+        fresh: set[int],
+        defer: list[Pending] | None,
+    ) -> int:
+        """`held_bytes` for one finding."""
+        torch = self.torch
+        total = 0
+        candidates: list[Any] = []
+        origins: list[Pending | None] = []
+        occurrences: dict[int, int] = {}
+        for value in values:
+            occurrences[id(value)] = occurrences.get(id(value), 0) + 1
+        measured_names = set(occurrences)  # bound to the finding's names: measured as such
+        measured_ids: set[int] = set()
+        # The finding's own containers (its list `time`, and lists in it) hold some of its
+        # other values too (the chunk also bound to `decoded`): those references are the
+        # finding's, released by its fix with the rest.
+        slots, containers = self._container_slots(values)
+        copy = list(values)
+        counts = self._ref_counts(copy)
+        for index in range(len(values)):  # no zip: its tuples would reference the values
+            value, references = values[index], counts[index]
+            if id(value) in measured_ids:
+                continue
+            measured_ids.add(id(value))
+            # Each further binding of the same object adds what one binding adds beyond
+            # the temporaries of this measurement (calibrated: see _calibrate); each
+            # further occurrence in `values` adds two (that list and its copy).
+            extra = (bindings.get(id(value), 1) - 1) * self.per_binding_extra
+            extra += 2 * (occurrences[id(value)] - 1)
+            extra += 1 if id(value) in fresh else 0
+            extra += listed[id(value)] - 1  # the other findings' lists that hold it
+            extra += slots.get(id(value), 0)  # this finding's containers that hold it
+            origin = None
+            if references - 1 > self.per_binding + extra:  # -1: the copy
+                if defer is not None:
+                    origin = Pending(value, key, containers)
+                    defer.append(origin)
+                elif self._referenced_elsewhere(
+                    value, (frame_locals, values, copy, *all_lists), containers
+                ):
+                    continue  # held elsewhere too: releasing the name frees nothing
+            found: list[Any] = []
+            if isinstance(value, torch.Tensor):
+                found = [value]
+            elif isinstance(value, (list, tuple)):
+                found = self._only_in_container(value, named=measured_names)
+            elif isinstance(value, dict):
+                found = self._only_in_container(list(value.values()), value, named=measured_names)
+            candidates.extend(found)
+            origins.extend([origin] * len(found))
+        # storage id -> [storage, holders (TensorImpls this finding holds), first origin]
+        storages: dict[int, list[Any]] = {}
+        seen_tensors: set[int] = set()
+        for tensor, origin in zip(candidates, origins):
+            if id(tensor) in seen_tensors:
+                continue
+            seen_tensors.add(id(tensor))
+            try:
+                storage = tensor.untyped_storage()
+            except (RuntimeError, NotImplementedError):
+                continue
+            entry = storages.get(id(storage))
+            if entry is None:
+                storages[id(storage)] = [storage, 1, origin]
+            else:
+                entry[1] += 1
+                entry[2] = entry[2] or origin
+        for storage, holders, origin in storages.values():
+            # One reference per TensorImpl plus PyTorch's preserved storage object: a
+            # view or alias outside this finding's names keeps the storage alive.
+            if self._use_count is not None and self._use_count(storage._cdata) > holders + 1:
+                continue
+            total += int(storage.nbytes())
+            if origin is not None:
+                origin.size += int(storage.nbytes())
+        return total
 
     def settle(self, pending: Sequence[Pending], frame: FrameType) -> dict[str, int]:
         """The deferred checks, with one heap walk: per finding, the bytes to take back
@@ -657,7 +681,7 @@ class ReferenceCounter:
                 values[item.value_id] = value
         if not values:
             return {}
-        elsewhere = set()
+        elsewhere: set[tuple[int, int]] = set()  # (value, the object that holds it)
         ours = {id(frame_locals), id(values), id(pending)}
         for referrer in gc.get_referrers(*values.values()):
             if id(referrer) in ours or isinstance(referrer, (FrameType, Pending)):
@@ -667,15 +691,20 @@ class ReferenceCounter:
             if owned_frame is not None and owned_frame.f_locals is frame_locals:
                 continue
             held_here = {id(item) for item in gc.get_referents(referrer)} & values.keys()
-            elsewhere |= held_here
+            elsewhere |= {(value, id(referrer)) for value in held_here}
         taken: dict[str, int] = {}
         for item in pending:
-            if item.value_id in elsewhere:
+            if any(
+                value == item.value_id and holder not in item.containers
+                for value, holder in elsewhere
+            ):
                 taken[item.key] = taken.get(item.key, 0) + item.size
         return taken
 
     @staticmethod
-    def _referenced_elsewhere(value: Any, ours: Sequence[Any]) -> bool:
+    def _referenced_elsewhere(
+        value: Any, ours: Sequence[Any], containers: frozenset[int] = frozenset()
+    ) -> bool:
         """Whether a Python object other than this measurement's own holds `value`.
 
         Reached only when the reference count is above the calibrated one: PyTorch adds
@@ -684,7 +713,7 @@ class ReferenceCounter:
         """
         import gc
 
-        allowed = {id(item) for item in ours}
+        allowed = {id(item) for item in ours} | containers
         frame_locals = ours[0]
         for referrer in gc.get_referrers(value):
             if id(referrer) in allowed or isinstance(referrer, FrameType):
@@ -697,13 +726,56 @@ class ReferenceCounter:
             return True
         return False
 
-    def _only_in_container(self, items: Sequence[Any], owner: Any = None) -> list[Any]:
-        """The tensors among a container's items that only the container references."""
+    def _container_slots(self, values: Sequence[Any]) -> tuple[dict[int, int], frozenset[int]]:
+        """How many slots of the containers among `values` (and of containers nested in them)
+        hold each object, and the ids of those containers."""
+        slots: dict[int, int] = {}
+        containers: set[int] = set()
+        todo = [(value, 0) for value in values if isinstance(value, (list, tuple, dict))]
+        while todo:
+            container, depth = todo.pop()
+            if id(container) in containers:
+                continue
+            containers.add(id(container))
+            items = container.values() if isinstance(container, dict) else container
+            for item in items:
+                slots[id(item)] = slots.get(id(item), 0) + 1
+                if depth < _NESTED_CONTAINERS and isinstance(item, (list, tuple, dict)):
+                    todo.append((item, depth + 1))
+        return slots, frozenset(containers)
+
+    def _only_in_container(
+        self,
+        items: Sequence[Any],
+        owner: Any = None,
+        depth: int = 0,
+        seen: set[int] | None = None,
+        named: set[int] = frozenset(),  # type: ignore[assignment]
+    ) -> list[Any]:
+        """The tensors among a container's items that only the container references, and those
+        of nested containers that only it references (a list of rows of tiles), to a few levels.
+        Items in `named` (values the finding binds to names) are measured as such instead."""
         torch = self.torch
         items = list(items)
         extra = 1 if owner is not None else 0  # list(dict.values()) was copied once more
-        return [
-            item
-            for item, references in zip(items, self._ref_counts(list(items)))
-            if isinstance(item, torch.Tensor) and references - 1 - extra <= self.in_list
-        ]
+        seen = set() if seen is None else seen
+        found: list[Any] = []
+        counts = self._ref_counts(list(items))
+        for index in range(len(items)):  # no zip: its tuples would reference the items
+            item, references = items[index], counts[index]
+            if id(item) in named or references - 1 - extra > self.in_list:
+                continue  # something else holds it too: releasing the container frees nothing
+            if isinstance(item, torch.Tensor):
+                found.append(item)
+            elif depth < _NESTED_CONTAINERS and id(item) not in seen:
+                seen.add(id(item))
+                if isinstance(item, (list, tuple)):
+                    found.extend(self._only_in_container(item, None, depth + 1, seen, named))
+                elif isinstance(item, dict):
+                    values = list(item.values())
+                    found.extend(self._only_in_container(values, item, depth + 1, seen, named))
+        return found
+
+
+# How deep `held_bytes` looks into containers held only by their container.
+_NESTED_CONTAINERS = 4
