@@ -339,6 +339,7 @@ def measure_corpus(
         if warmup and not m.slow:
             m.run(root)
             m.times.clear()
+            m.cpu_times.clear()
             m.exit_codes.clear()
     for repeat in range(repeats):
         for m in measures:

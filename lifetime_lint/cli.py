@@ -301,6 +301,7 @@ def check(
     cache_dir: str | None,
 ) -> None:
     """Check PATHS (default: the current folder) for GPU-memory lifetime bugs."""
+    above = _folders_above(paths)  # before any config is read (the run memo's snapshot)
     try:
         output_format = _output_format(output_format, format_alias)
         apply = bool(fix or fix_only) and fix is not False
@@ -370,9 +371,13 @@ def check(
     try:
         if stdin:
             sys.exit(_check_stdin(stdin_filename, resolver, rules, run, force_exclude))
+        memo = _memo_inputs(caches, resolver, above, no_cache or stdin or bool(
+            output_file or diff_base or baseline_path or write_baseline_path or add_noqa
+            or profile_path or min_bytes or mode.fixing))  # fmt: skip
         try:
             files, missing = discover(paths or ["."], resolver.for_path,
-                                      force_exclude=force_exclude)  # fmt: skip
+                                      force_exclude=force_exclude,
+                                      record=memo.seen if memo else None)  # fmt: skip
         except ConfigError as error:  # a broken config found below a named folder
             click.echo(f"lifetime-lint: error: {error}", err=True)
             sys.exit(EXIT_ERROR)
@@ -408,10 +413,87 @@ def check(
         if notes and not quiet:
             for note in notes:
                 click.echo(note, err=True)
+        if memo is not None:
+            memo.offer(paths or ["."], files, missing, results, resolver, config_path)
         sys.exit(code)
     finally:
         if output_file:
             out.close()
+
+
+class _MemoInputs:
+    """What this `check` read, for the run memo (`fastpath`) when its output may be
+    replayed: only in a process that records one, and never for fixes, stdin, an output
+    file, a diff base, a baseline, --add-noqa or a profile."""
+
+    def __init__(self, cache_root: str) -> None:
+        from lifetime_lint.files import Seen
+
+        self.cache_root = cache_root
+        self.seen = Seen()
+        self.above: dict[str, tuple[str, ...] | None] = {}
+
+    def offer(
+        self,
+        named: Sequence[str],
+        files: Sequence[str],
+        missing: Sequence[str],
+        results: Sequence[FileResult],
+        resolver: SettingsResolver,
+        config_path: str | None,
+    ) -> None:
+        from lifetime_lint import fastpath
+        from lifetime_lint.runner import Progress
+        from lifetime_lint.vendor import RUNTIME_MODULE_SETTING
+
+        if Progress.drawn_in_process or any(d.is_error for r in results for d in r.diagnostics):
+            return
+        if any(s.extra.get(RUNTIME_MODULE_SETTING) for s in resolver.all_loaded()):
+            return  # its warning depends on a module's files elsewhere
+        inputs = fastpath.RunInputs(self.cache_root)
+        inputs.walked = dict(self.seen.listings)
+        inputs.files = [os.path.abspath(p) for p in [*files, *missing, *named]
+                        if not os.path.isdir(p)]  # fmt: skip
+        inputs.extra_files = list(self.seen.cache_tags)
+        if self.seen.ignored is not None:
+            inputs.extra_files += self.seen.ignored.inputs()
+        consumed = resolver.configs_read()
+        inputs.required = [path for path in consumed if path is not None]
+        if config_path:
+            inputs.extra_files.append(os.path.abspath(config_path))
+            inputs.required.append(os.path.abspath(config_path))
+        inputs.folders = set(inputs.walked).union(
+            fastpath.folders_up([os.getcwd(), *named, *files, *missing])
+        )
+        inputs.above = self.above
+        fastpath.offer(inputs)
+
+
+def _folders_above(paths: Sequence[str]) -> dict[str, tuple[str, ...] | None] | None:
+    """The special names in every folder from the current one and each named path up,
+    listed before the run reads any of them, when this process records a run memo."""
+    from lifetime_lint import fastpath
+
+    if not fastpath.recording():
+        return None
+    named = [p for p in paths if p != "-"]
+    return {f: fastpath.special_listing(f) for f in fastpath.folders_up([os.getcwd(), *named])}
+
+
+def _memo_inputs(
+    caches: _CacheRoots,
+    resolver: SettingsResolver,
+    above: dict[str, tuple[str, ...] | None] | None,
+    excluded: bool,
+) -> _MemoInputs | None:
+    if excluded or above is None:
+        return None
+    root = caches.for_config(resolver.config_for(os.getcwd()))
+    if not root:
+        return None
+    memo = _MemoInputs(root)
+    memo.above = above
+    return memo
 
 
 def _changed_lines(diff_base: str) -> ChangedLines:

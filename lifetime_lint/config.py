@@ -614,3 +614,7 @@ class SettingsResolver:
 
     def all_loaded(self) -> list[Settings]:
         return list(self._by_config.values())
+
+    def configs_read(self) -> list[str | None]:
+        """The config file found for each folder asked about (None: defaults)."""
+        return list(self._config_of_folder.values()) + list(self._by_config)

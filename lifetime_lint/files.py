@@ -15,26 +15,45 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
 from lifetime_lint.cache import CACHEDIR_SIGNATURE
 from lifetime_lint.config import Settings
+from lifetime_lint.fastpath import listing_of
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 
 SettingsFor = Callable[[str], Settings]
 
 
+@dataclass
+class Seen:
+    """What a discovery looked at (for the run memo, `fastpath`): each walked folder's
+    listing as the walk saw it, the CACHEDIR.TAG of each folder skipped as a cache, and
+    the repositories git was asked about."""
+
+    listings: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    cache_tags: list[str] = field(default_factory=list)
+    ignored: GitIgnored | None = None
+
+
 def discover(
-    paths: Iterable[str], settings: Settings | SettingsFor, force_exclude: bool = False
+    paths: Iterable[str],
+    settings: Settings | SettingsFor,
+    force_exclude: bool = False,
+    record: Seen | None = None,
 ) -> tuple[list[str], list[str]]:
     """The files to check, and the named paths that do not exist.
 
-    `settings`: one Settings for every path, or a function giving a path's settings.
+    `settings`: one Settings for every path, or a function giving a path's settings;
+    `record`: filled with what the walk looked at.
     """
     settings_for: SettingsFor = (
         (lambda _path: settings) if isinstance(settings, Settings) else settings
     )
     ignored = GitIgnored()
+    if record is not None:
+        record.ignored = ignored
     found: list[str] = []
     missing: list[str] = []
     seen = set()
@@ -44,7 +63,7 @@ def discover(
             missing.append(path)
             continue
         if os.path.isdir(path):
-            candidates: Iterable[str] = _walk(path, settings_for, ignored)
+            candidates: Iterable[str] = _walk(path, settings_for, ignored, record)
         elif force_exclude and _skipped(path, settings_for(path), ignored):
             candidates = ()
         else:
@@ -63,16 +82,28 @@ def _skipped(path: str, settings: Settings, ignored: GitIgnored, base: str | Non
     return settings.respect_gitignore and ignored(path, below=base)
 
 
-def _walk(root: str, settings_for: SettingsFor, ignored: GitIgnored) -> Iterator[str]:
+def _walk(
+    root: str, settings_for: SettingsFor, ignored: GitIgnored, seen: Seen | None = None
+) -> Iterator[str]:
     for directory, subdirectories, filenames in os.walk(root):
+        if seen is not None:
+            seen.listings[os.path.abspath(directory)] = listing_of(
+                [(name, True, os.path.islink(os.path.join(directory, name)))
+                 for name in subdirectories] + [(name, False, False) for name in filenames]
+            )  # fmt: skip
         settings = settings_for(directory)
         kept = []
         for name in sorted(subdirectories):
             child = os.path.join(directory, name)
             # A nested project's own config decides about its folder's contents, but whether
             # the folder itself is entered is the enclosing settings' call (Ruff's rule).
-            if not _skipped(child, settings, ignored, base=root) and not is_cache_folder(child):
-                kept.append(name)
+            if _skipped(child, settings, ignored, base=root):
+                continue
+            if is_cache_folder(child):
+                if seen is not None:
+                    seen.cache_tags.append(os.path.abspath(os.path.join(child, CACHEDIR_TAG)))
+                continue
+            kept.append(name)
         subdirectories[:] = kept
         for name in sorted(filenames):
             if name.endswith(PYTHON_SUFFIXES):
@@ -150,10 +181,55 @@ class GitIgnored:
             self._top_of[folder] = top
         return top
 
+    def inputs(self) -> list[str]:
+        """The files whose contents decided what git ignored in the repositories asked
+        about (besides each folder's .gitignore): the index (tracked files are never
+        ignored), info/exclude, the repository's, user's and system's config and excludes."""
+        if not self._ignored:
+            return []
+        home = os.path.expanduser("~")
+        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+        files = [
+            os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
+            os.path.join(xdg, "git", "config"),
+            os.path.join(xdg, "git", "ignore"),
+            os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig",
+        ]
+        for top in self._ignored:
+            git_dir = common_dir = os.path.join(top, ".git")
+            if os.path.isfile(git_dir):  # a worktree or submodule: `gitdir: PATH`
+                try:
+                    with open(git_dir, encoding="utf-8") as handle:
+                        pointer = handle.read().strip()
+                except OSError:
+                    pointer = ""
+                git_dir = common_dir = os.path.join(top, pointer.partition("gitdir:")[2].strip())
+                files.append(os.path.join(git_dir, "commondir"))
+                try:
+                    with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as handle:
+                        common_dir = os.path.join(git_dir, handle.read().strip())
+                except OSError:
+                    pass
+            files += [os.path.join(git_dir, "index"), os.path.join(git_dir, "config.worktree"),
+                      os.path.join(common_dir, "config"),
+                      os.path.join(common_dir, "info", "exclude")]  # fmt: skip
+            excludes = _git_output(top, ["config", "--path", "--get", "core.excludesFile"])
+            if excludes:
+                files.append(os.path.join(top, excludes.strip()))
+        return files
+
     def _ignored_in(self, top: str) -> frozenset[str]:
         if top not in self._ignored:
             self._ignored[top] = frozenset(_git_ignored(top))
         return self._ignored[top]
+
+
+def _git_output(top: str, args: list[str]) -> str:
+    try:
+        completed = subprocess.run(["git", *args], cwd=top, capture_output=True, check=False)
+    except OSError:
+        return ""
+    return completed.stdout.decode("utf-8", "surrogateescape") if completed.returncode == 0 else ""
 
 
 def _git_ignored(top: str) -> list[str]:

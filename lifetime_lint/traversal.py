@@ -78,6 +78,18 @@ def child_fields(node_type: type[cst.CSTNode]) -> tuple[str, ...] | None:
     return fields
 
 
+def read_child_fields() -> None:
+    """Read the child order of every LibCST node type now (a parent process does this
+    before forking its workers, which then share the table)."""
+    for value in vars(cst).values():
+        if (
+            isinstance(value, type)
+            and issubclass(value, cst.CSTNode)
+            and not inspect.isabstract(value)
+        ):
+            child_fields(value)
+
+
 def walk(
     node: cst.CSTNode,
     enter: Callable[[cst.CSTNode], object],

@@ -166,26 +166,35 @@ def facts_for(context, function: cst.FunctionDef, max_nodes: int = 4000) -> Func
     return facts
 
 
+_STATEMENT_CONTAINERS = (
+    cst.Module,
+    cst.BaseSuite,
+    cst.BaseCompoundStatement,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.Finally,
+)
+# Per node type: whether statements (and so functions) can be below it. isinstance()
+# against LibCST's abstract base classes is slow, and a module has tens of thousands of
+# nodes; the answer per type is not.
+_HOLDS_STATEMENTS: dict[type, bool] = {}
+
+
 def _index_owners(module: cst.Module, owners: dict[int, cst.ClassDef | None]) -> None:
     """The class each function is (directly or through nesting) defined in."""
+    holds = _HOLDS_STATEMENTS
     stack: list[tuple[cst.CSTNode, cst.ClassDef | None]] = [(module, None)]
     while stack:
         node, owner = stack.pop()
-        if isinstance(node, cst.ClassDef):
-            owner = node
-        elif isinstance(node, cst.FunctionDef):
+        node_type = type(node)
+        if node_type is cst.ClassDef:
+            owner = node  # type: ignore[assignment]
+        elif node_type is cst.FunctionDef:
             owners[id(node)] = owner
-        if isinstance(
-            node,
-            (
-                cst.Module,
-                cst.BaseSuite,
-                cst.BaseCompoundStatement,
-                cst.Else,
-                cst.ExceptHandler,
-                cst.Finally,
-            ),
-        ):
+        container = holds.get(node_type)
+        if container is None:
+            container = holds[node_type] = issubclass(node_type, _STATEMENT_CONTAINERS)
+        if container:
             stack.extend((child, owner) for child in iter_children(node))
 
 
@@ -1671,7 +1680,9 @@ class FunctionFacts:
                     return _NO_WORK  # `self.unet.to("cpu")`: moving a model is no tensor work
                 if len(parts) >= 4 and _is_tensor_method(name):
                     return _NO_WORK  # `self.vae.latents_std.view(...)`: a buffer's method
-                if _glob_any(name, T.MODEL_CALLS) or component in owner.registered:
+                if _glob_any(name, T.MODEL_CALLS) or (
+                    component in owner.registered and len(parts) == 3
+                ):  # (`self.transformer.rope.prepare_video_coords(...)`: a part's method)
                     return Work(MODEL, _model_kind(parts), parts=parts)
                 if _glob_any(component.lower(), T.MODEL_CALLS) and name in ("forward", "__call__"):
                     return Work(MODEL, _model_kind(parts), parts=parts)

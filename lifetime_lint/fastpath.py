@@ -1,0 +1,504 @@
+"""The `lifetime-lint` entry point, and its fast path: a repeated `check` replayed.
+
+A plain `check` (no fixing, no stdin, no output file, no diff base, baseline or profile)
+whose inputs are unchanged prints what the last identical run printed: this module keeps
+a *run memo* per invocation (the arguments, the folder, the environment, which streams
+are terminals, the interpreter) in the cache folder, holding the output that run wrote
+(stdout and stderr chunks, in order), its exit status, and everything its result depended
+on, each as `stat` sees it:
+
+- every checked file and named path, every config, project, `.gitignore` and git file the
+  run could have consulted (in each folder walked and each folder above), and every
+  module of the code that ran (a module edited, or a rule added, is a miss);
+- the listing of each folder discovery walked, as the walk saw it (sub-folders, Python
+  files and the names above), so a file added, removed or renamed is a miss;
+- the time of each folder above the walked ones (an entry added or removed there).
+
+The memo is written by the full run itself, after it reported, and only if nothing it
+depends on was modified within 2 s of the run's start (the racily-clean rule of the stat
+index, `cache.StatIndex`): a file edited during the run is never trusted. Nothing here
+renders a report: a hit writes the recorded bytes, so its output is the full path's by
+construction, and any difference, unreadable or foreign memo is a miss that runs the full
+command line (which records a fresh memo). A hit imports neither click nor LibCST nor the
+rules; its cost is the interpreter's start and a few hundred `stat` calls.
+"""
+
+from __future__ import annotations
+
+import io
+import marshal
+import os
+import sys
+import time
+import zlib
+
+TYPE_CHECKING = False  # typing is not imported on the fast path (it costs milliseconds)
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any
+
+FORMAT = 1
+CACHE_FOLDER = ".lifetime_lint_cache"  # cache.DEFAULT_CACHE_DIR (not imported: a hit stays light)
+RUNS_FOLDER = "runs"
+MAX_MEMOS = 64  # per cache folder; the oldest are dropped
+RACY_NS = 2_000_000_000  # cache.RACY_NANOSECONDS
+# Names in a folder that a run may read besides Python files: configs, project files,
+# ignore files, repository and cache markers.
+SPECIAL_NAMES = frozenset(
+    {
+        ".lifetime-lint.toml",
+        "lifetime-lint.toml",
+        "pyproject.toml",
+        "setup.cfg",
+        "setup.py",
+        "ruff.toml",
+        ".ruff.toml",
+        ".isort.cfg",
+        ".gitignore",
+        ".git",
+        "CACHEDIR.TAG",
+    }
+)
+PYTHON_SUFFIXES = (".py", ".pyi")
+# Variables no part of a run reads, which shells change between identical commands.
+_UNREAD_ENV = frozenset({"_", "OLDPWD", "SHLVL"})
+# Words after which argv is not a `check` this module can record.
+_OTHER_COMMANDS = frozenset({"rule", "server", "profile", "vendor-runtime"})
+_NEVER_RECORDED = frozenset({"-", "-h", "--help", "--version"})
+
+_RECORDER: _Recorder | None = None
+
+
+def main(prog_name: str | None = None) -> None:
+    """The `lifetime-lint` command: a run memo's output if it still holds, else the CLI."""
+    global _RECORDER
+    started_ns = time.time_ns()
+    args = sys.argv[1:]
+    program = prog_name or os.path.basename(sys.argv[0])
+    try:
+        material = _key_material(args, program)
+    except OSError:  # the current folder is gone: let the CLI say so
+        material = None
+    if material is not None and os.name == "posix":
+        memo = _find_memo(args, material)
+        if memo is not None:
+            raise SystemExit(_replay(memo))
+        if _may_record(args):
+            _RECORDER = _Recorder(material, started_ns)
+    from lifetime_lint.cli import main as cli_main
+
+    try:
+        cli_main(prog_name=prog_name)
+    except SystemExit as exit:
+        if _RECORDER is not None:
+            _RECORDER.finish(exit.code)
+        raise
+
+
+# -- the key and where memos live ------------------------------------------------------------
+
+
+def _key_material(args: Sequence[str], program: str) -> bytes:
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k not in _UNREAD_ENV))
+    ttys = tuple(_isatty(fd) for fd in (0, 1, 2))
+    return marshal.dumps(
+        (FORMAT, sys.version, sys.executable, __file__, os.getcwd(), program, tuple(args),
+         env, ttys)
+    )  # fmt: skip
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def memo_name(material: bytes) -> str:
+    return f"{zlib.crc32(material):08x}{zlib.adler32(material):08x}-{len(material)}"
+
+
+def _cache_dir_option(args: Sequence[str]) -> str | None:
+    value = None
+    for index, arg in enumerate(args):
+        if arg == "--cache-dir" and index + 1 < len(args):
+            value = args[index + 1]
+        elif arg.startswith("--cache-dir="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def _memo_paths(args: Sequence[str], name: str) -> list[str]:
+    """Where a memo of this invocation may be: the `--cache-dir`, or the default cache
+    folder beside any folder from here up (beside the config file that governs it)."""
+    option = _cache_dir_option(args)
+    if option is not None:
+        return [os.path.join(os.path.abspath(option), RUNS_FOLDER, name)]
+    paths = []
+    folder = os.getcwd()
+    while True:
+        paths.append(os.path.join(folder, CACHE_FOLDER, RUNS_FOLDER, name))
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return paths
+        folder = parent
+
+
+def _may_record(args: Sequence[str]) -> bool:
+    if args and args[0] in _OTHER_COMMANDS:
+        return False
+    return not any(arg in _NEVER_RECORDED for arg in args)
+
+
+# -- looking up and replaying -----------------------------------------------------------------
+
+
+def _find_memo(args: Sequence[str], material: bytes) -> Any:
+    name = memo_name(material)
+    for path in _memo_paths(args, name):
+        try:
+            with open(path, "rb") as handle:
+                memo = marshal.load(handle)
+        except FileNotFoundError:
+            continue
+        except (OSError, EOFError, ValueError, TypeError):
+            return None
+        try:
+            fmt, recorded, watches, chunks, code = memo
+        except (TypeError, ValueError):
+            return None
+        if fmt != FORMAT or recorded != material or not _holds(watches):
+            return None
+        return chunks, code
+    return None
+
+
+def _holds(watches: Any) -> bool:
+    """Whether every recorded input is as it was (any doubt is a miss)."""
+    try:
+        for kind, path, value in watches:
+            if kind == "f":
+                if file_signature(path) != value:
+                    return False
+            elif kind == "d":
+                if folder_listing(path) != value:
+                    return False
+            elif kind == "m":
+                if folder_signature(path) != value:
+                    return False
+            elif kind == "s":
+                if special_listing(path) != value:
+                    return False
+            elif kind == "t":
+                if path_kind(path) != value:
+                    return False
+            else:
+                return False
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _replay(memo: Any) -> int:
+    chunks, code = memo
+    try:
+        for fd, data in chunks:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+    except BrokenPipeError:
+        return 1  # what click does when the reader of its output goes away
+    return code if isinstance(code, int) else 0
+
+
+# -- what a run depends on, as stat sees it ---------------------------------------------------
+
+
+def file_signature(path: str) -> tuple[int, ...] | None:
+    """A file's size, times, inode and device (None: missing): any edit, rename or
+    replacement changes one of them (the stat index's signature, `cache.stat_signature`)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev,
+            info.st_mode)  # fmt: skip
+
+
+def path_kind(path: str) -> str:
+    """`d` folder, `f` file, `-` missing (a `.git` folder's own times change with git's work)."""
+    if os.path.isdir(path):
+        return "d"
+    return "f" if os.path.lexists(path) else "-"
+
+
+def folder_signature(path: str) -> tuple[int, ...] | None:
+    """A folder's modification time and inode: an entry added, removed or renamed."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+
+
+def folder_listing(path: str) -> tuple[tuple[str, str], ...] | None:
+    """What file discovery sees in a folder: sub-folders (and links to folders), Python
+    files and the special names, classified as `os.walk` does."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return None
+    return listing_of((entry.name, _is_dir(entry), entry.is_symlink()) for entry in entries)
+
+
+def listing_of(entries: Iterable[tuple[str, bool, bool]]) -> tuple[tuple[str, str], ...]:
+    """(name, kind) sorted; kind `d` folder, `l` link to a folder, `f` a file that counts."""
+    kept = []
+    for name, is_dir, is_link in entries:
+        if is_dir:
+            kept.append((name, "l" if is_link else "d"))
+        elif name.endswith(PYTHON_SUFFIXES) or name in SPECIAL_NAMES or _is_requirements(name):
+            kept.append((name, "f"))
+    return tuple(sorted(kept))
+
+
+def special_listing(folder: str) -> tuple[str, ...] | None:
+    """The names in a folder above the walked ones that a run may read (configs, project
+    and ignore files, a repository marker); sub-folders such as the cache do not count."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    return tuple(sorted(n for n in names if n in SPECIAL_NAMES or n.startswith("requirements")))
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _is_requirements(name: str) -> bool:
+    return name.startswith("requirements") and name.endswith((".txt", ".in"))
+
+
+# -- recording ----------------------------------------------------------------------------
+
+
+class _Tee(io.RawIOBase):
+    """A stream's bytes, written through to it and kept, in order with the other stream."""
+
+    def __init__(self, target: Any, fd: int, chunks: list[tuple[int, bytes]]) -> None:
+        self.target = target
+        self.fd = fd
+        self.chunks = chunks
+        self.pid = os.getpid()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.target.isatty()
+
+    def fileno(self) -> int:
+        return self.target.fileno()
+
+    def write(self, data: Any) -> int:
+        data = bytes(data)
+        self.target.write(data)
+        self.target.flush()
+        if os.getpid() == self.pid:
+            self.chunks.append((self.fd, data))
+        else:  # a forked child wrote: its bytes are not in the memo
+            self.chunks.append((-1, b""))
+        return len(data)
+
+
+def _teed(stream: Any, fd: int, chunks: list[tuple[int, bytes]]) -> Any:
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:
+        return None
+    wrapper = io.TextIOWrapper(
+        io.BufferedWriter(_Tee(buffer, fd, chunks)),
+        encoding=stream.encoding,
+        errors=stream.errors,
+        line_buffering=stream.line_buffering,
+        write_through=True,
+    )
+    return wrapper
+
+
+class _Recorder:
+    """Keeps what this run writes; `offer` (from `check`) says what it depended on."""
+
+    def __init__(self, material: bytes, started_ns: int) -> None:
+        self.material = material
+        self.started_ns = started_ns
+        self.chunks: list[tuple[int, bytes]] = []
+        self.inputs: RunInputs | None = None
+        self.originals = (sys.stdout, sys.stderr)
+        out = _teed(sys.stdout, 1, self.chunks)
+        err = _teed(sys.stderr, 2, self.chunks)
+        self.active = out is not None and err is not None
+        if self.active:
+            sys.stdout, sys.stderr = out, err
+
+    def finish(self, code: Any) -> None:
+        if not self.active:
+            return
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                return
+        inputs, self.inputs = self.inputs, None
+        if inputs is None or not isinstance(code, int):
+            return
+        name = memo_name(self.material)
+        if os.path.join(inputs.cache_root, RUNS_FOLDER, name) not in _memo_paths(
+            sys.argv[1:], name
+        ):
+            return  # a `cache-dir` setting elsewhere: a memo there would never be looked up
+        if any(fd == -1 for fd, _ in self.chunks):
+            return
+        watches = inputs.watches(self.started_ns)
+        if watches is None:
+            return
+        memo = (FORMAT, self.material, watches, [(fd, data) for fd, data in self.chunks], code)
+        inputs.write(name, marshal.dumps(memo))
+
+
+def recording() -> bool:
+    """Whether this process records a run memo (checked by `check` before gathering)."""
+    return _RECORDER is not None and _RECORDER.active
+
+
+def offer(inputs: RunInputs) -> None:
+    """`check` reported and may be replayed: what its report depended on."""
+    if _RECORDER is not None:
+        _RECORDER.inputs = inputs
+
+
+def folders_up(paths: Iterable[str]) -> list[str]:
+    """Each path's folder (itself if a folder) and every folder above, each once."""
+    folders: dict[str, None] = {}
+    for path in paths:
+        folder = os.path.abspath(path)
+        if not os.path.isdir(folder):
+            folder = os.path.dirname(folder)
+        while folder not in folders:
+            folders[folder] = None
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    return list(folders)
+
+
+class RunInputs:
+    """What one `check` read: filled in by the CLI, turned into watches after it reported."""
+
+    def __init__(self, cache_root: str) -> None:
+        self.cache_root = cache_root
+        self.files: list[str] = []  # checked files and named paths
+        self.walked: dict[str, tuple[tuple[str, str], ...]] = {}  # folder -> listing seen
+        self.folders: set[str] = set()  # folders whose config/project/ignore files count
+        self.extra_files: list[str] = []  # --config, git's files
+        self.required: list[str] = []  # files the run found and read (must still exist)
+        self.above: dict[str, tuple[str, ...] | None] = {}  # folder -> names, at the start
+
+    def watches(self, started_ns: int) -> list[tuple[str, str, Any]] | None:
+        """Every input's current stat, or None when one changed too recently to trust."""
+        racy = started_ns - RACY_NS
+        watches: list[tuple[str, str, Any]] = []
+        files = dict.fromkeys(self.files)
+        listed = set(self.folders)  # folders above the walked ones: their times count
+        for folder in sorted(self.folders):
+            for name in sorted(SPECIAL_NAMES):
+                files[os.path.join(folder, name)] = None
+            requirements = os.path.join(folder, "requirements")
+            if os.path.isdir(requirements):
+                listed.add(requirements)
+                for name in _names(requirements):
+                    files[os.path.join(requirements, name)] = None
+            if folder not in self.walked:
+                for name in _names(folder):
+                    if _is_requirements(name):
+                        files[os.path.join(folder, name)] = None
+        files.update(dict.fromkeys(self.extra_files))
+        files.update(dict.fromkeys(_code_files()))
+        for path in files:
+            if os.path.basename(path) == ".git":  # a repository's marker: its kind counts
+                watches.append(("t", path, path_kind(path)))
+                continue
+            signature = file_signature(path)
+            if signature is not None and max(signature[1], signature[2]) >= racy:
+                return None
+            watches.append(("f", path, signature))
+        present = {path for kind, path, value in watches if kind == "f" and value is not None}
+        if any(path not in present for path in self.required):
+            return None  # read by the run, gone now
+        for folder, seen in self.walked.items():
+            for name, kind in seen:
+                path = os.path.join(folder, name)
+                if kind == "f" and name in SPECIAL_NAMES and name != ".git" and path not in present:
+                    return None  # seen by discovery, removed since
+            watches.append(("d", folder, seen))
+        for folder in sorted(listed - set(self.walked)):
+            if folder in self.above:  # listed before anything was read: exact
+                watches.append(("s", folder, self.above[folder]))
+                listed.discard(folder)
+        for folder in sorted(listed - set(self.walked)) + _code_folders():
+            signature = folder_signature(folder)
+            if signature is not None and max(signature[0], signature[1]) >= racy:
+                return None
+            watches.append(("m", folder, signature))
+        return watches
+
+    def write(self, name: str, data: bytes) -> None:
+        from lifetime_lint.cache import write_file_atomic
+
+        folder = os.path.join(self.cache_root, RUNS_FOLDER)
+        write_file_atomic(os.path.join(folder, name), data, cache_root=self.cache_root)
+        names = _names(folder)
+        if len(names) > MAX_MEMOS:
+            aged = sorted(
+                names, key=lambda n: (file_signature(os.path.join(folder, n)) or (0, 0))[1]
+            )
+            for old in aged[: len(names) - MAX_MEMOS]:
+                try:
+                    os.unlink(os.path.join(folder, old))
+                except OSError:
+                    pass
+
+
+def _names(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _code_files() -> list[str]:
+    """The file of every module this run imported (a hit imports few of them)."""
+    files = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            files.append(path)
+    return sorted(set(files))
+
+
+def _code_folders() -> list[str]:
+    """The folders of lifetime-lint's packages: a module added to one (a new rule) is a miss."""
+    import importlib.util
+
+    folders = []
+    for package in ("lifetime_lint", "lifetime_lint.rules"):
+        spec = importlib.util.find_spec(package)
+        for top in (spec.submodule_search_locations or []) if spec else []:
+            for folder, subfolders, _ in os.walk(top):
+                subfolders[:] = sorted(n for n in subfolders if n != "__pycache__")
+                folders.append(folder)
+    return folders
