@@ -452,7 +452,7 @@ class _Analysis:
                 for origin, site in zip(origins, real)
             ) or all(origin is None for origin in origins):
                 continue
-            if self._shared_live(info, real):
+            if self._shared_live(info, real, candidates):
                 continue
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
@@ -575,14 +575,30 @@ class _Analysis:
             return F.CACHE_ENTRY if S.size_class(fact.origin) != S.LARGE else fact.origin
         return None
 
-    def _shared_live(self, info: StatementInfo, sites: list[DefSite]) -> bool:
+    def _shared_live(self, info: StatementInfo, sites: list[DefSite], candidates: set[str]) -> bool:
         """Whether another name of a view chain (`q_sbhd = query.view(...)` ...
-        `query = q_sbhd.view(shape)`) is still live after `info`: then `del` frees nothing."""
-        assert self.flow is not None and info.exit is not None
-        live = self.flow.live_out[info.exit.index]
+        `query = q_sbhd.view(shape)`) still holds the storage after `info`: it is live, or
+        it is still bound and not released with it (`q, k = qkvg.chunk(2)`: `qkvg` keeps
+        both pieces' storage, so `del q, k` frees nothing). Then `del` frees nothing."""
+        flow = self.flow
+        assert flow is not None and info.exit is not None
+        live = flow.live_out[info.exit.index]
+        reach = flow.reach_out[info.exit.index]
         for site in sites:
             for partner in self.facts.storage_partners(site) or ():
-                if live & self.flow.name_bit(partner):
+                if live & flow.name_bit(partner):
+                    return True
+                bit = flow.name_bit(partner)
+                dies_here = partner in candidates and flow.live_in[info.entry.index] & bit
+                bindings = flow.reaching(reach, partner)
+                if (
+                    not dies_here
+                    and bindings
+                    and all(bound.kind not in ("unbound", "deleted") for bound in bindings)
+                ):
+                    # Bound on every path (a partner dying here is deleted with it, `del q,
+                    # k`; one bound on some paths only, a view chain under `if fused:`, leaves
+                    # the others' saving).
                     return True
         return False
 
