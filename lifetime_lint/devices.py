@@ -189,6 +189,28 @@ def in_multi_backend_dispatch(context: FileContext, ancestors: Sequence[cst.CSTN
     return False
 
 
+def past_other_backend_exit(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """An enclosing block runs `if <another backend>: return/raise` (no `else`) before the
+    node (`if current_platform.is_npu() or current_platform.is_mps(): return False`): the
+    code that follows is the remaining branch of that dispatch."""
+    chain = list(ancestors)
+    for index in range(len(chain) - 1):
+        block, child = chain[index], chain[index + 1]
+        if not isinstance(block, cst.IndentedBlock):
+            continue
+        for statement in block.body:
+            if statement is child:
+                break
+            if (
+                isinstance(statement, cst.If)
+                and statement.orelse is None
+                and _OTHER_BACKEND.search(context.code_for(statement.test))
+                and _how_body_exits(statement.body) is not None
+            ):
+                return True
+    return False
+
+
 def _is_elif_of(parent: cst.CSTNode, child: cst.CSTNode) -> bool:
     return isinstance(parent, cst.If) and parent.orelse is child
 
@@ -237,12 +259,45 @@ def platform_layer(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> st
     for folder in folders:
         if folder.lower() in PLATFORM_FOLDERS:
             return f"the platform package `{folder}/`"
-    for node in ancestors:
+    for index, node in enumerate(ancestors):
         if isinstance(node, cst.ClassDef):
             names = [node.name.value] + [dotted_name(arg.value) or "" for arg in node.bases]
             if any(_PLATFORM_CLASS.search(name) for name in names):
                 return f"the platform class `{node.name.value}`"
+            method = next(
+                (n for n in ancestors[index + 1 :] if isinstance(n, cst.FunctionDef)), None
+            )
+            if method is not None:
+                backend = _overridden_for_other_backend(context, node, method.name.value)
+                if backend:
+                    return f"the CUDA default of `{method.name.value}`, which `{backend}` overrides"
     return None
+
+
+def _overridden_for_other_backend(
+    context: FileContext, base: cst.ClassDef, method: str
+) -> str | None:
+    """A class of the module, named for another backend and derived from `base`
+    (`class NPUEnv(BaseEnv)`), that defines `method` itself: `base` is a per-backend
+    hierarchy's root, and its `method` the CUDA default the others replace."""
+    for statement in context.module.body:
+        if not isinstance(statement, cst.ClassDef) or statement is base:
+            continue
+        if not _OTHER_BACKEND.search(_camel_words(statement.name.value)):
+            continue
+        if not any(dotted_name(arg.value) == base.name.value for arg in statement.bases):
+            continue
+        if any(
+            isinstance(member, cst.FunctionDef) and member.name.value == method
+            for member in _class_body(statement)
+        ):
+            return statement.name.value
+    return None
+
+
+def _camel_words(name: str) -> str:
+    """`NPUEnv` -> `NPU Env`, `XpuWorker` -> `Xpu Worker`: CamelCase humps as words."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", name)
 
 
 # -- code that is CUDA-only by intent ------------------------------------------------------
@@ -368,8 +423,18 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
             test = context.code_for(node.test)
             if _ROCM.search(test):
                 return f"a ROCm-only branch (`{test.strip()[:60]}`), where torch.cuda is right"
+            local = _none_unless_cuda(context, node.test, chain[:index])
+            if local:
+                return f"CUDA-only code (`{local}` is None unless the device is CUDA)"
+            flag = node.test.value if isinstance(node.test, cst.Name) else None
+            library = _cuda_library_flags(context).get(flag) if flag else None
+            if library:
+                return f"a branch on `{flag}`, a flag set only once `{library}` loaded"
             if _CUDA_SPECIFIC_TEST.search(test) or _names_cuda_class(test):
                 return f"a CUDA-only branch (`{test.strip()[:60]}`)"
+            if _CUDA_SUBSYSTEM_MODULE.search(test):
+                # `if mm_item.has_cuda_ipc_proxy():`, `if self.use_vmm:`
+                return f"a branch for a CUDA-only subsystem (`{test.strip()[:60]}`)"
             if _CUDA_ONLY_NAME.search(test) and not _OTHER_BACKEND.search(test):
                 # `if attention_backend == "flashinfer_cudnn":` picks a CUDA-only kernel; a
                 # test naming only NCCL (`pre_warm_nccl`) is weaker: HCCL/RCCL mirror it.
@@ -519,7 +584,7 @@ def _built_on_cuda_only_object(node: cst.ClassDef) -> str | None:
     return None
 
 
-def _body_statements(node: cst.FunctionDef) -> Sequence[cst.CSTNode]:
+def _body_statements(node: cst.FunctionDef | cst.For | cst.While) -> Sequence[cst.CSTNode]:
     body = node.body
     return body.body if isinstance(body, cst.IndentedBlock) else ()
 
@@ -563,14 +628,27 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
     for part in relative.split("/")[:-1]:
         if _ROCM.search(part):  # `kernels/ops/attention/vattn_asm_gfx950/__init__.py`
             return f"a ROCm-only module (in `{part}/`), where torch.cuda is right"
+    source = _compiled_cuda_source(context)
+    if source:
+        return f"a module that builds CUDA kernel sources (`{source}`)"
     for statement in module.body:
         if isinstance(statement, cst.If):
             backend = _exit_guard(context, statement, raise_only=True)
             if backend:
                 return f"a {backend}-only module (raises at import without {backend})"
+            if dotted_name(statement.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+                # The module's own types come from a ROCm-only library (`import mori`).
+                for line in _suite(statement.body):
+                    for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+                        if _imported_root(small) in ROCM_ONLY_LIBRARIES:
+                            root = _imported_root(small)
+                            return f"a ROCm-only module (types from `{root}`), where torch.cuda is right"
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
+            if _imported_root(small) in ROCM_ONLY_LIBRARIES:
+                root = _imported_root(small)
+                return f"a ROCm-only module (imports `{root}`), where torch.cuda is right"
             if isinstance(small, cst.Assign) and _keyed_by_cuda_devices(small.value):
                 return "a module whose device tables are keyed `cuda:N`"
             root = _imported_root(small)
@@ -586,6 +664,38 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
             ):
                 return "a test module skipped without CUDA (`pytestmark`)"
     return None
+
+
+# A CUDA source file named in the module's code (`cuda_files=["gemm/tiny_gemm.cuh"]`,
+# `_cuda_source("diffusion/residual_gate_add.cuh")`, `load(sources=["ops.cu"])`), or an
+# inline CUDA build (`load_inline(..., cuda_sources=...)`): the module JIT-compiles CUDA
+# kernels, which run where `torch.cuda` is the device API (CUDA, or ROCm through hipify).
+_CUDA_SOURCE_FILE = re.compile(r"""["']([\w./-]*\w\.cuh?)["']""")
+_INLINE_CUDA_BUILD = re.compile(r"""\bcuda_sources\s*=|\bload_inline\(""")
+
+
+def _compiled_cuda_source(context: FileContext) -> str | None:
+    """The CUDA source the module's code builds, or None. Only string literals in calls
+    count (not docstrings or comments that mention a `.cu` file)."""
+    if ".cu" not in context.source and "cuda_sources" not in context.source:
+        return None
+    found: list[str] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if found or not isinstance(node, cst.Call):
+            return
+        text = context.code_for(node)
+        if _INLINE_CUDA_BUILD.search(text):
+            found.append("an inline CUDA build")
+            return
+        for arg in node.args:
+            match = _CUDA_SOURCE_FILE.search(context.code_for(arg.value))
+            if match:
+                found.append(match.group(1))
+                return
+
+    walk(context.module, enter, lambda _: None)
+    return found[0] if found else None
 
 
 # A class that loads or imports the CUDA driver or runtime itself (`ctypes.CDLL(
@@ -636,7 +746,8 @@ def _imported_root(small: cst.BaseSmallStatement) -> str | None:
 _BACKEND_FLAG = re.compile(r"^_*is_(cuda|hip|rocm)(_alike|_runtime|_platform)?$", re.IGNORECASE)
 # Libraries that exist only for AMD GPUs: code that needs one runs on ROCm, where
 # `torch.cuda` is HIP and right.
-ROCM_ONLY_LIBRARIES = frozenset({"aiter", "amdsmi", "pyrsmi", "rocm_smi", "hip"})
+# (`mori`: ROCm's MoE dispatch/combine and RDMA library.)
+ROCM_ONLY_LIBRARIES = frozenset({"aiter", "amdsmi", "pyrsmi", "rocm_smi", "hip", "mori"})
 # A predicate on NVIDIA architectures (`_blackwell_or_newer(dev)`, `is_sm100_supported()`).
 _ARCH_PREDICATE = re.compile(
     r"(?<![A-Za-z0-9])(blackwell|hopper|ampere|sm\d{2,3})(?![A-Za-z])", re.IGNORECASE
@@ -790,6 +901,24 @@ def _past_cuda_exit(
             backend = _exit_guard(context, statement, raise_only=False)
             if backend:
                 return _bound_reason(backend, f"past `{_header(context, statement)}`")
+            if _answers_without_cuda(context, statement, outer):
+                return f"{OWN_FALLBACK} (past `{_header(context, statement)}`)"
+            library = _exits_unless_library_flag(context, statement)
+            if library:
+                return _bound_reason(
+                    "CUDA",
+                    f"past `{_header(context, statement)}`, a flag set only once `{library}` loaded",
+                )
+        elif isinstance(statement, (cst.For, cst.While)):
+            # `for video in videos: if video.device.type != "cuda": return None`: past the
+            # loop every item it checked is on CUDA (or the function has returned).
+            for inner in _body_statements(statement):
+                if isinstance(inner, cst.If):
+                    backend = _exit_guard(context, inner, raise_only=False)
+                    if backend:
+                        return _bound_reason(
+                            backend, f"past a loop that exits unless each item is on {backend}"
+                        )
         elif isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 if isinstance(small, cst.Assert):
@@ -806,6 +935,286 @@ def _past_cuda_exit(
                             backend, f"past `{validator.name.value}()`, which raises without it"
                         )
     return None
+
+
+def _none_unless_cuda(
+    context: FileContext, test: cst.BaseExpression, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """`if ptr_fn is not None:` (or `if ptr_fn:`) where every binding of the local is
+    `None`, `... if <the device is CUDA> else None`, or an assignment under `if <the device
+    is CUDA>:` (`cuda_device = None; if kwargs.get("device") == "cuda": cuda_device =
+    torch.cuda.current_device()`, also read from a nested function): the branch runs on
+    CUDA only. The local's name, or None."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if not (
+            isinstance(target.operator, cst.IsNot)
+            and isinstance(target.comparator, cst.Name)
+            and target.comparator.value == "None"
+        ):
+            return None
+        test = test.left
+    if not isinstance(test, cst.Name):
+        return None
+    name = test.value
+    for function in reversed([n for n in outer if isinstance(n, cst.FunctionDef)]):
+        bindings = _bindings_of(function, name)
+        if not bindings:
+            continue  # a free variable here: the enclosing function binds it
+        cuda_values = 0
+        for value, chain in bindings:
+            if isinstance(value, cst.Name) and value.value == "None":
+                continue
+            if (
+                isinstance(value, cst.IfExp)
+                and isinstance(value.orelse, cst.Name)
+                and value.orelse.value == "None"
+                and _proves_cuda(context, value.test)
+            ) or _under_cuda_test(context, chain):
+                cuda_values += 1
+                continue
+            return None
+        return name if cuda_values else None
+    return None
+
+
+def _proves_cuda(context: FileContext, test: cst.BaseExpression) -> bool:
+    found = _backend_when_true(test, context)
+    return found is not None and found.identity and found.backend == "CUDA"
+
+
+def _under_cuda_test(context: FileContext, chain: Sequence[cst.CSTNode]) -> bool:
+    """Some `if` of the chain runs the last node only when its test proves CUDA."""
+    for parent, child in zip(chain, chain[1:]):
+        if isinstance(parent, cst.If) and child is parent.body:
+            if _proves_cuda(context, parent.test):
+                return True
+    return False
+
+
+def _bindings_of(
+    function: cst.FunctionDef, name: str
+) -> list[tuple[cst.BaseExpression | None, tuple[cst.CSTNode, ...]]]:
+    """Every binding of `name` in the function's own code (not nested functions): the value
+    assigned (None for a loop target, `with ... as`, `:=`, a parameter or an augmented
+    assignment) and the chain of nodes from the function down to the binding."""
+    found: list[tuple[cst.BaseExpression | None, tuple[cst.CSTNode, ...]]] = []
+    stack: list[cst.CSTNode] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        stack.append(node)
+        if isinstance(node, cst.Assign):
+            if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+                found.append((node.value, tuple(stack)))
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            if isinstance(node.target, cst.Name) and node.target.value == name:
+                value = node.value if isinstance(node, cst.AnnAssign) else None
+                found.append((value, tuple(stack)))
+        elif name in _names_bound_by(node):
+            found.append((None, tuple(stack)))
+
+    def descend(node: cst.CSTNode) -> bool:
+        return node is function or not isinstance(node, (cst.FunctionDef, cst.Lambda))
+
+    walk(function, enter, lambda _: stack.pop(), descend)
+    return found
+
+
+def _names_bound_by(node: cst.CSTNode) -> set[str]:
+    """The names a loop target, `with ... as`, `:=` or parameter binds."""
+    targets: list[cst.CSTNode] = []
+    if isinstance(node, (cst.For, cst.CompFor)):
+        targets.append(node.target)
+    elif isinstance(node, cst.WithItem) and node.asname is not None:
+        targets.append(node.asname.name)
+    elif isinstance(node, cst.NamedExpr):
+        targets.append(node.target)
+    elif isinstance(node, cst.Param):
+        targets.append(node.name)
+    names: set[str] = set()
+    for target in targets:
+        walk(
+            target,
+            lambda n: names.add(n.value) if isinstance(n, cst.Name) else None,
+            lambda _: None,
+        )
+    return names
+
+
+def _exits_unless_library_flag(context: FileContext, statement: cst.If) -> str | None:
+    """`if not _enable_splitk: return False` (no `else`), where the module sets the flag
+    only once a CUDA-only library loaded: the library the flag stands for, or None."""
+    test = statement.test
+    if not (
+        statement.orelse is None
+        and isinstance(test, cst.UnaryOperation)
+        and isinstance(test.operator, cst.Not)
+        and isinstance(test.expression, cst.Name)
+        and _how_body_exits(statement.body) is not None
+    ):
+        return None
+    return _cuda_library_flags(context).get(test.expression.value)
+
+
+def _cuda_library_flags(context: FileContext) -> dict[str, str]:
+    """Module-level flags set `True` only in blocks that first import a CUDA-only library
+    (`from flashinfer.gemm import run_splitk_dense` ... `_enable_splitk = True`; `try:
+    import flash_attn; HAS_FLASH_ATTN = True`), and otherwise only `False` or `None`: a
+    flag that says the CUDA-only library is in use. Maps each to that library."""
+    flags = context.memo.get("devices.cuda_library_flags")
+    if flags is not None:
+        return flags
+    truthy: dict[str, set[str | None]] = {}
+    spoiled: set[str] = set()
+
+    def scan(statements: Sequence[cst.CSTNode], library: str | None) -> None:
+        for statement in statements:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    root = _imported_root(small)
+                    module = _imported_module(small) or ""
+                    if root in CUDA_ONLY_LIBRARIES or any(
+                        _CUDA_ONLY_FUNCTION.search(part) for part in module.split(".")
+                    ):
+                        library = root
+                    if isinstance(small, cst.Assign):
+                        _record(small, library)
+            elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                scan(_suite(statement.body), None)  # runs later, under its own imports
+            elif isinstance(statement, cst.BaseCompoundStatement):
+                for suite in _suites(statement):
+                    scan(_suite(suite), library)
+
+    def _record(assign: cst.Assign, library: str | None) -> None:
+        value = assign.value
+        for target in assign.targets:
+            if not isinstance(target.target, cst.Name):
+                continue
+            name = target.target.value
+            if isinstance(value, cst.Name) and value.value in ("False", "None"):
+                continue
+            if isinstance(value, cst.Name) and value.value == "True":
+                truthy.setdefault(name, set()).add(library)
+            else:
+                spoiled.add(name)
+
+    scan(context.module.body, None)
+    module_names = scope_table(context).module_scope.bindings
+    flags = {}
+    for name, libraries in truthy.items():
+        if name in spoiled or None in libraries or name not in module_names:
+            continue
+        flags[name] = sorted(lib for lib in libraries if lib)[0]
+    context.memo["devices.cuda_library_flags"] = flags
+    return flags
+
+
+def _suite(body: cst.BaseSuite) -> Sequence[cst.CSTNode]:
+    return body.body if isinstance(body, cst.IndentedBlock) else (body,)
+
+
+def _suites(statement: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
+    """Every block of a compound statement (if/elif/else, try/except/else/finally, loops)."""
+    suites: list[cst.BaseSuite] = [statement.body]
+    branch = getattr(statement, "orelse", None)
+    while branch is not None:
+        suites.append(branch.body)
+        branch = branch.orelse if isinstance(branch, cst.If) else None
+    for handler in getattr(statement, "handlers", ()):
+        suites.append(handler.body)
+    final = getattr(statement, "finalbody", None)
+    if final is not None:
+        suites.append(final.body)
+    return suites
+
+
+# What a function answers where CUDA is missing: "unknown", which its callers must handle.
+# (Not `False` or `0`: "do not use the memory-saving path" or "0 bytes free" is a decision
+# or a measurement that is wrong on another accelerator.)
+_NO_ANSWER = frozenset({"None"})
+OWN_FALLBACK = "a query with its own answer without CUDA"
+
+
+def _answers_without_cuda(
+    context: FileContext, statement: cst.If, outer: Sequence[cst.CSTNode]
+) -> bool:
+    """`if _is_hip or not torch.cuda.is_available(): return None`, in a function that
+    otherwise returns a value it computed: off CUDA the function answers "unknown" itself,
+    and the `torch.cuda` calls past the test never run there."""
+    if statement.orelse is not None or not _true_without_cuda(statement.test):
+        return False
+    body = _body_statements_of(statement.body)
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+        return False
+    if len(body[0].body) != 1:
+        return False
+    small = body[0].body[0]
+    if not (
+        isinstance(small, cst.Return)
+        and isinstance(small.value, cst.Name)
+        and small.value.value in _NO_ANSWER
+    ):
+        return False
+    function = next((n for n in reversed(outer) if isinstance(n, cst.FunctionDef)), None)
+    return function is not None and _returns_a_computed_value(function)
+
+
+def answers_none_without_cuda(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The node is inside `... if torch.cuda.is_available() else None` whose value is used
+    (`device_index = torch.cuda.current_device() if torch.cuda.is_available() else None`):
+    a query that answers "unknown" itself off CUDA. (A bare statement of that form is a
+    guarded action: the guarded-call fix rewrites it.)"""
+    chain = list(ancestors)
+    for index in range(len(chain) - 2, 0, -1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return False
+        if isinstance(node, cst.IfExp) and child is node.body:
+            return (
+                isinstance(node.orelse, cst.Name)
+                and node.orelse.value == "None"
+                and not isinstance(chain[index - 1], cst.Expr)
+                and _is_cuda_availability(context, node.test, chain[:index])
+            )
+    return False
+
+
+def _true_without_cuda(test: cst.BaseExpression) -> bool:
+    """`not torch.cuda.is_available()`, alone or as one side of an `or`."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _true_without_cuda(test.left) or _true_without_cuda(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        return (
+            isinstance(inner, cst.Call)
+            and not inner.args
+            and (dotted_name(inner.func) or "").endswith("cuda.is_available")
+        )
+    return False
+
+
+def _body_statements_of(body: cst.BaseSuite) -> Sequence[cst.CSTNode]:
+    return body.body if isinstance(body, cst.IndentedBlock) else (body,)
+
+
+def _returns_a_computed_value(function: cst.FunctionDef) -> bool:
+    """Some `return` of the function (not of a nested one) gives more than a constant."""
+    found = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        if isinstance(node, cst.Return) and node.value is not None:
+            value = node.value
+            if not (isinstance(value, cst.Name) and value.value in ("None", "True", "False")):
+                found = True
+
+    walk(
+        function.body,
+        enter,
+        lambda _: None,
+        lambda node: not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)),
+    )
+    return found
 
 
 def _asserted_backend(
@@ -1245,6 +1654,7 @@ LEFT_OUT_SCOPE = "non-library path"
 LEFT_OUT_SCRIPT = "script entry point"
 LEFT_OUT_LOGGING = "logging only"
 LEFT_OUT_DEBUG = "debugging branch"
+LEFT_OUT_OWN_FALLBACK = "past its own answer without CUDA"
 # The setting that reports every one of them (what `--statistics` prints beside the counts).
 SHOWS_LEFT_OUT = 'portability = "strict"'
 
@@ -1287,9 +1697,19 @@ def in_debugging_branch(context: FileContext, ancestors: Sequence[cst.CSTNode]) 
 
 def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
     """The call feeds a log message only: an argument of `logger.info(...)`/`print(...)`,
-    or the test of an `if` whose body only logs or warns. Wrong off CUDA, it changes a
-    message, not what the program does."""
-    chain = list(ancestors)
+    the test of an `if` whose body only logs or warns, or the value of a local that only
+    log messages read (`before = torch.cuda.memory_reserved() / 2**20`, then
+    `logger.info(f"... {before:.1f} MB")`). Wrong off CUDA, it changes a message, not what
+    the program does."""
+    return _feeds_only_logging(context, list(ancestors), depth=0)
+
+
+# How many locals a value may pass through on its way to a log message (`before` ->
+# `freed = before - after` -> `logger.info(...)`).
+_LOG_CHAIN_DEPTH = 3
+
+
+def _feeds_only_logging(context: FileContext, chain: list[cst.CSTNode], depth: int) -> bool:
     for index in range(len(chain) - 2, -1, -1):
         node, child = chain[index], chain[index + 1]
         if isinstance(node, cst.Call) and child is not node.func:
@@ -1297,10 +1717,81 @@ def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> 
                 return True
         if isinstance(node, cst.If) and child is node.test:
             return node.orelse is None and _only_logs(node.body)
+        if isinstance(node, cst.Assign) and child is node.value:
+            return depth < _LOG_CHAIN_DEPTH and _local_read_only_by_logging(
+                context, chain[: index + 1], node, depth
+            )
         if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             if not (isinstance(node, cst.If) and child is node.test):
                 return False
     return False
+
+
+def _local_read_only_by_logging(
+    context: FileContext, chain: list[cst.CSTNode], assign: cst.Assign, depth: int
+) -> bool:
+    """`assign` binds one local of a function, and every place the function reads that
+    name (at least one) feeds a log message only."""
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        return False
+    name = assign.targets[0].target.value
+    where = next(
+        (i for i in range(len(chain) - 1, -1, -1) if isinstance(chain[i], cst.FunctionDef)),
+        None,
+    )
+    if where is None:
+        return False  # a module-level name may be read from anywhere
+    function = chain[where]
+    assert isinstance(function, cst.FunctionDef)
+    if _declares_nonlocal(function, name):
+        return False
+    reads = _name_reads(context, function, tuple(chain[:where])).get(name, [])
+    reads = [read for read in reads if not _contains(read, assign)]
+    return bool(reads) and all(
+        _feeds_only_logging(context, list(read), depth + 1) for read in reads
+    )
+
+
+def _declares_nonlocal(function: cst.FunctionDef, name: str) -> bool:
+    found = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        if isinstance(node, (cst.Global, cst.Nonlocal)):
+            found = found or any(item.name.value == name for item in node.names)
+
+    walk(function.body, enter, lambda _: None)
+    return found
+
+
+def _name_reads(
+    context: FileContext, function: cst.FunctionDef, outer: tuple[cst.CSTNode, ...]
+) -> dict[str, list[tuple[cst.CSTNode, ...]]]:
+    """The ancestor chains of every `Name` the function's body reads (not the targets of
+    plain assignments, attribute names or keyword names), by name; memoised per function."""
+    cache: dict[int, dict[str, list[tuple[cst.CSTNode, ...]]]]
+    cache = context.memo.setdefault("devices.name_reads", {})
+    cached = cache.get(id(function))
+    if cached is not None:
+        return cached
+    found: dict[str, list[tuple[cst.CSTNode, ...]]] = {}
+    cache[id(function)] = found
+    stack: list[cst.CSTNode] = list(outer) + [function]
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Name) and stack:
+            parent = stack[-1]
+            bound = (
+                (isinstance(parent, cst.AssignTarget) and parent.target is node)
+                or (isinstance(parent, cst.Attribute) and parent.attr is node)
+                or (isinstance(parent, cst.Arg) and parent.keyword is node)
+            )
+            if not bound:
+                found.setdefault(node.value, []).append(tuple(stack) + (node,))
+        stack.append(node)
+
+    walk(function.body, enter, lambda _: stack.pop())
+    return found
 
 
 def _only_logs(body: cst.BaseSuite) -> bool:
@@ -1348,7 +1839,9 @@ class Portability:
         """None: report the call. "": not a finding at all (a multi-backend dispatch
         branch). Otherwise the reason it is left out (counted by `--statistics`). `query`:
         the call only reads state (memory statistics, the device index or count)."""
-        if in_multi_backend_dispatch(context, ancestors):
+        if in_multi_backend_dispatch(context, ancestors) or past_other_backend_exit(
+            context, ancestors
+        ):
             return ""
         if self.strict:
             return None
@@ -1360,6 +1853,8 @@ class Portability:
             return LEFT_OUT_SCRIPT
         if only_for_logging(context, ancestors) or (query and in_logging_function(ancestors)):
             return LEFT_OUT_LOGGING
+        if query and answers_none_without_cuda(context, ancestors):
+            return LEFT_OUT_OWN_FALLBACK
         if in_debugging_branch(context, ancestors):
             return LEFT_OUT_DEBUG
         reason = cuda_bound(context, ancestors)
@@ -1372,6 +1867,8 @@ def left_out_label(reason: str) -> str:
     """The `--statistics` row a `cuda_bound` reason is counted under."""
     if reason.startswith(CALLED_ONLY_FROM):
         return LEFT_OUT_CALLER_GATED
+    if reason.startswith(OWN_FALLBACK):
+        return LEFT_OUT_OWN_FALLBACK
     if "ROCm" in reason:
         return LEFT_OUT_ROCM
     return LEFT_OUT_CUDA_BOUND

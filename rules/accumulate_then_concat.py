@@ -59,7 +59,9 @@ class AccumulateThenConcat(Rule):
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
     batch: `z.split(1)`, `unbind()`, iterating a tensor), for chunks copied to the host
-    (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory), and for one row of an outer
+    (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory) or made there (from numpy or PIL
+    data: `torch.from_numpy`, `numpy_to_pt`, `to_tensor`, and work over such values only,
+    with no `.to(device)` before the merge), and for one row of an outer
     accumulation (`rows.append(torch.cat(row))`). The chunk facts of
     `lifetime_lint.analysis.chunks` compare the chunks with what the loop holds anyway,
     and make these `low` too: chunks computed, without work that may expand them, from
@@ -75,7 +77,14 @@ class AccumulateThenConcat(Rule):
     container that held them before the loop (`state_dict.pop(key)`); chunks whose
     producing call is named for something small (`patchify_video_latents`,
     `input_embeddings`); calls into an encoder the work facts rate lighter than a model
-    (`self.vision.forward_features`). Findings in
+    (`self.vision.forward_features`); a merge that holds one clip per call (a sibling
+    method runs it once per temporal clip and concatenates or streams the results, and its
+    other calls come after a branch that returns through that caller under a flag
+    `__init__` sets to `True`, such as framewise decoding: the clips together set the
+    peak); 4-D tile merges seen by their concatenation dims (rows on dim 2, columns on
+    dim 3, when the tiles come out of a stacked buffer); activation-sized chunks out of a
+    network's peak-level layer run in the loop (an MLP over each ray batch); functions
+    named for masks (`_merge_attention_masks`). Findings in
     non-library paths (tests, examples, benchmarks, scripts, notebooks: the top-level
     `non-library` globs, shared with LL004/LL005) are `low` too: another audience, small
     inputs. The default run reports `medium` and `high`; `--statistics` counts the
@@ -392,7 +401,7 @@ class AccumulateThenConcat(Rule):
         work = _loop_work(facts, header, loop_statement)
         level, generic = _accumulation_level(origin, work, _decode_path(function, named))
         # The specific reasons below say more than "outside a decoder's output assembly".
-        structure = None if generic == _OUTSIDE_DECODE else generic
+        structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP) else generic
         structure = structure or self._chunk_structure(
             facts, function, origin, named,
             [(expr, nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
@@ -403,6 +412,14 @@ class AccumulateThenConcat(Rule):
             for expr, grow in zip(chunk_exprs, grows)
         ):
             structure = "the chunks are copied to the host: CPU memory, not the GPU peak"
+        if structure is None and all(
+            expr is not None and C.made_on_host(self.context, facts, expr, nodes.get(id(grow.node)))
+            for expr, grow in zip(chunk_exprs, grows)
+        ):
+            structure = (
+                "the chunks are host tensors (made from numpy or PIL data, not moved to a "
+                "device before the merge): CPU memory, not the GPU peak"
+            )
         if structure is None and _appended_elsewhere(ancestors):
             # `result_rows.append(torch.cat(result_row, dim=-1))`: one row of a tiled
             # decode; the outer concatenation (its own finding) sets the peak.
@@ -816,7 +833,7 @@ class AccumulateThenConcat(Rule):
         light = C.light_owner(self.context.path, facts.owner)
         if light is not None:
             return light
-        small = C.small_by_name(names)
+        small = C.small_by_name(names) or C.masks_by_function(function.name.value)
         if small is not None:
             return small
         loading = C.load_time(self.context.path, function.name.value, names)
@@ -832,6 +849,9 @@ class AccumulateThenConcat(Rule):
                 f"decoded tiles of {image}: a whole image is tens of MiB at 2K, less than "
                 f"one tile's decoder activations, so the merge does not set the peak"
             )
+        per_call = C.merged_per_call(self.context, function, facts.owner)
+        if per_call is not None:
+            return per_call
         nodes = self._load_nodes(facts)
         sources = [
             C.live_source(self.context, facts, nodes, expr, header) if expr is not None else None
@@ -1096,6 +1116,12 @@ _MODEL_IN_LOOP = (
 )
 
 
+_PEAK_IN_LOOP = (
+    "each chunk comes out of a network's peak-level layer run in the loop, whose hidden "
+    "activations outgrow activation-sized chunks"
+)
+
+
 # Function names of a decoder's output assembly (`tiled_decode`, `_merge_spatial_tiles`,
 # `tile_merge`, `temporal_tiled_decode`).
 _DECODE_WORDS = frozenset(
@@ -1146,6 +1172,10 @@ def _accumulation_level(origin: str, work: F.Work, decode_path: bool) -> tuple[s
         return S.LOW, _MODEL_IN_LOOP
     if size == S.LARGE:
         return S.HIGH, None
+    if work.level >= F.PEAK and work.kind not in ("concatenation", "torch-op", "collective"):
+        # A network's peak-level layer (an MLP, a conv stack) runs over each batch in the
+        # loop: its hidden activations outgrow activation-sized outputs.
+        return S.LOW, _PEAK_IN_LOOP
     # Activation-sized chunks merged by light work: worth it where they are a decoder's
     # output (temporal tiles of a video VAE, blended frame groups); elsewhere the loop's
     # own inputs and work are as large as the chunks.

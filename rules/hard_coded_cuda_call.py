@@ -161,7 +161,8 @@ class HardCodedCudaCall(Rule):
     Not flagged: `is_available`, streams, events, graphs, `get_device_name`/`capability`;
     references that are not called (dispatch tables); calls in a branch of a multi-backend
     dispatch (an `if`/`elif` chain, conditional expression or `match` that also tests or
-    handles mps, npu, xpu, hpu, ...), which is the platform abstraction itself.
+    handles mps, npu, xpu, hpu, ...), or past an earlier `if <another backend>: return`
+    in the same function, which is the platform abstraction itself.
 
     What the default run reports: LL005 is in the default rule set, and reports calls in
     library code that may run on another accelerator. Left out by default, counted by
@@ -170,8 +171,14 @@ class HardCodedCudaCall(Rule):
     call, validators, private helpers called only from CUDA-bound code, CUDA-only
     capability declarations, ROCm-only classes, CUDA-only subsystems), scripts and
     non-library paths as LL004 (see its documentation);
-    a call whose result only feeds a log message, or a query (memory statistics, device
-    index or count) in a function named for logging (`log_memory_stats`); seeding beside a `torch.manual_seed` in the same function
+    a call whose result only feeds a log message (also through locals that only log
+    messages read: `before_mb = torch.cuda.memory_reserved() / 2**20`, then
+    `logger.info(f"... {before_mb:.1f} MB")`), or a query (memory statistics, device
+    index or count) in a function named for logging (`log_memory_stats`); a query past
+    the function's own "unknown" answer without CUDA (`if _is_hip or not
+    torch.cuda.is_available(): return None`, or `... if torch.cuda.is_available() else
+    None` as a value; not `return 0`, `return False` or `else "cpu"`, which answer for
+    every other accelerator); seeding beside a `torch.manual_seed` in the same function
     (redundant, not wrong); a `main()` beside `if __name__ == "__main__":`. A CUDA-only
     project turns the rule off with one line, `ignore = ["LL005"]`.
 

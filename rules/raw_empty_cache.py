@@ -48,22 +48,32 @@ class RawEmptyCache(Rule):
     library code that may run on another accelerator. Never a finding: a reference that is
     not called (`{"cuda": torch.cuda.empty_cache}`) and a call inside a branch of a
     multi-backend dispatch (an `if`/`elif` chain, conditional expression or `match` that
-    also tests or handles mps, npu, xpu, hpu, ...). Left out by default, counted by
+    also tests or handles mps, npu, xpu, hpu, ...), or past an earlier `if <another
+    backend>: return`. Left out by default, counted by
     `--statistics` with the reason, and reported under `portability = "strict"`: the
-    project's own platform layer (a `platforms/` package, a `CudaPlatform`-style class);
+    project's own platform layer (a `platforms/` package, a `CudaPlatform`-style class, a
+    base-class method that the module's classes for other backends override, such as
+    `BaseEnv.get_device_info` beside `NPUEnv.get_device_info`);
     code already bound to CUDA (`device="cuda"`, `.cuda()`, `autocast("cuda")`, CUDA
     graphs, a raw `cuda_stream` or `torch.cuda.MemPool`, a branch that picks a CUDA-only
     kernel, code past `if x.device.type != "cuda": return` or past a `raise` that names
     CUDA, a class named for CUDA or built
     on a CUDA-only object, a function that imports a CUDA-only library, a CUDA-only kernel
-    module, a ROCm/AMD-only path where `torch.cuda` is HIP, a test skipped without CUDA);
+    module, a ROCm/AMD-only path where `torch.cuda` is HIP (also a module that imports a
+    ROCm-only library such as `aiter` or `mori`, unconditionally or for its types), a
+    test skipped without CUDA);
     code that the module proves CUDA-bound: past an exit guard anywhere before the call
     (`if dev.type != "cuda": raise`, `if not _is_hip: raise`) or a same-module validator
     that raises off CUDA, a private helper the module calls only from CUDA-bound code, a
     class whose capability declaration names only CUDA (and HIP) or whose `__init__`
     raises without its backend, a function calling what only a CUDA-only or ROCm-only
     library binds (`shuffle_weight` from `aiter`), CUDA's driver API, IPC or VMM
-    subsystems, or a CUDA stream of its own; tests, examples, benchmarks, scripts and
+    subsystems, or a CUDA stream of its own, a module that JIT-builds CUDA kernel sources
+    (`cuda_files=["gemm/tiny_gemm.cuh"]`, `load_inline(cuda_sources=...)`), code past a
+    loop that returns unless each item is on CUDA, past `if not _enable_splitk: return`
+    where the module sets that flag only once a CUDA-only library loaded, under a local
+    that is None unless the device is CUDA, or in a branch for a CUDA-only subsystem
+    (`if item.has_cuda_ipc_proxy():`); tests, examples, benchmarks, scripts and
     notebooks (the `non-library` globs), `test_*`/`benchmark_*` functions, and a script's
     `main()`, `__main__` block and the helpers only they call. `--statistics` names
     each reason (`CUDA-bound code`, `ROCm-only code`, `called only from CUDA-bound code`,

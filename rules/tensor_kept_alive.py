@@ -21,14 +21,20 @@ from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.dataflow import Dataflow
-from lifetime_lint.analysis.domain import file_domain
-from lifetime_lint.analysis.tables import MODEL_CALLS
+from lifetime_lint.analysis.domain import (
+    LARGE_DOMAIN,
+    file_domain,
+    mentions_video,
+    runs_against_cache,
+)
+from lifetime_lint.analysis.tables import MODEL_CALLS, SPLITTING
 from lifetime_lint.devices import Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import Option, Rule
 from lifetime_lint.rules.autograd_history_kept import held_by_autograd
+from lifetime_lint.traversal import walk
 
 
 def _validate_patterns(value: list[str]) -> str | None:
@@ -67,10 +73,18 @@ class TensorKeptAlive(Rule):
     - `high`: large values (decoded tiles, frames or images, logits) held across model-level
       work, a block's peak sublayer or an output-sized concatenation;
     - `medium`: activation-sized values (a layer's output, a model's hidden states, an old
-      cache entry) held across model-level work or the sublayer that sets a block's peak
-      (feed-forward, self-attention, a convolution stack); large values held across one
-      other sublayer;
-    - `low`: activations held across one other sublayer (cross-attention, a piece of a
+      cache entry) of a model that works on many tokens (a video model: tens of thousands
+      of tokens per activation) held across the sublayer that sets a block's peak
+      (feed-forward, self-attention, the attention kernel, a convolution stack) or a
+      collective; large values held across one other sublayer;
+    - `low`: activations of a model that works on thousands of tokens or fewer (an image
+      DiT at 1024^2 holds about 4k tokens, 16-24 MiB per activation; an LLM layer, beside
+      weights and a KV cache that dwarf one activation; a vision encoder, a perceiver
+      resampler; a streaming causal block that runs a few latent frames per call against a
+      KV cache, which it takes as a parameter), activation-class values held across a whole
+      model call (a VAE decode, a transformer call, a denoise loop: what is held there is
+      at the model's interface, latents, embeddings, predictions or masks), activations
+      held across one other sublayer (cross-attention, a piece of a
       sublayer such as `self.attn1.to_out[0]`), embeddings of unknown size and latents
       (usually a few MiB) held across anything, buffers whose shape the analysis cannot
       see (`torch.zeros(b, pad_len, dim)`: paddings and accumulators in the samples read),
@@ -86,7 +100,13 @@ class TensorKeptAlive(Rule):
     `tensor_model_parallel_all_reduce(x)`) reduces into its input and allocates nothing,
     nor does a gather of sizes. A value held only across work lighter than the function's
     heaviest work (the post-norm after the vision tower, latent packing after the VAE
-    encode) is not alive at the function's peak and counts one level down. In a file whose
+    encode) is not alive at the function's peak and counts one level down. A value held
+    across both a nested model call and the block's feed-forward is rated, and named, at the
+    feed-forward. Many tokens are told from the file's code: 5-D video tensors
+    (`b, c, t, h, w = x.shape`, `Conv3d`, `num_frames`, a temporal patch size) and the words
+    of video with those of generation (latents, timesteps, diffusion), in a file, folder
+    and class not named for an image model (`transformer_qwenimage.py`,
+    `...ImageProjection...`). In a file whose
     code is about audio or speech (mel, waveform, codebooks, CTC), detection
     post-processing, or a text model with a learned position table (no rotary positions),
     activations, outputs and logits are small (a few MiB at real sizes).
@@ -106,8 +126,10 @@ class TensorKeptAlive(Rule):
       do not hide what dies afterwards;
     - nothing is reported for a binding read by a closure, lambda or generator expression,
       declared `global`/`nonlocal`, stored into a container or attribute, or shared with
-      another binding (`a, b = x.chunk(2)`, `y = x`, `x[0]`, `x.contiguous()`): there `del`
-      frees nothing. Sharing is judged per binding: an earlier `parts = torch.split(x)`
+      another binding (`a, b = x.chunk(2)`, `y = x`, `x[0]`, `x.contiguous()`, a tuple of
+      split views whose pieces are taken, `e = x.chunk(6)` then `[p.squeeze(1) for p in
+      e]`), nor a name that says it is a mask (`prompt_attention_mask`): there `del`
+      frees nothing, or frees a few KiB. Sharing is judged per binding: an earlier `parts = torch.split(x)`
       does not hide a later `x = torch.cat(...)`. A view chain through another name
       (`q_sbhd = query.view(...)` ... `query = q_sbhd.view(shape)`) is reported where both
       names are dead; on the path where the other name is still bound, it holds the
@@ -302,6 +324,48 @@ def _is_compiled(function: cst.FunctionDef) -> bool:
     return False
 
 
+_NAMES_VIDEO = "tensor_kept_alive.names_video"  # memo key: whether the file names video
+
+
+def _names_a_mask(name: str) -> bool:
+    """`prompt_attention_mask`, `connector_attention_mask`, `masks`: batch x tokens, a few
+    KiB, whatever call returned it (a pixel-space mask of decoded frames keeps its class)."""
+    return name.lower().strip("_").rstrip("0123456789").endswith(("mask", "masks"))
+
+
+def _pieces_taken(function: cst.FunctionDef, name: str) -> bool:
+    """Whether the function takes pieces out of `name` (iterates it, in a loop or a
+    comprehension, or subscripts it): for a tuple of split views (`e = x.chunk(6)`) the
+    pieces share one storage, so while any piece stays bound `del e` frees nothing."""
+    found = False
+
+    def is_name(node: cst.CSTNode | None) -> bool:
+        return isinstance(node, cst.Name) and node.value == name
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        iterated = isinstance(node, (cst.For, cst.CompFor)) and is_name(node.iter)
+        if iterated or (isinstance(node, cst.Subscript) and is_name(node.value)):
+            found = True
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+            if node.func.value in ("enumerate", "zip", "list", "tuple", "iter", "reversed"):
+                if any(is_name(arg.value) for arg in node.args):
+                    found = True
+
+    walk(function, enter, lambda node: None)
+    return found
+
+
+def _split_views(value: cst.BaseExpression | None) -> bool:
+    """`x.chunk(6, dim=1)`, `torch.split(x, n)`: a tuple of views of one storage."""
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value in SPLITTING
+    return isinstance(func, cst.Name) and func.value in SPLITTING
+
+
 # -- the analysis of one function -------------------------------------------------------
 
 _ASSIGNED = ("assign", "annassign", "walrus", "augassign")
@@ -319,15 +383,16 @@ class _Held:
 
 
 class _Pending:
-    __slots__ = ("estimate", "held", "info", "name", "origin", "status")
+    __slots__ = ("estimate", "held", "info", "name", "origin", "status", "tokens")
 
-    def __init__(self, name, info, status, held, origin, estimate) -> None:
+    def __init__(self, name, info, status, held, origin, estimate, tokens) -> None:
         self.name = name
         self.info = info
         self.status = status
         self.held = held
         self.origin = origin
         self.estimate = estimate
+        self.tokens = tokens  # the token domain its size follows (`S.token_domain`)
 
 
 class _Analysis:
@@ -380,14 +445,21 @@ class _Analysis:
             if self._shared_live(info, real):
                 continue
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
+            if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
+                continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
             domain = file_domain(self.context)
             origin = S.domain_origin(origin, self.context.path, self._owner_name, domain)
+            tokens = self._token_domain(domain)
             if origin == F.DECODED and self._image_model() is not None:
                 origin = F.DECODED_IMAGE  # one frame: tens of MiB, below the decoder's peak
+            elif origin == F.DECODED and domain == LARGE_DOMAIN and not self._names_video():
+                origin = S.PIXEL_IMAGES  # an image model's pixels: one image, a few MiB
+            elif origin == F.LOGITS:
+                origin = S.SCORES  # the last positions' or a few hundred queries' scores
             if S.size_class(origin) == S.TINY:
                 continue
-            held = self._held_across(info, name, real)
-            if held is None:
+            held_across = self._held_across(info, name, real)
+            if not held_across:
                 continue
             status = 0
             if any(s.kind == "deleted" for s in sites):
@@ -396,25 +468,56 @@ class _Analysis:
                 status = 2
             elif not info.insertable:
                 status = 3
-            carried = (
-                self.context.position(held.node).start.line
-                <= self.context.position(info.statement).start.line
-            )  # held into the next iteration: one chunk's worth
-            estimate = S.estimate(
-                origin,
-                held.work,
-                one_chunk=carried,
-                function_peak=self._function_peak(),
-                domain=domain,
-            )
+            held, estimate = self._rated(info, origin, held_across, tokens)
             if not library:
                 # Tests, examples, benchmarks, scripts: small inputs, run once (the shared
                 # non-library globs): low, shown with `min-significance = "low"`.
                 estimate = replace(estimate, level=S.LOW)
-            finding = _Pending(name, info, status, held, origin, estimate)
+            finding = _Pending(name, info, status, held, origin, estimate, tokens)
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)
         self._report(pending, groups)
+
+    def _rated(
+        self, info: StatementInfo, origin: str, candidates: list[_Held], tokens: str
+    ) -> tuple[_Held, S.Estimate]:
+        """The work the finding is about and its rating: the heaviest work, or the block's
+        heaviest sublayer when that rates higher (a query held across both a nested model
+        call and the feed-forward is worth its bytes at the feed-forward's peak)."""
+        best: tuple[_Held, S.Estimate] | None = None
+        row = self.context.position(info.statement).start.line
+        function_peak = self._function_peak()
+        peak: int | None = function_peak
+        if any(held.work.level >= function_peak for held in candidates):
+            peak = None  # alive at the function's peak: no lighter-work discount
+        for held in candidates:
+            carried = self.context.position(held.node).start.line <= row
+            # (held into the next iteration: one chunk's worth)
+            estimate = S.estimate(
+                origin,
+                held.work,
+                one_chunk=carried,
+                function_peak=peak,
+                domain=tokens,
+            )
+            if best is None or S.rank(estimate.level) > S.rank(best[1].level):
+                best = (held, estimate)
+        assert best is not None
+        return best
+
+    def _names_video(self) -> bool:
+        """Whether the function's own code names video (`video`, `frames`): its pixels are
+        frames even where the file shows too little to be a video file."""
+        return mentions_video(self.context.source_of(self.facts.function))
+
+    def _token_domain(self, domain: str) -> str:
+        """How many tokens the function's activations hold (`S.token_domain`)."""
+        function = self.facts.function
+        image = S.image_named(self.context.path, self._owner_name)
+        memo = self.context.memo
+        if _NAMES_VIDEO not in memo:
+            memo[_NAMES_VIDEO] = mentions_video(self.context.source)
+        return S.token_domain(domain, image, runs_against_cache(function), memo[_NAMES_VIDEO])
 
     def _image_model(self) -> str | None:
         """Why the function decodes or merges 2-D images rather than video (shared with
@@ -439,6 +542,12 @@ class _Analysis:
         if site.kind not in _ASSIGNED:
             return None
         fact = facts.value(site)
+        if (
+            not site.unpacked
+            and _split_views(site.value)
+            and _pieces_taken(facts.function, site.name)
+        ):
+            return None  # its pieces are views of one storage that other names keep
         if facts.owner_of_storage(site) or facts.storage_partners(site) is not None:
             return fact.origin  # (partners: checked dead where the name dies, `_shared_live`)
         if fact.kind == F.CONTAINER and not site.unpacked:
@@ -568,10 +677,11 @@ class _Analysis:
             self._loop_work[header.index] = cached
         return cached
 
-    def _held_across(self, info: StatementInfo, name: str, sites: list[DefSite]) -> _Held | None:
-        """The heaviest work that runs while `name` stays bound after `info`. For a value
-        taken out of a container slot, only work after the slot is overwritten counts (until
-        then the container still holds it)."""
+    def _held_across(self, info: StatementInfo, name: str, sites: list[DefSite]) -> list[_Held]:
+        """The heaviest work that runs while `name` stays bound after `info`, and, when that
+        is a whole model call, the heaviest work below it too (a block's feed-forward after
+        a nested model call). For a value taken out of a container slot, only work after
+        the slot is overwritten counts (until then the container still holds it)."""
         start = info.exit
         assert start is not None
         cfg = self.cfg
@@ -588,6 +698,7 @@ class _Analysis:
             if not any(site.node.index < index <= start.index for index in nodes):
                 owned_from_start = False
         best: _Held | None = None
+        below: _Held | None = None  # the heaviest work that is no whole model call
         seen: set[tuple[int, bool]] = set()
         queue = deque((successor, owned_from_start) for successor in start.succ)
         while queue:
@@ -598,12 +709,16 @@ class _Analysis:
             seen.add(key)
             if owned:
                 work, call = self._work_of_node(node, inside, name)
-                if work.level >= F.LAYER and (best is None or work.level > best.work.level):
-                    where: cst.CSTNode | None = call
-                    if work.kind == "loop":
-                        where = node.statement
-                    if where is not None:
+                where: cst.CSTNode | None = call
+                if work.kind == "loop":
+                    where = node.statement
+                if work.level >= F.LAYER and where is not None:
+                    if best is None or work.level > best.work.level:
                         best = _Held(work, where, call)
+                    if not S.model_interface(work) and (
+                        below is None or work.level > below.work.level
+                    ):
+                        below = _Held(work, where, call)
             if any(site.name == name for site in node.defs) or any(
                 site.name == name for site in node.kills
             ):
@@ -621,7 +736,9 @@ class _Analysis:
                 body = {n.index for n in node.loop_body}
                 successors = [s for s in node.succ if s.index in body] or node.succ
             queue.extend((successor, now_owned) for successor in successors)
-        return best
+        if best is None:
+            return []
+        return [best] if below is None or below is best else [best, below]
 
     # -- lists consumed by a loop -----------------------------------------------------
     def _consumed_lists(self, flow: Dataflow, excluded: set[str]) -> set[tuple[int, str]]:
@@ -744,7 +861,7 @@ class _Analysis:
             heavy_row = context.position(held.node).start.line
             across = self._across(held, heavy_row)
             statement_row = context.position(info.statement).start.line
-            what = S.describe(finding.origin)
+            what = S.describe_held(finding.origin, finding.tokens, finding.held.work)
             if heavy_row <= statement_row:
                 subject = f"`{name}` from the previous iteration ({what}; {last})"
                 until = " until it is rebound"

@@ -14,8 +14,11 @@ from lifetime_lint.analysis.domain import (
     SMALL_DOMAIN,
     UNJUDGED_DOMAIN,
     UNKNOWN_DOMAIN,
+    VIDEO_DOMAIN,
     domain_of_source,
     file_domain,
+    mentions_video,
+    runs_against_cache,
 )
 from lifetime_lint.config import Settings
 from lifetime_lint.rule import FileContext
@@ -106,15 +109,18 @@ def test_held_below_the_functions_peak_counts_one_level_down() -> None:
     assert S.estimate(F.ACTIVATION, ffn, function_peak=F.PEAK).level == S.MEDIUM
     assert S.estimate(F.ACTIVATION, ffn, function_peak=F.MODEL).level == S.LOW
     assert S.estimate(F.DECODED, ffn, function_peak=F.MODEL).level == S.MEDIUM
-    join = F.Work(F.LAYER, "concatenation", parts=("torch", "cat"))
-    assert S.estimate(F.DECODED, join, function_peak=F.MODEL).level == S.MEDIUM  # output-sized
+    join = F.Work(F.PEAK, "concatenation", parts=("torch", "cat"))
+    assert S.estimate(F.DECODED, join, function_peak=F.MODEL).level == S.HIGH  # output-sized
+    small_join = F.Work(F.LAYER, "concatenation", parts=("torch", "cat"))
+    assert S.estimate(F.DECODED, small_join).level == S.LOW  # joins no decoded frames
     latents_join = F.Work(F.LAYER, "concatenation", parts=("torch", "cat"), sized_by="small")
     assert S.estimate(F.DECODED, latents_join, function_peak=F.MODEL).level == S.LOW
 
 
 def test_an_activation_without_evidence_of_big_inputs_counts_one_level_down() -> None:
     ffn = F.Work(F.PEAK, "submodule", parts=("self", "ffn"))
-    assert S.estimate(F.ACTIVATION, ffn, domain=LARGE_DOMAIN).level == S.MEDIUM
+    assert S.estimate(F.ACTIVATION, ffn, domain=VIDEO_DOMAIN).level == S.MEDIUM
+    assert S.estimate(F.ACTIVATION, ffn, domain=LARGE_DOMAIN).level == S.LOW  # ~4k tokens
     assert S.estimate(F.ACTIVATION, ffn, domain=UNJUDGED_DOMAIN).level == S.MEDIUM
     assert S.estimate(F.ACTIVATION, ffn, domain=UNKNOWN_DOMAIN).level == S.LOW
     assert S.estimate(F.DECODED, ffn, domain=UNKNOWN_DOMAIN).level == S.HIGH  # large stays
@@ -125,7 +131,9 @@ def test_model_domain_from_the_files_words() -> None:
     audio = "def f(audio_waveform, sample_rate):\n" + "    mel = audio_mel(waveform, ctc)\n" * 4
     legacy = "max_position_embeddings = 512\nposition_embeddings = 1\nhidden = 2\n"
     llama = legacy + "rotary_emb = 3\n"
-    assert domain_of_source(video) == LARGE_DOMAIN
+    assert domain_of_source(video) == VIDEO_DOMAIN
+    image = "def f(latents, height, width):\n" + "    x = conv2d(latents) + timestep + image\n" * 4
+    assert domain_of_source(image) == LARGE_DOMAIN
     assert domain_of_source(audio) == SMALL_DOMAIN
     assert domain_of_source(legacy) == SMALL_DOMAIN  # sequences capped by a learned table
     assert domain_of_source(llama) == UNJUDGED_DOMAIN  # too short to say
@@ -192,3 +200,37 @@ def test_views_returned_by_a_helper_are_views_of_the_argument() -> None:
     facts = _facts(source)
     projected = next(s for s in facts.cfg.defs if s.name == "projected")
     assert not facts.owner_of_storage(projected)  # `z` (a view of it) is still used
+
+
+def test_many_tokens_only_in_video_code_not_run_against_a_kv_cache() -> None:
+    def function(source: str) -> cst.FunctionDef:
+        node = cst.parse_module(source).body[0]
+        assert isinstance(node, cst.FunctionDef)
+        return node
+
+    assert runs_against_cache(
+        function("def forward(self, x, kv_cache=None, current_start=0): pass")
+    )
+    assert runs_against_cache(function("def forward(self, x, past_key_values=None): pass"))
+    assert not runs_against_cache(
+        function("def forward(self, x, feat_cache=None, feat_idx=0): pass")
+    )
+    assert S.image_named("models/transformers/transformer_qwenimage.py", "QwenImageBlock")
+    assert S.image_named("models/embeddings.py", "IPAdapterPlusImageProjectionBlock")
+    assert not S.image_named("pipelines/wan/pipeline_wan_i2v.py", "WanImageToVideoPipeline")
+    assert S.token_domain(VIDEO_DOMAIN, False, False, True) == VIDEO_DOMAIN
+    assert S.token_domain(VIDEO_DOMAIN, True, False, True) == LARGE_DOMAIN  # image-named
+    assert S.token_domain(VIDEO_DOMAIN, False, True, True) == LARGE_DOMAIN  # streaming chunk
+    assert S.token_domain(UNJUDGED_DOMAIN, False, False, False) == LARGE_DOMAIN
+    assert S.token_domain(UNJUDGED_DOMAIN, False, False, True) == UNJUDGED_DOMAIN
+    assert mentions_video("class HunyuanVideoBlock: pass") and mentions_video("num_frames = 81")
+    assert not mentions_video("def decode(self, z): return self.decoder(z)")
+
+
+def test_a_whole_model_call_holds_values_at_its_interface() -> None:
+    decode = F.Work(F.MODEL, "decode", parts=("self", "vae", "decode"))
+    gather = F.Work(F.MODEL, "collective", parts=("dist", "all_gather"))
+    assert S.model_interface(decode) and not S.model_interface(gather)
+    assert S.estimate(F.ACTIVATION, decode, domain=VIDEO_DOMAIN).level == S.LOW
+    assert S.estimate(F.ACTIVATION, gather, domain=VIDEO_DOMAIN).level == S.MEDIUM
+    assert S.estimate(F.DECODED, decode, domain=VIDEO_DOMAIN).level == S.HIGH  # pixel space

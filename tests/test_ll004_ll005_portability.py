@@ -221,3 +221,36 @@ def test_rocm_only_folder_is_left_out(tmp_path: Path) -> None:
     findings, statistics = _check(tmp_path)
     assert [Path(f["filename"]).parent.name for f in findings] == ["paged"]
     assert "    1\tLL005 \t    left out: ROCm-only code (torch.cuda is HIP there)" in statistics
+
+
+def test_session4_causes_are_counted_by_reason_and_strict_reports_them(tmp_path: Path) -> None:
+    """Log-only locals, queries past their own answer without CUDA, JIT CUDA-kernel modules
+    and fast paths past a per-item device check are left out with `--statistics` rows;
+    `portability = "strict"` reports every one, and the positives stay reported."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    negatives = (
+        "negative_log_only_values.py",
+        "negative_own_answer_without_gpu.py",
+        "negative_jit_kernel_module.py",
+        "negative_loop_device_check.py",
+    )
+    positives = (
+        "positive_values_that_decide.py",
+        "positive_fallback_that_poses_as_an_answer.py",
+        "positive_loop_without_device_check.py",
+    )
+    for case in negatives + positives:
+        (package / case).write_text((FIXTURES / "LL005" / case).read_text())
+    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    findings, statistics = _check(tmp_path)
+    reported = sorted({Path(f["filename"]).name for f in findings})
+    assert reported == sorted(positives)
+    # `before_mb`, `after_mb` and `peak` feed log messages only.
+    assert "    3\tLL005 \t    left out: logging only" in statistics
+    assert "    2\tLL005 \t    left out: past its own answer without CUDA" in statistics
+    assert "LL005 \t    left out: CUDA-bound code" in statistics
+    (tmp_path / "pyproject.toml").write_text('[tool.lifetime-lint]\nportability = "strict"\n')
+    strict, statistics = _check(tmp_path)
+    assert "left out" not in statistics
+    assert {Path(f["filename"]).name for f in strict} >= set(negatives)

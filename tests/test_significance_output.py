@@ -15,7 +15,7 @@ BLOCK = textwrap.dedent(
     from torch import nn
 
 
-    class Block(nn.Module):
+    class VideoBlock(nn.Module):
         def __init__(self, dim):
             super().__init__()
             self.norm1 = nn.LayerNorm(dim)

@@ -142,6 +142,8 @@ def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
     if any(_EXPANDING.search(part.lower()) for part in attribute_names(func)[0]):
         return True
     if isinstance(func, cst.Name):
+        if _ALLOCATION.match(func.value.lower()):
+            return False  # `randn_tensor((1, n), ...)`: the shape it is given, no input's
         return (
             func.value not in _BUILTINS
             and work.kind not in ("helper", "closure")
@@ -153,6 +155,8 @@ def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
 # Callables named for work that keeps its input's size: attention (the output is the
 # query's size), layers and blocks of a stack, norms, projections.
 _SIZE_KEEPING = re.compile(r"(attention|attn|layer|block|norm|mlp|proj)")
+# Functions named for an allocation of a given shape (`randn_tensor`, `zeros_like`).
+_ALLOCATION = re.compile(r"^_?(randn|rand|randint|zeros|ones|empty|full)(_tensor|_like)?$")
 _BUILTINS = frozenset({"float", "int", "len", "min", "max", "abs", "range", "zip", "enumerate"})
 
 
@@ -263,6 +267,8 @@ def _image_model(path: str, function: cst.FunctionDef, owner: cst.ClassDef | Non
     walk(function, enter, lambda node: None)
     if ranks and max(ranks) == 4:
         return "2-D images (its tensors are 4-D)"
+    if _merges_height_and_width_of_4d(function):
+        return "2-D images (it joins tile rows on dim 2 and columns on dim 3: 4-D tiles)"
     if 5 in ranks or max(ranks, default=0) > 5:
         words = _words(path, owner)
         if any(_VIDEO_WORD.match(word) for word in words):
@@ -274,6 +280,32 @@ def _image_model(path: str, function: cst.FunctionDef, owner: cst.ClassDef | Non
     if any(_IMAGE_WORD.match(w) for w in words) and not any(_VIDEO_WORD.match(w) for w in words):
         return "an image model"
     return None
+
+
+def _merges_height_and_width_of_4d(function: cst.FunctionDef) -> bool:
+    """The function concatenates on dims 2 and 3 and on no other: the height and width of
+    `[b, c, h, w]` tiles (a video tile merge joins dims 3 and 4, or -2 and -1, and a
+    temporal one dim 2 alone). Seen where the tiles come out of a stacked buffer
+    (`tiles[idx, :, :, :h, :w]`), whose 5 indices hide that each tile is 4-D."""
+    dims: set[int] = set()
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Call) and _last_name(node.func) in ("cat", "concat", "concatenate"):
+            for position, arg in enumerate(node.args):
+                keyword = arg.keyword.value if arg.keyword is not None else None
+                if keyword in ("dim", "axis") or (keyword is None and position == 1):
+                    value = arg.value
+                    if isinstance(value, cst.Integer):
+                        dims.add(int(value.evaluated_value))
+                    elif isinstance(value, cst.UnaryOperation) and isinstance(
+                        value.expression, cst.Integer
+                    ):
+                        dims.add(-int(value.expression.evaluated_value))
+                    else:
+                        dims.add(-99)  # a computed dim: unknown
+
+    walk(function, enter, lambda node: None)
+    return dims == {2, 3}
 
 
 def _words(path: str, owner: cst.ClassDef | None) -> set[str]:
@@ -380,6 +412,14 @@ def small_by_name(names: Iterable[str]) -> str | None:
         return "padding masks: one value per position, a few KiB to MiB"
     if words & _INDEX_WORDS:
         return "indices or locations: a few values per token, page or request"
+    return None
+
+
+def masks_by_function(function: str) -> str | None:
+    """Why a function's chunks are small by its own name (`_merge_attention_masks`,
+    `pad_masks`), or None: it builds masks, one value per position."""
+    if set(function.lower().strip("_").split("_")) & _MASK_WORDS:
+        return "padding masks (the function merges masks): one value per position, a few KiB to MiB"
     return None
 
 
@@ -564,3 +604,365 @@ def callee_name(facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node | N
 
 # Methods that reshape a call's output without changing what it is (`f(x).reshape(1, -1)`).
 _SHAPING = frozenset({"reshape", "view", "flatten", "squeeze", "unsqueeze", "contiguous", "to"})
+
+
+# -- merges whose caller concatenates them per call ------------------------------------------
+
+
+def merged_per_call(context, function: cst.FunctionDef, owner: cst.ClassDef | None) -> str | None:
+    """Why the function's merge holds one clip, not the whole output, or None: a sibling
+    (a method of the same class, or a function of the same module) calls it once per
+    clip in a loop and concatenates what the loop appends (`_temporal_tiled_decode`
+    stitching `self.tiled_decode(tile)`, `_decode` stitching `self._decode_clip(z[..])`),
+    and every other call of it in the file comes after a branch that returns through such
+    a caller under a flag the class's `__init__` sets to `True` (framewise decoding on by
+    default). The caller's concatenation of all clips then sets the peak; this merge's
+    chunks are one clip's."""
+    memo = context.memo.setdefault("analysis.chunks.per_call", {})
+    key = id(function)
+    if key not in memo:
+        memo[key] = _merged_per_call(context, function, owner)
+    return memo[key]
+
+
+def _merged_per_call(
+    context, function: cst.FunctionDef, owner: cst.ClassDef | None, depth: int = 0
+) -> str | None:
+    name = function.name.value
+    body = owner.body.body if owner is not None else context.module.body
+    siblings = [s for s in body if isinstance(s, cst.FunctionDef) and s is not function]
+    per_clip: list[str] = []
+    direct: list[tuple[cst.FunctionDef, list[cst.CSTNode]]] = []
+    for caller in siblings:
+        for chain in _calls_of(caller, name, self_method=owner is not None):
+            loop = next((n for n in reversed(chain) if isinstance(n, (cst.For, cst.While))), None)
+            if (
+                loop is not None and _concatenates_appended(caller, loop)
+            ) or _concatenated_comprehension(chain):
+                per_clip.append(caller.name.value)
+            else:
+                direct.append((caller, chain))
+    # A direct caller that is itself called once per clip (`_decode_clip` calling
+    # `self._stitch_tiles(...)` once) passes the clip on.
+    relayed: list[str] = []
+    if depth < 2:
+        for caller, _ in list(direct):
+            if _merged_per_call(context, caller, owner, depth + 1) is not None:
+                relayed.append(caller.name.value)
+                direct = [(c, chain) for c, chain in direct if c is not caller]
+    if not per_clip and not relayed:
+        return None
+    on_by_default = _flags_on_by_default(owner)
+    for caller, chain in direct:
+        if caller.name.value in per_clip:
+            continue  # the caller's own short-input path (`if num_frames == 1: return f(x)`)
+        if not _after_default_branch(caller, chain, {*per_clip, *relayed}, on_by_default):
+            return None
+    if per_clip:
+        return (
+            f"one clip per call: `{per_clip[0]}` calls it clip by clip and concatenates or "
+            f"streams the results, so the clips together set the peak and this merge holds "
+            f"one clip"
+        )
+    return (
+        f"one clip per call: `{relayed[0]}`, itself run once per clip, calls it once, so "
+        f"the clips together set the peak and this merge holds one clip"
+    )
+
+
+def _calls_of(scope: cst.FunctionDef, name: str, self_method: bool) -> list[list[cst.CSTNode]]:
+    """The ancestor chains (inside `scope`, nested functions excluded) of each call of
+    `self.name(...)` (a method) or `name(...)` (a module function)."""
+    found: list[list[cst.CSTNode]] = []
+    stack: list[cst.CSTNode] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        stack.append(node)
+        if isinstance(node, cst.Call):
+            func = node.func
+            if self_method:
+                hit = (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value == name
+                    and isinstance(func.value, cst.Name)
+                    and func.value.value == "self"
+                )
+            else:
+                hit = isinstance(func, cst.Name) and func.value == name
+            if hit:
+                found.append(list(stack))
+
+    def descend(node: cst.CSTNode) -> bool:
+        return node is scope or not isinstance(node, (cst.FunctionDef, cst.Lambda))
+
+    walk(scope, enter, lambda node: stack.pop(), descend)
+    return found
+
+
+_GROW_METHODS = frozenset({"append", "extend"})
+_CONCATENATIONS = frozenset({"cat", "concat", "concatenate", "stack"})
+
+
+def _concatenates_appended(caller: cst.FunctionDef, loop: cst.CSTNode) -> bool:
+    """The loop appends to a list (`row.append(decoded)`) that the caller then hands to a
+    concatenation (`torch.cat(row, dim=2)`, `torch.cat(result_row, ...)` of a list built
+    from it), or yields (a generator streaming one clip at a time to its consumer)."""
+    grown: set[str] = set()
+
+    def grows(node: cst.CSTNode) -> None:
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _GROW_METHODS
+            and isinstance(node.func.value, cst.Name)
+        ):
+            grown.add(node.func.value.value)
+
+    yields = False
+
+    def grows_or_yields(node: cst.CSTNode) -> None:
+        nonlocal yields
+        yields = yields or isinstance(node, cst.Yield)
+        grows(node)
+
+    walk(loop, grows_or_yields, lambda node: None)
+    if yields:
+        return True  # a generator hands out one clip at a time (`_decode_chunks`)
+    if not grown:
+        return False
+    concatenated = False
+
+    def concatenates(node: cst.CSTNode) -> None:
+        nonlocal concatenated
+        if (
+            isinstance(node, cst.Call)
+            and _last_name(node.func) in _CONCATENATIONS
+            and node.args
+            and isinstance(node.args[0].value, cst.Name)
+        ):
+            concatenated = True
+
+    walk(caller, concatenates, lambda node: None)
+    return concatenated
+
+
+def _concatenated_comprehension(chain: list[cst.CSTNode]) -> bool:
+    """The call is the element of a comprehension handed to a concatenation
+    (`torch.cat([self._encode_clip(x[:, :, i * n : (i + 1) * n]) for i in ...], dim=2)`)."""
+    for position, node in enumerate(chain):
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)) and position >= 2:
+            holder = chain[position - 2]  # the Call, then its Arg
+            if isinstance(holder, cst.Call) and _last_name(holder.func) in _CONCATENATIONS:
+                return True
+    return False
+
+
+def _flags_on_by_default(owner: cst.ClassDef | None) -> set[str]:
+    """The attributes the class's `__init__` sets to `True` (and nowhere there to
+    anything else): `self.use_framewise_decoding = True`."""
+    if owner is None:
+        return set()
+    init = next(
+        (
+            s
+            for s in owner.body.body
+            if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+        ),
+        None,
+    )
+    if init is None:
+        return set()
+    values: dict[str, set[str]] = {}
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                t = target.target
+                if (
+                    isinstance(t, cst.Attribute)
+                    and isinstance(t.value, cst.Name)
+                    and t.value.value == "self"
+                ):
+                    written = node.value.value if isinstance(node.value, cst.Name) else "?"
+                    values.setdefault(t.attr.value, set()).add(written)
+
+    walk(init, enter, lambda node: None)
+    return {attr for attr, written in values.items() if written == {"True"}}
+
+
+def _after_default_branch(
+    caller: cst.FunctionDef, chain: list[cst.CSTNode], clip_callers: set[str], flags: set[str]
+) -> bool:
+    """The call (at the end of `chain`) comes after an `if` of the same block that
+    returns through a per-clip caller under a flag that is on by default (`if
+    self.use_framewise_decoding and n > m: return self._temporal_tiled_decode(z)`): it
+    runs only for inputs of at most one clip, or when the user turns the flag off."""
+    if not flags:
+        return False
+    for depth, block in enumerate(chain[:-1]):
+        statements = getattr(block, "body", None)
+        if not isinstance(statements, (list, tuple)):
+            continue
+        child = chain[depth + 1]
+        position = next((i for i, s in enumerate(statements) if s is child), None)
+        if position is None:
+            continue
+        for earlier in statements[:position]:
+            if isinstance(earlier, cst.If) and _returns_through(earlier, clip_callers):
+                if _reads_self_flag(earlier.test, flags):
+                    return True
+    return False
+
+
+def _returns_through(branch: cst.If, callers: set[str]) -> bool:
+    hit = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal hit
+        if isinstance(node, cst.Return) and node.value is not None:
+            value = node.value
+            while isinstance(value, cst.Subscript) or (
+                isinstance(value, cst.Attribute) and isinstance(value.value, cst.Call)
+            ):
+                value = value.value  # `self.tiled_decode(z)[:, :, :n]`, `(...).sample`
+            if isinstance(value, cst.Call) and _last_name(value.func) in callers:
+                hit = True
+
+    walk(branch.body, enter, lambda node: None)
+    return hit
+
+
+def _reads_self_flag(test: cst.BaseExpression, flags: set[str]) -> bool:
+    hit = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal hit
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+            and node.attr.value in flags
+        ):
+            hit = True
+
+    walk(test, enter, lambda node: None)
+    return hit
+
+
+# -- chunks on the host ------------------------------------------------------------------------
+
+# Calls that hand back host (CPU) data whatever their input: numpy / PIL conversions,
+# host copies. (`to_tensor` is torchvision's and diffusers' PIL-to-tensor conversion.)
+_HOST_CALLS = frozenset(
+    ["from_numpy", "numpy_to_pt", "pil_to_numpy", "pil_to_tensor", "to_tensor", "fromarray",
+     "frombuffer", "cpu", "numpy", "tolist"]
+)  # fmt: skip
+# Modules whose functions compute on the host (their results are arrays or images).
+_HOST_MODULES = ("numpy.", "PIL.", "cv2.", "imageio.", "decord.", "av.")
+_DEVICE_MOVES = frozenset({"cuda", "to", "pin_memory"})
+
+
+def made_on_host(
+    context, facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node | None
+) -> bool:
+    """The chunk is host (CPU) memory: it comes, through the bindings that reach it, from
+    numpy or PIL data (`torch.from_numpy(a)`, `numpy_to_pt(pil_to_numpy(frame))`,
+    `to_tensor(img)`), from a host copy (`t.cpu()`), or from work over such values only
+    (`normalize(frame)`, `x.float() / 255`), and nothing moves it to a device on the way
+    (`.to(device)`, `.cuda()`, a `device=` argument). Concatenated there, it never sets the
+    GPU peak, whatever its size."""
+    return node is not None and _host(context, facts, expr, node, 6)
+
+
+def _host(
+    context, facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node, depth: int
+) -> bool:
+    if depth <= 0:
+        return False
+    if isinstance(expr, cst.Name):
+        sites = facts.reaching(node, expr.value)
+        return bool(sites) and all(
+            site.kind == "assign"
+            and not site.unpacked
+            and site.value is not None
+            and site.node is not None
+            and _host(context, facts, site.value, site.node, depth - 1)
+            for site in sites
+        )
+    if isinstance(expr, cst.Subscript):
+        return _host(context, facts, expr.value, node, depth)
+    if isinstance(expr, cst.BinaryOperation):
+        sides = [s for s in (expr.left, expr.right) if not _constant(s)]
+        return bool(sides) and all(_host(context, facts, s, node, depth) for s in sides)
+    if not isinstance(expr, cst.Call):
+        return False
+    func = expr.func
+    method = _last_name(func).lstrip("_").lower()
+    if any(
+        arg.keyword is not None and arg.keyword.value == "device" and not _cpu_literal(arg.value)
+        for arg in expr.args
+    ):
+        return False  # `torch.zeros(..., device=x.device)`: made where it is told
+    if isinstance(func, cst.Attribute) and method in _DEVICE_MOVES:
+        if method == "to" and expr.args and all(_cpu_literal(a.value) for a in expr.args[:1]):
+            return True  # `.to("cpu")`
+        if method == "to" and all(_dtype_argument(context, a) for a in expr.args):
+            return _host(context, facts, func.value, node, depth)  # `.to(torch.float32)`
+        return False
+    if method in _HOST_CALLS:
+        return True
+    qualified = context.qualified_name(func) or ""
+    if qualified.startswith(_HOST_MODULES):
+        return True
+    inputs: list[cst.BaseExpression] = [a.value for a in expr.args if not _constant(a.value)]
+    if isinstance(func, cst.Attribute) and not _module_name(context, func.value):
+        inputs.insert(0, func.value)  # the receiver of a tensor method (`frame.float()`)
+    # Work over host values stays on the host (`normalize(frame)`, `frame.float()`); its
+    # other inputs may be sizes or options, but no tensor that is not known to be on the host.
+    found = False
+    for value in inputs:
+        if _host(context, facts, value, node, depth - 1):
+            found = True
+        elif facts.expression(value, node).is_tensor:
+            return False
+    return found
+
+
+def _constant(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)) or (
+        isinstance(expr, cst.UnaryOperation)
+        and isinstance(expr.expression, (cst.Integer, cst.Float))
+    )
+
+
+def _cpu_literal(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value in ("cpu", b"cpu")
+    return (
+        isinstance(expr, cst.Call)
+        and _last_name(expr.func) == "device"
+        and bool(expr.args)
+        and _cpu_literal(expr.args[0].value)
+    )
+
+
+_DTYPES = re.compile(r"^(float|half|bfloat|double|int|uint|long|bool|complex)\d*$|^float8")
+
+
+def _dtype_argument(context, arg: cst.Arg) -> bool:
+    """`torch.float32`, `dtype=...`, `non_blocking=...`, `copy=...`: arguments of a `.to`
+    that changes the dtype only."""
+    if arg.keyword is not None:
+        return arg.keyword.value in ("dtype", "non_blocking", "copy", "memory_format")
+    qualified = context.qualified_name(arg.value) or ""
+    return qualified.startswith("torch.") and bool(_DTYPES.match(qualified.rsplit(".", 1)[-1]))
+
+
+def _module_name(context, expr: cst.BaseExpression) -> bool:
+    """`torch`, `np`, `F`: a module, not a value whose method is called."""
+    if not isinstance(expr, (cst.Name, cst.Attribute)):
+        return False
+    qualified = context.qualified_name(expr) or ""
+    return bool(qualified) and qualified.split(".", 1)[0] in (
+        "torch", "numpy", "PIL", "cv2", "math", "einops", "torchvision"
+    )  # fmt: skip

@@ -10,9 +10,17 @@ the first and nothing in the others.
 The fact is derived from the words of the file's identifiers and strings (split at
 underscores), counted once per file and memoised on the file context:
 
+- `video`: a `large` file whose code handles video (many tokens): it shows the structure of
+  5-D video tensors (`b, c, t, h, w = x.shape`, `Conv3d`, frame counts such as `num_frames`
+  or a temporal patch size) and the words of video (frames, temporal, `...Video...` class
+  names), with the vocabulary of generation (latents, timesteps, diffusion). At 480p x 81
+  frames a video DiT holds 32,760 tokens per activation (96 MiB at 1,536 channels; ~700
+  MiB for HunyuanVideo at 720p x 129 frames);
 - `large`: the vocabulary of video and image generation (frames, `conv3d`, latents,
   timesteps, patchify, VAE, denoising) or of long-context language models (rotary
-  positions, KV caches, sliding windows) outweighs the rest;
+  positions, KV caches, sliding windows) outweighs the rest, without the evidence of
+  video: thousands of tokens (an image DiT at 1024^2: ~4k tokens, 16-24 MiB per
+  activation; an LLM block, whose weights and KV cache dwarf one activation);
 - `small`: the vocabulary of audio and speech (audio, mel, waveform, codebooks, CTC,
   subsampling, vocoder, codec) or of detection and segmentation post-processing (boxes, NMS,
   panoptic, multimask) dominates, or the file is a text model whose positions come from a
@@ -30,7 +38,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-LARGE_DOMAIN, SMALL_DOMAIN, UNKNOWN_DOMAIN = "large", "small", "unknown"
+VIDEO_DOMAIN, LARGE_DOMAIN, SMALL_DOMAIN, UNKNOWN_DOMAIN = "video", "large", "small", "unknown"
 UNJUDGED_DOMAIN = "unjudged"
 
 MEMO_KEY = "analysis.domain"
@@ -55,6 +63,32 @@ _SMALL_WORDS = frozenset(
         "boxes", "nms", "panoptic", "detection", "detections", "multimask", "keypoints",
     ]
 )  # fmt: skip
+# Words of video (split at underscores and CamelCase: `HunyuanVideoTransformer3DModel`).
+_VIDEO_WORDS = frozenset(
+    ["video", "videos", "frame", "frames", "temporal", "conv3d", "3d", "t2v", "i2v", "v2v"]
+)
+# Words of generation (diffusion): a multimodal LLM that reads videos has none of these.
+_GENERATION_WORDS = frozenset(
+    [
+        "timestep", "timesteps", "latent", "latents", "patchify", "unpatchify", "vae",
+        "denoise", "denoising", "diffusion", "noise", "dit",
+    ]
+)  # fmt: skip
+# Words of language modelling: a multimodal LLM reads videos, it does not generate them.
+_LANGUAGE_WORDS = frozenset(["vocab", "lm", "logits"])
+_CAMEL = re.compile(r"[A-Z]+[0-9]*(?=[A-Z][a-z]|$)|[A-Z]?[a-z]+[0-9]*|[0-9]+[A-Za-z]*|[A-Z]+")
+# The structure of 5-D video tensors: a 5-name unpack of a shape, a 3-D convolution, a
+# frame count or a temporal patch size.
+_VIDEO_STRUCTURE = re.compile(
+    r"^[ \t]*\(?[ \t]*\w+(?:[ \t]*,[ \t]*\w+){4}[ \t]*,?[ \t]*\)?[ \t]*=[ \t]*[\w.\[\]]+"
+    r"\.(?:shape|size\(\))"
+    r"|[Cc]onv3[dD]"
+    r"|\b\w*(?:num_\w*frames|latent_frames|patch_size_t|temporal_patch\w*|p_t)\b",
+    re.MULTILINE,
+)
+# How much evidence makes a `large` file a video one: structure and words, or many words.
+_VIDEO_STRUCTURE_EVIDENCE, _VIDEO_WORD_EVIDENCE, _VIDEO_WORDS_ALONE = 2, 5, 20
+_GENERATION_EVIDENCE = 5
 # Positions from a learned table cap the sequence; rotary/ALiBi positions do not.
 _TABLE_POSITIONS = ("max_position_embeddings", "num_buckets")
 _OPEN_POSITIONS = frozenset(["rotary", "rope", "alibi"])
@@ -65,7 +99,8 @@ _LONG_FILE = 1500
 
 
 def domain_of_source(source: str) -> str:
-    """The domain (`large`, `small` or `unknown`) of a file's source text."""
+    """The domain (`video`, `large`, `small`, `unknown` or `unjudged`) of a file's source
+    text."""
     counts: Counter[str] = Counter()
     table_positions = False
     words = _WORD.findall(source)
@@ -84,8 +119,62 @@ def domain_of_source(source: str) -> str:
     if table_positions and generation < _EVIDENCE and not any(counts[w] for w in _OPEN_POSITIONS):
         return SMALL_DOMAIN  # a legacy text model: sequences capped by its position table
     if large >= _EVIDENCE:
-        return LARGE_DOMAIN
+        return VIDEO_DOMAIN if _shows_video(source, words) else LARGE_DOMAIN
     return UNKNOWN_DOMAIN if len(words) >= _LONG_FILE else UNJUDGED_DOMAIN
+
+
+def _shows_video(source: str, words: list[str]) -> bool:
+    """Whether a generation file handles video: 5-D structure and video words, or many video
+    words, with more words of generation than of language modelling."""
+    video = generation = language = 0
+    for word in words:
+        for part in word.split("_"):
+            pieces = [part] if part.islower() or part.isupper() else _CAMEL.findall(part)
+            for piece in pieces:
+                lowered = piece.lower()
+                if lowered in _VIDEO_WORDS:
+                    video += 1
+                elif lowered in _GENERATION_WORDS:
+                    generation += 1
+                elif lowered in _LANGUAGE_WORDS:
+                    language += 1
+    if generation < _GENERATION_EVIDENCE or language >= generation:
+        return False
+    if video >= _VIDEO_WORDS_ALONE:
+        return True
+    if video < _VIDEO_WORD_EVIDENCE:
+        return False
+    return len(_VIDEO_STRUCTURE.findall(source)) >= _VIDEO_STRUCTURE_EVIDENCE
+
+
+def mentions_video(text: str) -> bool:
+    """Whether source text (a function's) names video: `video`, `frames`, `num_frames`,
+    `VideoDecoder`."""
+    for word in _WORD.findall(text):
+        for part in word.split("_"):
+            pieces = [part] if part.islower() or part.isupper() else _CAMEL.findall(part)
+            if any(piece.lower() in _VIDEO_WORDS for piece in pieces):
+                return True
+    return False
+
+
+# Parameters that say a block runs incrementally against a key/value cache (`kv_cache`,
+# `past_key_values`, `layer_past`, `crossattn_cache`, `use_cache`); a causal VAE's conv
+# cache (`feat_cache`: two frames per conv, beside a chunk of full-resolution frames) is
+# no such thing.
+_KV_CACHE_WORDS = frozenset(["kv", "attn", "crossattn", "key", "keys", "use"])
+
+
+def runs_against_cache(function) -> bool:
+    """Whether a function takes a KV cache (a parameter named for one): a streaming causal
+    video block or an LLM layer works on one chunk of new tokens per call (a few latent
+    frames: thousands of tokens), beside a cache that dwarfs one activation."""
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        words = set(param.name.value.lower().split("_"))
+        if "past" in words or ("cache" in words and words & _KV_CACHE_WORDS):
+            return True
+    return False
 
 
 def file_domain(context) -> str:

@@ -1680,7 +1680,9 @@ class FunctionFacts:
                     return _NO_WORK  # `self.unet.to("cpu")`: moving a model is no tensor work
                 if len(parts) >= 4 and _is_tensor_method(name):
                     return _NO_WORK  # `self.vae.latents_std.view(...)`: a buffer's method
-                if _glob_any(name, T.MODEL_CALLS) or component in owner.registered:
+                if _glob_any(name, T.MODEL_CALLS) or (
+                    component in owner.registered and len(parts) == 3
+                ):  # (`self.transformer.rope.prepare_video_coords(...)`: a part's method)
                     return Work(MODEL, _model_kind(parts), parts=parts)
                 if _glob_any(component.lower(), T.MODEL_CALLS) and name in ("forward", "__call__"):
                     return Work(MODEL, _model_kind(parts), parts=parts)

@@ -22,8 +22,24 @@ The bar (`DEFAULT_BAR`, "medium"): the default run reports `high` and `medium`.
 | held value \\ across | model | peak | layer |
 | --- | --- | --- | --- |
 | large | high | high | medium |
-| activation | medium | medium | low |
+| activation, many tokens (video) | low (latent-sized) | medium | low |
+| activation, thousands of tokens | low | low | low |
 | small | low | low | low |
+
+An activation's bytes follow its tokens (`domain.py`): a video DiT at 480p x 81 frames holds
+32,760 tokens (96 MiB per activation at 1,536 channels, ~700 MiB for HunyuanVideo at 720p x
+129 frames), an image DiT at 1024^2 about 4k (16-24 MiB), a detection model ~8k x 256
+channels (~8 MiB), a perceiver resampler or IP-adapter a few hundred latents, an LLM layer
+thousands of tokens beside weights and a KV cache that dwarf them. Only the many-token
+domain (`video`; or a file too short to judge) rates an activation held across a block's
+peak sublayer `medium`; an image, language, vision-encoder or unknown file rates it `low`,
+and so does a block that runs against a KV cache (`domain.runs_against_cache`: a streaming
+causal block sees a few latent frames per call, ~2.6k-4.7k tokens, ~8-14 MiB, beside a
+cache of GiBs). Held across a whole model call (a VAE decode, a transformer call, a denoise
+loop, an encoder; not a collective), an activation-class value is at the model's interface:
+latents, embeddings, predictions, concatenations of latents or masks (latent-sized), so it
+counts as `small`; pixel-space values (decoded or preprocessed frames: `large`) are what
+clears the bar there.
 
 A value held from the previous iteration of a loop (`out_` of a chunked decode, rebound each
 iteration) is one chunk of many: it counts one size class smaller. A value held only across
@@ -48,7 +64,12 @@ import re
 from dataclasses import dataclass
 
 from lifetime_lint.analysis import facts as F
-from lifetime_lint.analysis.domain import LARGE_DOMAIN, SMALL_DOMAIN, UNKNOWN_DOMAIN
+from lifetime_lint.analysis.domain import (
+    LARGE_DOMAIN,
+    SMALL_DOMAIN,
+    UNJUDGED_DOMAIN,
+    VIDEO_DOMAIN,
+)
 from lifetime_lint.config import GLOBAL_KEYS, KEY_VALIDATORS
 
 LOW, MEDIUM, HIGH = "low", "medium", "high"
@@ -56,6 +77,14 @@ LEVELS = (LOW, MEDIUM, HIGH)
 DEFAULT_BAR = MEDIUM
 
 LARGE, ACTIVATION_SIZED, SMALL_SIZED, TINY = "large", "activation", "small", "tiny"
+
+# Pixel-space values of a model of thousands of tokens (an image pipeline's preprocessed or
+# decoded image: 1024^2 x 3 channels is 6-12 MiB), told by the file's domain, not by dataflow.
+PIXEL_IMAGES = "pixel-images"
+# Logits as LL001 meets them: the sampled positions' vocabulary scores in serving and
+# generation loops, a detector's class or box scores over a few hundred queries, a loss's
+# (kept by autograd anyway): a few MiB, not a full-sequence vocabulary projection.
+SCORES = "scores"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -69,9 +98,15 @@ _SIZE_OF_ORIGIN = {
     F.LATENTS: SMALL_SIZED,
     F.IMAGE: SMALL_SIZED,
     F.DECODED_IMAGE: SMALL_SIZED,
+    PIXEL_IMAGES: SMALL_SIZED,
+    SCORES: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
+
+# Message keys of an activation whose token count the domain tells (`describe_held`).
+VIDEO_ACTIVATION, FEW_TOKEN_ACTIVATION = "video-activation", "few-token-activation"
+INTERFACE_VALUE = "interface-value"
 
 # What each origin is called in a message, with its size class.
 _DESCRIPTION = {
@@ -80,6 +115,11 @@ _DESCRIPTION = {
     F.CONCATENATION: "a concatenation: activation-sized or larger",
     F.MODEL_OUTPUT: "a model output: activation-sized",
     F.ACTIVATION: "an activation: scales with tokens or pixels",
+    VIDEO_ACTIVATION: "an activation of a video model: tens of MiB or more at tens of thousands of tokens",
+    FEW_TOKEN_ACTIVATION: "an activation over thousands of tokens or fewer: a few to tens of MiB",
+    INTERFACE_VALUE: (
+        "a value at a model call's interface (latents, embeddings, a prediction): usually a few MiB"
+    ),
     F.CACHE_ENTRY: "an old cache entry: activation-sized",
     F.ALLOCATION: "a buffer of computed shape: size unknown",
     F.CONDITIONING: "an embedding: size unknown, usually a few MiB",
@@ -89,6 +129,8 @@ _DESCRIPTION = {
         "decoded tiles of an image model: tens of MiB, less than one tile's decoder activations"
     ),
     F.SMALL_MODEL: "an activation of an audio, speech or detection model: a few MiB",
+    PIXEL_IMAGES: "images of an image model, in pixel space: a few to tens of MiB",
+    SCORES: "logits of the sampled positions or of a few hundred queries: usually a few MiB",
     F.SMALL: "small",
 }
 
@@ -103,6 +145,18 @@ def size_class(origin: str) -> str:
 
 def describe(origin: str) -> str:
     return _DESCRIPTION.get(origin, "a tensor")
+
+
+def describe_held(origin: str, domain: str, across: F.Work | None = None) -> str:
+    """`describe`, with an activation's size class from its token domain (`token_domain`),
+    or from the whole model call it is held across (`model_interface`)."""
+    if across is not None and size_class(origin) == ACTIVATION_SIZED and model_interface(across):
+        return _DESCRIPTION[INTERFACE_VALUE]
+    if origin == F.ACTIVATION and domain == VIDEO_DOMAIN:
+        return _DESCRIPTION[VIDEO_ACTIVATION]
+    if origin == F.ACTIVATION and domain not in MANY_TOKEN_DOMAINS:
+        return _DESCRIPTION[FEW_TOKEN_ACTIVATION]
+    return describe(origin)
 
 
 @dataclass(frozen=True)
@@ -120,7 +174,7 @@ def estimate(
     across: F.Work,
     one_chunk: bool = False,
     function_peak: int | None = None,
-    domain: str = LARGE_DOMAIN,
+    domain: str = UNJUDGED_DOMAIN,
 ) -> Estimate:
     """The significance of holding a value of this origin across this work. `one_chunk`: the
     value is the previous iteration's of a loop (one chunk of many: one size class down).
@@ -128,10 +182,13 @@ def estimate(
     across lighter work (after the encoder ran, or dead before the decode) is not alive at
     the function's peak, so it counts one level down (an output-sized concatenation of
     decoded tiles excepted: there the result sits beside all its inputs; a concatenation of
-    latents or embeddings is no such join). `domain`: the file's model domain; an
-    activation in a file with no evidence of many tokens or pixels (`unknown`: neither
-    generation nor long-context vocabulary) counts one level down too."""
+    latents or embeddings is no such join). `domain`: how many tokens an activation holds
+    (`token_domain`); outside the many-token domain an activation counts one level down.
+    An activation-class value held across a whole model call is at the model's interface
+    (latents, embeddings, predictions): small."""
     size = size_class(origin)
+    if size == ACTIVATION_SIZED and model_interface(across):
+        size = SMALL_SIZED
     decoding = across.kind == "decode" or (
         across.kind in ("helper", "loop", "closure")
         and bool(across.parts)
@@ -145,7 +202,9 @@ def estimate(
     elif one_chunk:
         size = _SMALLER.get(size, size)
     level = LOW
-    if size == LARGE:
+    if size == LARGE and _small_join(across):
+        level = LOW  # a concatenation that joins no decoded frames: not the output's peak
+    elif size == LARGE:
         level = HIGH if across.level >= F.PEAK else MEDIUM
     elif size == ACTIVATION_SIZED:
         level = MEDIUM if across.level >= F.PEAK else LOW
@@ -156,9 +215,76 @@ def estimate(
         and level != LOW
     ):
         level = LEVELS[rank(level) - 1]
-    if domain == UNKNOWN_DOMAIN and size == ACTIVATION_SIZED and level != LOW:
+    if size == ACTIVATION_SIZED and domain not in MANY_TOKEN_DOMAINS and level != LOW:
         level = LEVELS[rank(level) - 1]
     return Estimate(level, size, across.level)
+
+
+# Domains whose activations hold tens of thousands of tokens (a file too short to judge
+# keeps the rating its work gives).
+MANY_TOKEN_DOMAINS = frozenset([VIDEO_DOMAIN, UNJUDGED_DOMAIN])
+
+
+def token_domain(domain: str, image_model: bool, against_cache: bool, names_video: bool) -> str:
+    """The domain an activation's size follows: a video file's block works on many tokens
+    unless its file or class names an image model (an image model built on a video
+    architecture holds one frame) or it runs against a KV cache (one chunk per call). A
+    file too short to judge keeps its rating only where its code names video
+    (`names_video`: `VideoBlock`, `frames`); otherwise nothing says its tokens are many (an
+    SSIM metric's convolutions, an upsampler's head)."""
+    if domain == VIDEO_DOMAIN and (image_model or against_cache):
+        return LARGE_DOMAIN
+    if domain == UNJUDGED_DOMAIN and (against_cache or image_model or not names_video):
+        return LARGE_DOMAIN
+    return domain
+
+
+# An image model's own name (file, folder or class): `transformer_qwenimage.py`,
+# `IPAdapterPlusImageProjectionBlock`; a name of video too (`image2video`) is no image model.
+_IMAGE_NAME = frozenset(["image", "images", "img", "imgs", "t2i", "i2i"])
+_VIDEO_NAME = frozenset(["video", "videos", "vid", "frame", "frames", "temporal", "i2v", "t2v"])
+_NAME_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def image_named(path: str, owner: str | None) -> bool:
+    """Whether the file, its folder or the class names an image model and no video one."""
+    parts = path.replace("\\", "/").rsplit("/", 2)[-2:] + ([owner] if owner else [])
+    words: set[str] = set()
+    for part in parts:
+        stem = part[:-3] if part.endswith(".py") else part
+        for piece in re.split(r"[_\-.]+", stem):
+            words.update(word.lower() for word in _NAME_WORD.findall(piece))
+    return bool(words & _IMAGE_NAME) and not words & _VIDEO_NAME
+
+
+def _small_join(across: F.Work) -> bool:
+    """A concatenation (or a loop of them) below peak level: it joins no decoded frames or
+    logits (`facts._joins_large`), so it is not where an output-sized value peaks (a
+    padding frame joined to a clip, a row of latents, per-token differences)."""
+    if across.level >= F.PEAK:
+        return False
+    if across.kind == "concatenation":
+        return True
+    return across.kind == "loop" and bool(across.parts) and across.parts[-1] in _JOINS
+
+
+_JOINS = frozenset(["cat", "concat", "concatenate", "stack"])
+
+
+def model_interface(across: F.Work) -> bool:
+    """Whether the work is a whole model call (a VAE decode, a transformer or encoder call,
+    a denoise loop over one): what is held across it is at the model's interface. A
+    collective moves activations, and a loop of blocks is a model's own body (peak level)."""
+    return (
+        across.level >= F.MODEL
+        and across.kind != "collective"
+        and not (across.kind == "loop" and bool(across.parts) and _is_collective(across.parts[-1]))
+    )
+
+
+def _is_collective(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in ("all_gather", "all_to_all", "all_reduce", "gather"))
 
 
 # Model families whose activations are a few MiB at their real sizes (audio and speech
@@ -275,6 +401,7 @@ _TINY_WORDS = frozenset(
         "gates",
         "mod",
         "modulation",
+        "adaln",
         "label",
         "labels",
         "bias",
@@ -315,6 +442,7 @@ _TINY_WORDS = frozenset(
         "sin",
         "rope",
         "coords",
+        "coord",
         "grid",
         "offsets",
         "offset",
