@@ -443,18 +443,21 @@ class _MemoInputs:
         config_path: str | None,
     ) -> None:
         from lifetime_lint import fastpath
-        from lifetime_lint.runner import Progress
+        from lifetime_lint.runner import Progress, pool_started_without_fork
         from lifetime_lint.vendor import RUNTIME_MODULE_SETTING
 
         if Progress.drawn_in_process or any(d.is_error for r in results for d in r.diagnostics):
             return
+        if pool_started_without_fork():
+            return  # its workers' own streams: what they wrote was not seen
         if any(s.extra.get(RUNTIME_MODULE_SETTING) for s in resolver.all_loaded()):
             return  # its warning depends on a module's files elsewhere
         inputs = fastpath.RunInputs(self.cache_root)
         inputs.walked = dict(self.seen.listings)
         inputs.files = [os.path.abspath(p) for p in [*files, *missing, *named]
                         if not os.path.isdir(p)]  # fmt: skip
-        inputs.extra_files = list(self.seen.cache_tags)
+        inputs.cache_tags = list(self.seen.cache_tags)
+        inputs.extra_files = []
         if self.seen.ignored is not None:
             inputs.extra_files += self.seen.ignored.inputs()
         consumed = resolver.configs_read()

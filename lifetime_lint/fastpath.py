@@ -189,6 +189,9 @@ def _holds(watches: Any) -> bool:
             elif kind == "s":
                 if special_listing(path) != value:
                     return False
+            elif kind == "c":
+                if cache_tag(path) != value:
+                    return False
             elif kind == "t":
                 if path_kind(path) != value:
                     return False
@@ -223,6 +226,22 @@ def file_signature(path: str) -> tuple[int, ...] | None:
         return None
     return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev,
             info.st_mode)  # fmt: skip
+
+
+# The first line of a CACHEDIR.TAG (`cache.CACHEDIR_SIGNATURE`; not imported, as above).
+CACHEDIR_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
+
+
+def cache_tag(path: str) -> bool | None:
+    """Whether a CACHEDIR.TAG marks its folder as a cache (None: missing); what
+    `files.is_cache_folder` reads, so its times (the cache's own, fresh) do not count."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(CACHEDIR_SIGNATURE)) == CACHEDIR_SIGNATURE
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return False
 
 
 def path_kind(path: str) -> str:
@@ -289,10 +308,11 @@ def _is_requirements(name: str) -> bool:
 class _Tee(io.RawIOBase):
     """A stream's bytes, written through to it and kept, in order with the other stream."""
 
-    def __init__(self, target: Any, fd: int, chunks: list[tuple[int, bytes]]) -> None:
+    def __init__(self, target: Any, fd: int, chunks: list[tuple[int, bytes]], marker: str) -> None:
         self.target = target
         self.fd = fd
         self.chunks = chunks
+        self.marker = marker
         self.pid = os.getpid()
 
     def writable(self) -> bool:
@@ -310,17 +330,20 @@ class _Tee(io.RawIOBase):
         self.target.flush()
         if os.getpid() == self.pid:
             self.chunks.append((self.fd, data))
-        else:  # a forked child wrote: its bytes are not in the memo
-            self.chunks.append((-1, b""))
+        elif data:  # a forked worker wrote: the recording process must not keep a memo
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_WRONLY, 0o600))
+            except OSError:
+                pass
         return len(data)
 
 
-def _teed(stream: Any, fd: int, chunks: list[tuple[int, bytes]]) -> Any:
+def _teed(stream: Any, fd: int, chunks: list[tuple[int, bytes]], marker: str) -> Any:
     buffer = getattr(stream, "buffer", None)
     if buffer is None:
         return None
     wrapper = io.TextIOWrapper(
-        io.BufferedWriter(_Tee(buffer, fd, chunks)),
+        io.BufferedWriter(_Tee(buffer, fd, chunks, marker)),
         encoding=stream.encoding,
         errors=stream.errors,
         line_buffering=stream.line_buffering,
@@ -337,9 +360,12 @@ class _Recorder:
         self.started_ns = started_ns
         self.chunks: list[tuple[int, bytes]] = []
         self.inputs: RunInputs | None = None
-        self.originals = (sys.stdout, sys.stderr)
-        out = _teed(sys.stdout, 1, self.chunks)
-        err = _teed(sys.stderr, 2, self.chunks)
+        # Created by a forked worker that writes to the inherited streams.
+        self.marker = os.path.join(
+            os.environ.get("TMPDIR") or "/tmp", f".lifetime-lint-memo-{os.getpid()}-{started_ns}"
+        )
+        out = _teed(sys.stdout, 1, self.chunks, self.marker)
+        err = _teed(sys.stderr, 2, self.chunks, self.marker)
         self.active = out is not None and err is not None
         if self.active:
             sys.stdout, sys.stderr = out, err
@@ -353,6 +379,12 @@ class _Recorder:
             except (OSError, ValueError):
                 return
         inputs, self.inputs = self.inputs, None
+        if os.path.lexists(self.marker):
+            try:
+                os.unlink(self.marker)
+            except OSError:
+                pass
+            return
         if inputs is None or not isinstance(code, int):
             return
         name = memo_name(self.material)
@@ -360,8 +392,6 @@ class _Recorder:
             sys.argv[1:], name
         ):
             return  # a `cache-dir` setting elsewhere: a memo there would never be looked up
-        if any(fd == -1 for fd, _ in self.chunks):
-            return
         watches = inputs.watches(self.started_ns)
         if watches is None:
             return
@@ -406,6 +436,7 @@ class RunInputs:
         self.folders: set[str] = set()  # folders whose config/project/ignore files count
         self.extra_files: list[str] = []  # --config, git's files
         self.required: list[str] = []  # files the run found and read (must still exist)
+        self.cache_tags: list[str] = []  # CACHEDIR.TAGs of folders skipped as caches
         self.above: dict[str, tuple[str, ...] | None] = {}  # folder -> names, at the start
 
     def watches(self, started_ns: int) -> list[tuple[str, str, Any]] | None:
@@ -427,6 +458,9 @@ class RunInputs:
                     if _is_requirements(name):
                         files[os.path.join(folder, name)] = None
         files.update(dict.fromkeys(self.extra_files))
+        for tag in self.cache_tags:
+            files.pop(tag, None)
+            watches.append(("c", tag, cache_tag(tag)))
         files.update(dict.fromkeys(_code_files()))
         for path in files:
             if os.path.basename(path) == ".git":  # a repository's marker: its kind counts

@@ -396,6 +396,18 @@ def _preload_for_workers() -> None:
     gc.freeze()
 
 
+_POOL_STARTED = False
+
+
+def pool_started_without_fork() -> bool:
+    """Whether this process ran a pool whose workers did not inherit its streams."""
+    if not _POOL_STARTED:
+        return False
+    import multiprocessing
+
+    return multiprocessing.get_start_method() != "fork"
+
+
 def _run_pool(
     chunks: list[list[tuple[int, str]]], workers: int, initargs: tuple
 ) -> list[tuple[int, FileResult, str]]:
@@ -407,6 +419,8 @@ def _run_pool(
     from concurrent.futures import Future, ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
+    global _POOL_STARTED
+    _POOL_STARTED = True
     done: list[tuple[int, FileResult, str]] = []
     unfinished: list[list[tuple[int, str]]] = []
     with ProcessPoolExecutor(

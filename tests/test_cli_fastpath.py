@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lifetime_lint import fastpath
-from lifetime_lint.cache import DEFAULT_CACHE_DIR, RACY_NANOSECONDS
+from lifetime_lint.cache import CACHEDIR_SIGNATURE, DEFAULT_CACHE_DIR, RACY_NANOSECONDS
 from lifetime_lint.config import CONFIG_FILENAMES
 from lifetime_lint.files import CACHEDIR_TAG
 from lifetime_lint.project import _PROJECT_FILES
@@ -39,6 +39,7 @@ FULL = "import sys; from lifetime_lint.cli import main; sys.argv[0] = 'lifetime-
 def test_constants_agree_with_the_modules_they_mirror():
     assert fastpath.CACHE_FOLDER == DEFAULT_CACHE_DIR
     assert fastpath.RACY_NS == RACY_NANOSECONDS
+    assert fastpath.CACHEDIR_SIGNATURE == CACHEDIR_SIGNATURE
     assert {*CONFIG_FILENAMES, *_PROJECT_FILES, ".gitignore", ".git", CACHEDIR_TAG} <= set(
         fastpath.SPECIAL_NAMES
     )
@@ -254,3 +255,40 @@ def test_a_corrupt_memo_is_a_miss(tree):
     for memo in runs.iterdir():
         memo.write_bytes(memo.read_bytes()[:40])
     assert_same(tree, ("check", "."), hit=False)
+
+
+# The entry point in a script, optionally with pool workers that write to stderr (as a
+# warning printed in a worker would): their bytes never reach the recording process.
+ENTRY = """
+import sys
+from lifetime_lint import fastpath, runner
+
+if sys.argv[1] == "noisy":
+    real = runner._check_chunk
+
+    def noisy(chunk):
+        print("a worker wrote this", file=sys.stderr)
+        return real(chunk)
+
+    runner._check_chunk = noisy
+del sys.argv[1]
+sys.argv[0] = "lifetime-lint"
+fastpath.main()
+"""
+
+
+@pytest.mark.parametrize("workers", ["quiet", "noisy"])
+def test_output_of_pool_workers_blocks_the_memo(tmp_path, workers):
+    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    for index in range(40):  # enough files for a pool (runner.PARALLEL_MIN_FILES)
+        (tmp_path / f"m{index}.py").write_text(DECODE)
+    settle()
+    args = ("check", "--jobs", "2", ".")
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY, workers, *args], cwd=tmp_path, capture_output=True,
+        env=_env(),
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert (b"a worker wrote this" in done.stderr) is (workers == "noisy")
+    # Quiet workers: the run recorded its memo; noisy ones: it did not.
+    assert_same(tmp_path, args, hit=workers == "quiet")
