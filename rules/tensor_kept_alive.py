@@ -134,7 +134,11 @@ class TensorKeptAlive(Rule):
       does not hide a later `x = torch.cat(...)`. A view chain through another name
       (`q_sbhd = query.view(...)` ... `query = q_sbhd.view(shape)`) is reported where both
       names are dead; on the path where the other name is still bound, it holds the
-      storage too.
+      storage too. Pieces of a base that stays bound on every path (`q, k, v =
+      qkv.chunk(3)` with `qkv` never released) and pieces a same-file helper returns
+      (`shift, scale, gate = self.get_ada_values(...)` over `values.unbind(dim=2)`) are
+      reported only where every name sharing the storage dies at once, and the fix
+      deletes them together.
     - a tensor held into the next forward of a loop that runs with grad enabled and never
       calls backward is LL006's finding (its fix, `torch.no_grad()`, frees the graph too),
       never LL001's. A value taken out of a container slot
@@ -562,6 +566,8 @@ class _Analysis:
             return None  # its pieces are views of one storage that other names keep
         if facts.owner_of_storage(site) or facts.storage_partners(site) is not None:
             return fact.origin  # (partners: checked dead where the name dies, `_shared_live`)
+        if self._sibling_pieces(site):
+            return F.ACTIVATION  # (the siblings: deleted with it, `_shared_live`)
         if fact.kind == F.CONTAINER and not site.unpacked:
             if facts.escaped(site) or facts.truth_tested(site) or facts.aliases.get(site.index):
                 return None
@@ -585,7 +591,8 @@ class _Analysis:
         live = flow.live_out[info.exit.index]
         reach = flow.reach_out[info.exit.index]
         for site in sites:
-            for partner in self.facts.storage_partners(site) or ():
+            partners = self.facts.storage_partners(site) or self._sibling_pieces(site)
+            for partner in partners or ():
                 if live & flow.name_bit(partner):
                     return True
                 bit = flow.name_bit(partner)
@@ -601,6 +608,26 @@ class _Analysis:
                     # the others' saving).
                     return True
         return False
+
+    def _sibling_pieces(self, site: DefSite) -> frozenset[str]:
+        """`shift, scale, gate = self.get_ada_values(...)`, where the helper returns
+        `values.unbind(dim=2)`: the other names of the unpacking, which share the storage
+        (empty: not such a piece). Deleting all of them together frees it."""
+        value, statement = site.value, site.node.statement if site.node else None
+        if not site.unpacked or not isinstance(value, cst.Call) or site.kind != "assign":
+            return frozenset()
+        callee = self.facts.local_callee(value)
+        if callee is None or not self.facts.helper_returns_pieces(callee):
+            return frozenset()
+        if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+            return frozenset()
+        target = statement.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)):
+            return frozenset()
+        names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+        if len(names) != len(target.elements):
+            return frozenset()  # (a starred or attribute target keeps a piece elsewhere)
+        return frozenset(n for n in names if n != site.name) or frozenset({site.name})
 
     def _caller_owned(self, site: DefSite, depth: int = 0) -> bool:
         """A parameter, or a display of parameters (`control_video = [control_video]`): on

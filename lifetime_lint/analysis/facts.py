@@ -134,6 +134,7 @@ class FileFacts:
     returns: dict[int, ValueFact] = field(default_factory=dict)
     helper_work: dict[int, Work] = field(default_factory=dict)
     return_items: dict[int, tuple[ValueFact, ...] | None] = field(default_factory=dict)
+    returns_pieces: dict[int, bool] = field(default_factory=dict)
     returned_parameters: dict[int, str | None] = field(default_factory=dict)
     resolving: set[int] = field(default_factory=set)
 
@@ -497,6 +498,11 @@ class FunctionFacts:
         ):
             return ValueFact(TENSOR, ACTIVATION)  # `x: torch.Tensor = helper(...)`
         if site.unpacked and isinstance(site.value, cst.Call):
+            callee = self.local_callee(site.value)
+            if callee is not None and self.helper_returns_pieces(callee):
+                # `shift, scale, gate = self.get_ada_values(...)`, a helper returning
+                # `values.unbind(dim=2)`: pieces of one storage, whatever it is annotated
+                return ValueFact(VIEW, ACTIVATION, (), tensor=True)
             item = self._returned_item(site, site.value)
             if item is not None:
                 return item
@@ -1026,6 +1032,46 @@ class FunctionFacts:
                 result = ValueFact(TENSOR, ACTIVATION)
         self.shared.returns[key] = result
         return result
+
+    def helper_returns_pieces(self, function: cst.FunctionDef) -> bool:
+        """Whether every `return` of a helper of this file hands back split views of one
+        storage (`return x.unbind(dim=2)`, or a local bound only to such a call): unpacking
+        the result gives names that share it, so deleting one frees nothing."""
+        key = id(function)
+        known = self.shared.returns_pieces.get(key)
+        if known is not None:
+            return known
+        self.shared.returns_pieces[key] = False  # (recursion)
+        helper = self._helper_facts(function)
+        result = False
+        if helper is not None:
+            returns = [
+                (node.statement.value, node)
+                for node in helper.cfg.nodes
+                if isinstance(node.statement, cst.Return)
+            ]
+            result = bool(returns) and all(
+                value is not None and helper._splits(value, node) for value, node in returns
+            )
+        self.shared.returns_pieces[key] = result
+        return result
+
+    def _splits(self, value: cst.BaseExpression, node: Node) -> bool:
+        """`x.chunk(3)`, `torch.unbind(x, 1)`, or a name every reaching binding of which is
+        one of those."""
+        if isinstance(value, cst.Call):
+            func = value.func
+            if isinstance(func, cst.Attribute):
+                return func.attr.value in T.SPLITTING
+            return isinstance(func, cst.Name) and func.value in T.SPLITTING
+        if isinstance(value, cst.Name):
+            sites = self.reaching(node, value.value)
+            return bool(sites) and all(
+                s.kind == "assign" and not s.unpacked and s.value is not None
+                and isinstance(s.value, cst.Call) and self._splits(s.value, node)
+                for s in sites
+            )  # fmt: skip
+        return False
 
     def helper_return_items(self, function: cst.FunctionDef) -> tuple[ValueFact, ...] | None:
         """What each position of a helper's returned tuple holds, when every `return` is a
