@@ -27,7 +27,7 @@ from lifetime_lint.analysis.domain import (
     mentions_video,
     runs_against_cache,
 )
-from lifetime_lint.analysis.tables import MODEL_CALLS, SPLITTING
+from lifetime_lint.analysis.tables import FEED_FORWARD_SUBMODULES, MODEL_CALLS, SPLITTING
 from lifetime_lint.devices import Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
@@ -368,6 +368,23 @@ def _pieces_taken(function: cst.FunctionDef, name: str) -> bool:
 
     walk(function, enter, lambda node: None)
     return found
+
+
+def _feed_forward(work: F.Work) -> bool:
+    """Work that is (or, for a helper, runs) a block's feed-forward: `self.ffn(...)`,
+    `self.img_mlp(...)`, `self._cross_and_ffn(...)`."""
+    if work.level != F.PEAK or not work.parts:
+        return False
+    name = work.parts[-1].lower()
+    return any(fnmatchcase(name, p) for p in FEED_FORWARD_SUBMODULES)
+
+
+def _heavier(work: F.Work, than: F.Work) -> bool:
+    """Higher level, or the feed-forward beside other peak-level work (attention): the
+    finding is about the block's peak."""
+    if work.level != than.level:
+        return work.level > than.level
+    return _feed_forward(work) and not _feed_forward(than)
 
 
 def _split_views(value: cst.BaseExpression | None) -> bool:
@@ -768,10 +785,10 @@ class _Analysis:
                 if work.kind == "loop":
                     where = node.statement
                 if work.level >= F.LAYER and where is not None:
-                    if best is None or work.level > best.work.level:
+                    if best is None or _heavier(work, best.work):
                         best = _Held(work, where, call)
                     if not S.model_interface(work) and (
-                        below is None or work.level > below.work.level
+                        below is None or _heavier(work, below.work)
                     ):
                         below = _Held(work, where, call)
             if any(site.name == name for site in node.defs) or any(

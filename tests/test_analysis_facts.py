@@ -289,3 +289,46 @@ def test_latent_names_are_latent_sized_even_over_decoded_inputs() -> None:
     assert S.name_origin("frames", F.CONCATENATION) == F.DECODED
     assert S.name_origin("latent_prompt_embeds", F.CONDITIONING) == F.CONDITIONING
     assert S.size_class(F.ALLOCATION) == S.SMALL_SIZED  # shape unseen: paddings, statistics
+
+
+def test_a_classmethods_cls_is_its_class_not_a_module_passed_in() -> None:
+    """`cls._get_sde_coeff(...)` in a classmethod calls the class's own method: no sublayer
+    work (sglang's LTX-2 sampler step was rated as a peak-level sublayer through it)."""
+    source = textwrap.dedent(
+        """
+        class Stage:
+            @classmethod
+            def _get_sde_coeff(cls, sigma_next, sigma_up):
+                return sigma_next * 0.5, sigma_next, sigma_up
+
+            @classmethod
+            def forward(cls, sample, denoised, sigma, sigma_next, noise):
+                alpha, down, up = cls._get_sde_coeff(sigma_next, sigma_up=sigma_next)
+                return alpha * (sample - sigma * denoised) + up * noise
+        """
+    )
+    facts = _facts(source)
+    assert "cls" not in facts.module_parameters
+    calls = [call for node in facts.cfg.nodes for call in node.calls]
+    coeff = next(
+        c
+        for c in calls
+        if isinstance(c.func, cst.Attribute) and c.func.attr.value == "_get_sde_coeff"
+    )
+    assert facts.work(coeff).level < F.LAYER
+
+
+def test_a_msgspec_decode_is_data_not_a_tensor() -> None:
+    """`msgspec.msgpack.decode(raw)`: a registration message (a dict), not decoded frames."""
+    facts = _facts(
+        textwrap.dedent(
+            """
+            import msgspec
+
+            def forward(socket):
+                msg = msgspec.msgpack.decode(socket.recv())
+                return msg.get("stage_config")
+            """
+        )
+    )
+    assert not facts.value(_binding(facts, "msg")).is_tensor

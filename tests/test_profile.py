@@ -41,9 +41,9 @@ class Pipeline:
         return image
 
 
-def never_called(vae, x):
-    cache = vae.decode(x)
-    y = cache * 2
+def never_called(vae, video_latents):
+    frames = vae.decode(video_latents)
+    y = frames * 2
     return vae.decode(y)
 
 

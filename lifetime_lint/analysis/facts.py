@@ -958,7 +958,7 @@ class FunctionFacts:
         if (
             isinstance(func, cst.Attribute)
             and isinstance(func.value, cst.Name)
-            and func.value.value == "self"
+            and func.value.value in ("self", "cls")
             and self.owner_facts is not None
         ):
             return self.owner_facts.methods.get(func.attr.value)
@@ -1841,6 +1841,7 @@ class FunctionFacts:
                     ):
                         names.add(func.value.value)
             names.discard("self")
+            names.discard("cls")  # `cls._get_sde_coeff(...)`: a classmethod's own class
             self._module_params = names
         return self._module_params
 
