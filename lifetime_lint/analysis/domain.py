@@ -159,10 +159,10 @@ def mentions_video(text: str) -> bool:
 
 
 # Parameters that say a block runs incrementally against a key/value cache (`kv_cache`,
-# `past_key_values`, `layer_past`, `crossattn_cache`, `use_cache`); a causal VAE's conv
-# cache (`feat_cache`: two frames per conv, beside a chunk of full-resolution frames) is
-# no such thing.
-_KV_CACHE_WORDS = frozenset(["kv", "attn", "crossattn", "key", "keys", "use"])
+# `past_key_values`, `layer_past`, `crossattn_cache`, `use_cache`, LingBot's `self_cache`
+# and `cross_cache`); a causal VAE's conv cache (`feat_cache`: two frames per conv, beside
+# a chunk of full-resolution frames) is no such thing.
+_KV_CACHE_WORDS = frozenset(["kv", "attn", "crossattn", "key", "keys", "use", "self", "cross"])
 
 
 def runs_against_cache(function) -> bool:
