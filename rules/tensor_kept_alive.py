@@ -27,7 +27,7 @@ from lifetime_lint.analysis.domain import (
     mentions_video,
     runs_against_cache,
 )
-from lifetime_lint.analysis.tables import FEED_FORWARD_SUBMODULES, MODEL_CALLS, SPLITTING
+from lifetime_lint.analysis.tables import FEED_FORWARD_SUBMODULES, MODEL_CALLS
 from lifetime_lint.devices import Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
@@ -387,16 +387,6 @@ def _heavier(work: F.Work, than: F.Work) -> bool:
     return _feed_forward(work) and not _feed_forward(than)
 
 
-def _split_views(value: cst.BaseExpression | None) -> bool:
-    """`x.chunk(6, dim=1)`, `torch.split(x, n)`: a tuple of views of one storage."""
-    if not isinstance(value, cst.Call):
-        return False
-    func = value.func
-    if isinstance(func, cst.Attribute):
-        return func.attr.value in SPLITTING
-    return isinstance(func, cst.Name) and func.value in SPLITTING
-
-
 # -- the analysis of one function -------------------------------------------------------
 
 _ASSIGNED = ("assign", "annassign", "walrus", "augassign")
@@ -577,13 +567,13 @@ class _Analysis:
         fact = facts.value(site)
         if (
             not site.unpacked
-            and _split_views(site.value)
+            and F.is_split_call(site.value)
             and _pieces_taken(facts.function, site.name)
         ):
             return None  # its pieces are views of one storage that other names keep
         if facts.owner_of_storage(site) or facts.storage_partners(site) is not None:
             return fact.origin  # (partners: checked dead where the name dies, `_shared_live`)
-        if self._sibling_pieces(site):
+        if self._sibling_pieces(site) is not None:
             return F.ACTIVATION  # (the siblings: deleted with it, `_shared_live`)
         if fact.kind == F.CONTAINER and not site.unpacked:
             if facts.escaped(site) or facts.truth_tested(site) or facts.aliases.get(site.index):
@@ -608,7 +598,9 @@ class _Analysis:
         live = flow.live_out[info.exit.index]
         reach = flow.reach_out[info.exit.index]
         for site in sites:
-            partners = self.facts.storage_partners(site) or self._sibling_pieces(site)
+            partners = self.facts.storage_partners(site)
+            if partners is None:
+                partners = self._sibling_pieces(site)
             for partner in partners or ():
                 if live & flow.name_bit(partner):
                     return True
@@ -626,25 +618,25 @@ class _Analysis:
                     return True
         return False
 
-    def _sibling_pieces(self, site: DefSite) -> frozenset[str]:
+    def _sibling_pieces(self, site: DefSite) -> frozenset[str] | None:
         """`shift, scale, gate = self.get_ada_values(...)`, where the helper returns
         `values.unbind(dim=2)`: the other names of the unpacking, which share the storage
-        (empty: not such a piece). Deleting all of them together frees it."""
+        (None: not such a piece). Deleting all of them together frees it."""
         value, statement = site.value, site.node.statement if site.node else None
         if not site.unpacked or not isinstance(value, cst.Call) or site.kind != "assign":
-            return frozenset()
+            return None
         callee = self.facts.local_callee(value)
         if callee is None or not self.facts.helper_returns_pieces(callee):
-            return frozenset()
+            return None
         if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
-            return frozenset()
+            return None
         target = statement.targets[0].target
         if not isinstance(target, (cst.Tuple, cst.List)):
-            return frozenset()
+            return None
         names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
         if len(names) != len(target.elements):
-            return frozenset()  # (a starred or attribute target keeps a piece elsewhere)
-        return frozenset(n for n in names if n != site.name) or frozenset({site.name})
+            return None  # (a starred or attribute target keeps a piece elsewhere)
+        return frozenset(n for n in names if n != site.name)
 
     def _caller_owned(self, site: DefSite, depth: int = 0) -> bool:
         """A parameter, or a display of parameters (`control_video = [control_video]`): on

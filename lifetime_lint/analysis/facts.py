@@ -151,6 +151,17 @@ def file_facts(context) -> FileFacts:
     return facts
 
 
+def is_split_call(value: cst.BaseExpression | None) -> bool:
+    """`x.chunk(6, dim=1)`, `torch.split(x, n)`, `x.unbind(2)`: a tuple of views of one
+    storage."""
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value in T.SPLITTING
+    return isinstance(func, cst.Name) and func.value in T.SPLITTING
+
+
 def facts_for(context, function: cst.FunctionDef, max_nodes: int = 4000) -> FunctionFacts | None:
     """The facts of one function, built on first request (None: too large to analyse)."""
     shared = file_facts(context)
@@ -1060,10 +1071,7 @@ class FunctionFacts:
         """`x.chunk(3)`, `torch.unbind(x, 1)`, or a name every reaching binding of which is
         one of those."""
         if isinstance(value, cst.Call):
-            func = value.func
-            if isinstance(func, cst.Attribute):
-                return func.attr.value in T.SPLITTING
-            return isinstance(func, cst.Name) and func.value in T.SPLITTING
+            return is_split_call(value)
         if isinstance(value, cst.Name):
             sites = self.reaching(node, value.value)
             return bool(sites) and all(

@@ -221,22 +221,19 @@ LIGHT_SUBMODULES = (
     "rope*", "*rotary*", "pad*", "*pool*", "scale*", "shift*", "gate*", "*quant*",
     "fc*", "*_fc", "*router*", "to_out*", "to_q", "to_k", "to_v", "to_qkv", "to_kv",
 )  # fmt: skip
-# Submodules that set a block's activation peak: the feed-forward (it expands the hidden
-# size several times), self-attention (QKV and scores), a stack of blocks, a whole
-# residual stage. A layer-level hold across one of these adds to the block's peak.
-PEAK_SUBMODULES = (
-    "ff", "ffn", "*ff", "ff_*", "*_ff", "*ffn*", "*mlp*", "feed_forward*",
-    "*feedforward*", "experts", "moe", "*_moe", "attn", "attn1", "self_attn*",
-    "attention", "self_attention", "*blocks", "*layers", "resnets", "*stage*",
-    "mid_block", "*res_block*", "*resblock*", "conv_in", "conv_out",
-)  # fmt: skip
-# The feed-forward among them: in a transformer block it expands the hidden size several
-# times, so it, not attention, sets the block's peak (flash attention holds q, k, v and
-# the output). Measured (issue 12): an activation held across Wan's feed-forward cost 6.2%
-# of the denoise peak; one held across attention only and rebound before it, nothing.
+# The feed-forward: it expands the hidden size several times. Among peak-level work a
+# value is held across, LL001 names the feed-forward (measured, issue 12: an activation
+# held across Wan's feed-forward cost 6.2% of the denoise peak).
 FEED_FORWARD_SUBMODULES = (
     "ff", "ffn", "*ff", "ff_*", "*_ff", "*ffn*", "*mlp*", "feed_forward*",
     "*feedforward*", "experts", "moe", "*_moe",
+)  # fmt: skip
+# Submodules that set a block's activation peak: the feed-forward, self-attention (QKV and
+# scores), a stack of blocks, a whole residual stage. A layer-level hold across one of
+# these adds to the block's peak.
+PEAK_SUBMODULES = FEED_FORWARD_SUBMODULES + (
+    "attn", "attn1", "self_attn*", "attention", "self_attention", "*blocks", "*layers",
+    "resnets", "*stage*", "mid_block", "*res_block*", "*resblock*", "conv_in", "conv_out",
 )  # fmt: skip
 # Cross-attention attends to a short conditioning sequence: its working set is smaller
 # than the feed-forward's that follows it in a block.
