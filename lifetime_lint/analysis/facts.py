@@ -982,26 +982,49 @@ class FunctionFacts:
         callee = self.local_callee(call)
         if callee is None:
             return None
+        parameter = self._returned_parameter(callee)
+        if parameter is None:
+            return None
+        return _argument_for(call, callee, parameter)
+
+    def _returned_parameter(self, callee: cst.FunctionDef, depth: int = 1) -> str | None:
+        """The parameter `callee` returns as given: directly (`return b`), or through a
+        one-statement wrapper that hands it to such a helper of this file (sglang's `def
+        blend_t(self, a, b, n): return self._blend(a, b, n, dim=-3)`), one level deep."""
         memo = self.shared.returned_parameters
         if id(callee) not in memo:
             memo[id(callee)] = _parameter_returned_as_given(callee)
         parameter = memo[id(callee)]
-        if parameter is None:
+        if parameter is not None or depth == 0:
+            return parameter
+        statements = [
+            s
+            for s in callee.body.body
+            if not (
+                isinstance(s, cst.SimpleStatementLine)
+                and len(s.body) == 1
+                and isinstance(s.body[0], cst.Expr)
+                and isinstance(s.body[0].value, cst.SimpleString)
+            )
+        ]  # a docstring aside
+        if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
             return None
-        names = [p.name.value for p in callee.params.params]
-        if isinstance(call.func, cst.Attribute) and names and names[0] in ("self", "cls"):
-            names = names[1:]
-        position = 0
-        for arg in call.args:
-            if arg.star:
-                return None
-            if arg.keyword is not None:
-                if arg.keyword.value == parameter:
-                    return arg.value
-                continue
-            if position < len(names) and names[position] == parameter:
-                return arg.value
-            position += 1
+        line = statements[0].body
+        if len(line) != 1 or not isinstance(line[0], cst.Return):
+            return None
+        forwarded = line[0].value
+        if not isinstance(forwarded, cst.Call):
+            return None
+        inner = self.local_callee(forwarded)
+        if inner is None or inner is callee:
+            return None
+        inner_parameter = self._returned_parameter(inner, depth - 1)
+        if inner_parameter is None:
+            return None
+        argument = _argument_for(forwarded, inner, inner_parameter)
+        own = {p.name.value for p in callee.params.params}
+        if isinstance(argument, cst.Name) and argument.value in own:
+            return argument.value
         return None
 
     def _helper_facts(self, function: cst.FunctionDef) -> FunctionFacts | None:
@@ -1976,6 +1999,28 @@ def _is_kernel_dsl_name(qualified: str) -> bool:
 
 def _is_kernel_language(qualified: str) -> bool:
     return qualified.startswith(_KERNEL_LANGUAGES)
+
+
+def _argument_for(
+    call: cst.Call, callee: cst.FunctionDef, parameter: str
+) -> cst.BaseExpression | None:
+    """The argument of `call` bound to `callee`'s `parameter` (positional, then keyword;
+    None where a starred argument hides it or none is given)."""
+    names = [p.name.value for p in callee.params.params]
+    if isinstance(call.func, cst.Attribute) and names and names[0] in ("self", "cls"):
+        names = names[1:]
+    position = 0
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == parameter:
+                return arg.value
+            continue
+        if position < len(names) and names[position] == parameter:
+            return arg.value
+        position += 1
+    return None
 
 
 def _parameter_returned_as_given(function: cst.FunctionDef) -> str | None:
