@@ -4,7 +4,8 @@
     python benchmarks/corpus.py diffusers  # one of them
 
 Pinned releases are fetched with `pip download --no-deps` (wheels carry the sources) and
-unpacked once; `torch-nn` is copied from the installed torch, so it needs no network.
+unpacked once; `torch-nn` (torch/nn) and `torch` (every Python file of the package) are
+copied from the installed torch (2.13.0, the dev extra's pin), so they need no network.
 Prints each corpus's folder, file count and line count.
 """
 
@@ -38,14 +39,29 @@ def prepare(name: str) -> str:
     if os.path.isdir(target) and os.listdir(target):
         return target
     os.makedirs(ROOT, exist_ok=True)
-    if name == "torch-nn":
+    if name in ("torch-nn", "torch"):
         import importlib.util
 
         spec = importlib.util.find_spec("torch")
         if spec is None or not spec.submodule_search_locations:
             raise SystemExit("torch is not installed: pip install torch==2.13.0")
-        source = os.path.join(next(iter(spec.submodule_search_locations)), "nn")
-        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        package = next(iter(spec.submodule_search_locations))
+        if name == "torch-nn":
+            source = os.path.join(package, "nn")
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+            return target
+        # The whole package's Python sources (torch/distributed, torch/utils, ...) under
+        # `torch/`, as a wheel lays them out; labels' paths start with `torch/`.
+        shutil.copytree(
+            package,
+            os.path.join(target, "torch"),
+            ignore=lambda folder, names: [
+                n
+                for n in names
+                if n == "__pycache__"
+                or (not n.endswith(".py") and not os.path.isdir(os.path.join(folder, n)))
+            ],
+        )
         return target
     requirement = PINNED[name]
     download = os.path.join(ROOT, "_downloads")
@@ -73,7 +89,7 @@ def python_files(folder: str) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
-    names = argv or ["torch-nn", *PINNED]
+    names = argv or ["torch-nn", "torch", *PINNED]
     for name in names:
         folder = prepare(name)
         files = python_files(folder)
