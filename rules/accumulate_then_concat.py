@@ -122,7 +122,9 @@ class AccumulateThenConcat(Rule):
       log-probabilities (also by the list's or chunk's name), conditioning below the bar;
     - views of data that stays alive anyway: elements of a container, slices or views of a
       loop variable, a parameter or `self` state (concatenating them allocates only the
-      output);
+      output), also after a blend helper of the same file that writes into its argument
+      and returns it, directly (`return b`) or through a one-line wrapper (`def
+      blend_t(self, a, b, n): return self._blend(a, b, n, dim=-3)`);
     - lists that escape: used in any other way than grown, measured and concatenated
       (returned, stored, iterated, passed elsewhere, captured by a nested function,
       concatenated inside a loop or twice on one path).
