@@ -82,7 +82,7 @@ def prepare(name: str) -> str:
 
 
 def python_files(folder: str) -> list[str]:
-    found = []
+    found: list[str] = []
     for directory, _, names in os.walk(folder):
         found.extend(os.path.join(directory, n) for n in names if n.endswith(".py"))
     return sorted(found)
