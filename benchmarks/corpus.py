@@ -26,6 +26,12 @@ PINNED: dict[str, str] = {
     "vllm-omni": "vllm-omni==0.30.0",
     "fastvideo": "fastvideo==0.2.1",
     "sglang": "sglang==0.5.23",
+    # Sequence- and patch-parallel diffusion inference (xDiT, DistriFusion): where gathers
+    # of activations and decoded frames, and per-patch outputs concatenated, really occur.
+    "xfuser": "xfuser==0.7.0",
+    "distrifuser": "distrifuser==0.0.1b1",
+    # xDiT's patch-parallel VAE (decoded tiles exchanged between ranks).
+    "distvae": "distvae==0.1.0",
 }
 
 
