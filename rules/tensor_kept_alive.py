@@ -513,12 +513,13 @@ class _Analysis:
         peak: int | None = function_peak
         if any(held.work.level >= function_peak for held in candidates):
             peak = None  # alive at the function's peak: no lighter-work discount
+        autoencoder = S.autoencoder_named(self.context.path, self._owner_name)
         for held in candidates:
             carried = self.context.position(held.node).start.line <= row
             # (held into the next iteration: one chunk's worth)
             estimate = S.estimate(
                 origin,
-                held.work,
+                S.at_autoencoder_bottleneck(held.work) if autoencoder else held.work,
                 one_chunk=carried,
                 function_peak=peak,
                 domain=tokens,
