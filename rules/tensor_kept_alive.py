@@ -91,12 +91,19 @@ class TensorKeptAlive(Rule):
       see (`torch.zeros(b, pad_len, dim)`: paddings and accumulators in the samples read),
       decoded tiles of an image model (4-D `[b, c, h, w]` tiles, or a file or class named
       for an image family: a whole image is tens of MiB, less than one tile's decoder
-      activations), and the previous chunk of decoded frames held across the next decoder
-      call (the decoder's activations dwarf one chunk).
-    Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not heavy work.
+      activations), the previous chunk of decoded frames held across the next decoder
+      call (the decoder's activations dwarf one chunk), and activations held across attention
+      in an autoencoder (a file, folder or class named for a VAE: its attention runs in the
+      mid block at the latent resolution, below the decoder's full-resolution peak).
+    Buffers whose shape is all integer literals, of at most 16 MiB at fp32 (a warm-up's
+    dummy input `torch.zeros(1, 1, 3, 180, 320)`), are not reported at all: the code states
+    their size. Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not
+    heavy work.
     How heavy work is follows from its inputs: a sublayer over the conditioning stream
     (`self.ff_context(norm_encoder_hidden_states)` in a dual-stream block: a few hundred
-    text tokens) is one other sublayer whatever its name, one over ids or sizes is light,
+    text tokens) is one other sublayer whatever its name, and a projection of the
+    conditioning stays conditioning-sized through nested sublayers
+    (`self.norm_k(self.add_k_proj(context_img))`: 257 image tokens); one over ids or sizes is light,
     one over decoded frames sets the peak; an all-reduce (`dist.all_reduce(x)`,
     `tensor_model_parallel_all_reduce(x)`) reduces into its input and allocates nothing,
     nor does a gather of sizes. A value held only across work lighter than the function's
@@ -109,7 +116,8 @@ class TensorKeptAlive(Rule):
     and class not named for an image model (`transformer_qwenimage.py`,
     `...ImageProjection...`). In a file whose
     code is about audio or speech (mel, waveform, codebooks, CTC), detection
-    post-processing, or a text model with a learned position table (no rotary positions),
+    post-processing, in a file or class named for a perceiver resampler (a few hundred
+    learned latents), or a text model with a learned position table (no rotary positions),
     activations, outputs and logits are small (a few MiB at real sizes).
     Findings in tests, examples, benchmarks and scripts (the non-library globs the
     portability rules share) are `low`: small inputs, run once.
@@ -997,7 +1005,13 @@ class _Analysis:
             label = "the sublayer"
         else:
             label = "one sublayer,"
-        return f"{label} `{callee}(...)` at line {row}"
+        where = ""
+        if (
+            S.autoencoder_named(self.context.path, self._owner_name)
+            and S.at_autoencoder_bottleneck(work) != work
+        ):
+            where = ", attention at the autoencoder's latent resolution"
+        return f"{label} `{callee}(...)` at line {row}{where}"
 
     def _last_use(self, info: StatementInfo, name: str) -> tuple[cst.CSTNode | None, bool]:
         """The last read of `name` inside the statement: a Name, or a `locals()`-like call
