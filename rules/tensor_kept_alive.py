@@ -84,7 +84,9 @@ class TensorKeptAlive(Rule):
       KV cache, which it takes as a parameter), activation-class values held across a whole
       model call (a VAE decode, a transformer call, a denoise loop: what is held there is
       at the model's interface, latents, embeddings, predictions or masks), logits (the
-      sampled positions' or a few hundred queries' scores), a decoded waveform, activations
+      sampled positions' or a few hundred queries' scores), a decoded waveform, values
+      named for audio in an audio-video model (`audio_input`: the audio stream, a few
+      hundred tokens), activations
       held across one other sublayer (cross-attention, a piece of a
       sublayer such as `self.attn1.to_out[0]`), embeddings of unknown size and latents
       (usually a few MiB) held across anything, buffers whose shape the analysis cannot
@@ -487,6 +489,10 @@ class _Analysis:
                 origin = S.WAVEFORM  # a decoded waveform: seconds of samples, a few MiB
             elif origin == F.LOGITS:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
+            elif _names_audio(name) and S.size_class(origin) == S.ACTIVATION_SIZED:
+                # `audio_input`, `eps_audio`: the audio stream of an audio-video model
+                # (LTX-2: about 25 latent tokens a second), a few MiB beside the video's.
+                origin = S.AUDIO_STREAM
             if S.size_class(origin) == S.TINY:
                 continue
             held_across = self._held_across(info, name, real)

@@ -87,6 +87,9 @@ PIXEL_IMAGES = "pixel-images"
 SCORES = "scores"
 # A decoded waveform (an audio VAE's output): seconds of samples, a few MiB.
 WAVEFORM = "waveform"
+# A value named for audio in an audio-video model (`audio_input`, `eps_audio`): the audio
+# stream's latents or hidden states, a few hundred tokens (LTX-2: about 25 a second).
+AUDIO_STREAM = "audio-stream"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -103,6 +106,7 @@ _SIZE_OF_ORIGIN = {
     PIXEL_IMAGES: SMALL_SIZED,
     SCORES: SMALL_SIZED,
     WAVEFORM: SMALL_SIZED,
+    AUDIO_STREAM: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -135,6 +139,7 @@ _DESCRIPTION = {
     PIXEL_IMAGES: "images of an image model, in pixel space: a few to tens of MiB",
     SCORES: "logits of the sampled positions or of a few hundred queries: usually a few MiB",
     WAVEFORM: "a decoded waveform: a few MiB",
+    AUDIO_STREAM: "the audio stream of an audio-video model: a few hundred tokens, a few MiB",
     F.SMALL: "small",
 }
 
@@ -515,6 +520,7 @@ _CONDITIONING_WORDS = frozenset(
         "text",
         "txt",
         "cond",
+        "condition",
         "conditioning",
         "context",
         "caption",
