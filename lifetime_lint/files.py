@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from lifetime_lint import fastpath
 from lifetime_lint.cache import CACHEDIR_SIGNATURE
 from lifetime_lint.config import Settings
 from lifetime_lint.fastpath import listing_of
@@ -51,7 +52,7 @@ def discover(
     settings_for: SettingsFor = (
         (lambda _path: settings) if isinstance(settings, Settings) else settings
     )
-    ignored = GitIgnored()
+    ignored = GitIgnored(keep_digests=record is not None)
     if record is not None:
         record.ignored = ignored
     found: list[str] = []
@@ -135,9 +136,14 @@ class GitIgnored:
     without git, nothing is ignored.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keep_digests: bool = False) -> None:
         self._top_of: dict[str, str | None] = {}
         self._ignored: dict[str, frozenset[str]] = {}
+        self._inputs: dict[str, list[str]] = {}  # repository -> its files (`inputs`)
+        # With `keep_digests` (the run memo records), the digest of each input file as it
+        # was just before git read it (`fastpath.file_digests`): a racily-clean index, as
+        # a fresh clone's is, can then be recorded.
+        self.digests: dict[str, bytes] | None = {} if keep_digests else None
 
     def __call__(self, path: str, below: str | None = None) -> bool:
         """Whether git ignores `path`, or a folder above it up to (not including) `below`.
@@ -187,15 +193,15 @@ class GitIgnored:
         ignored), info/exclude, the repository's, user's and system's config and excludes."""
         if not self._ignored:
             return []
-        home = os.path.expanduser("~")
-        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-        files = [
-            os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
-            os.path.join(xdg, "git", "config"),
-            os.path.join(xdg, "git", "ignore"),
-            os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig",
-        ]
+        files = _global_git_files()
         for top in self._ignored:
+            files += self._repository_files(top)
+        return files
+
+    def _repository_files(self, top: str) -> list[str]:
+        """A repository's own files that decide what git ignores there (`inputs`)."""
+        if top not in self._inputs:
+            files: list[str] = []
             git_dir = common_dir = os.path.join(top, ".git")
             if os.path.isfile(git_dir):  # a worktree or submodule: `gitdir: PATH`
                 try:
@@ -216,12 +222,28 @@ class GitIgnored:
             excludes = _git_output(top, ["config", "--path", "--get", "core.excludesFile"])
             if excludes:
                 files.append(os.path.join(top, excludes.strip()))
-        return files
+            self._inputs[top] = files
+        return list(self._inputs[top])
 
     def _ignored_in(self, top: str) -> frozenset[str]:
         if top not in self._ignored:
+            if self.digests is not None:
+                inputs = [*_global_git_files(), *self._repository_files(top)]
+                self.digests.update(fastpath.file_digests(inputs))
             self._ignored[top] = frozenset(_git_ignored(top))
         return self._ignored[top]
+
+
+def _global_git_files() -> list[str]:
+    """The user's and the system's git config and excludes files."""
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    return [
+        os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
+        os.path.join(xdg, "git", "config"),
+        os.path.join(xdg, "git", "ignore"),
+        os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig",
+    ]
 
 
 def _git_output(top: str, args: list[str]) -> str:
