@@ -377,7 +377,9 @@ def check(
         try:
             files, missing = discover(paths or ["."], resolver.for_path,
                                       force_exclude=force_exclude,
-                                      record=memo.seen if memo else None)  # fmt: skip
+                                      record=memo.seen if memo else None,
+                                      only=None if changed is None or show_files
+                                      else changed.paths())  # fmt: skip
         except ConfigError as error:  # a broken config found below a named folder
             click.echo(f"lifetime-lint: error: {error}", err=True)
             sys.exit(EXIT_ERROR)

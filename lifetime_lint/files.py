@@ -43,11 +43,14 @@ def discover(
     settings: Settings | SettingsFor,
     force_exclude: bool = False,
     record: Seen | None = None,
+    only: Iterable[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """The files to check, and the named paths that do not exist.
 
     `settings`: one Settings for every path, or a function giving a path's settings;
-    `record`: filled with what the walk looked at.
+    `record`: filled with what the walk looked at; `only`: absolute paths (`--diff-base`'s
+    changed files): of what a named folder holds, only the ones among these are found,
+    exactly those the walk would find, without walking it.
     """
     settings_for: SettingsFor = (
         (lambda _path: settings) if isinstance(settings, Settings) else settings
@@ -63,8 +66,10 @@ def discover(
         if not os.path.lexists(path):
             missing.append(path)
             continue
-        if os.path.isdir(path):
-            candidates: Iterable[str] = _walk(path, settings_for, ignored, record)
+        if os.path.isdir(path) and only is not None and record is None:
+            candidates: Iterable[str] = _found_among(path, only, settings_for)
+        elif os.path.isdir(path):
+            candidates = _walk(path, settings_for, ignored, record)
         elif force_exclude and _skipped(path, settings_for(path), ignored):
             candidates = ()
         else:
@@ -111,6 +116,50 @@ def _walk(
                 path = os.path.join(directory, name)
                 if not _skipped(path, settings, ignored, base=root):
                     yield path
+
+
+def _found_among(root: str, paths: Iterable[str], settings_for: SettingsFor) -> list[str]:
+    """Which of `paths` (files git reports changed or untracked) `_walk(root)` would yield,
+    in its order, judged as it judges them: each folder on the way entered (a real folder,
+    not a link; not excluded by the settings of the folder holding it; not a cache), the
+    file a Python file its own folder's settings keep. Looks at these paths only: the cost
+    of a pull request's files, not of the tree's. Git is not asked what it ignores: it
+    never ignores a file it tracks or lists as untracked, nor a folder above one (it lists
+    an ignored folder whole only when nothing in it is tracked or unignored)."""
+    real_root = os.path.realpath(root)
+    kept: list[tuple[tuple[str, ...], str, str]] = []
+    entered: dict[str, bool] = {}
+    for path in dict.fromkeys(paths):
+        relative = os.path.relpath(path, real_root)
+        parts = relative.split(os.sep)
+        if (
+            relative == os.curdir
+            or parts[0] == os.pardir
+            or not parts[-1].endswith(PYTHON_SUFFIXES)
+        ):
+            continue
+        directory = root
+        for name in parts[:-1]:
+            child = os.path.join(directory, name)
+            if child not in entered:
+                entered[child] = (
+                    os.path.isdir(child)
+                    and not os.path.islink(child)
+                    and not settings_for(directory).is_excluded(child, base=root)
+                    and not is_cache_folder(child)
+                )
+            if not entered[child]:
+                break
+            directory = child
+        else:
+            candidate = os.path.join(directory, parts[-1])
+            if (
+                os.path.lexists(candidate)
+                and not os.path.isdir(candidate)
+                and not settings_for(directory).is_excluded(candidate, base=root)
+            ):
+                kept.append((tuple(parts[:-1]), parts[-1], candidate))
+    return [candidate for _, _, candidate in sorted(kept)]
 
 
 CACHEDIR_TAG = "CACHEDIR.TAG"
