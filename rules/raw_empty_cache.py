@@ -72,7 +72,10 @@ class RawEmptyCache(Rule):
     (`cuda_files=["gemm/tiny_gemm.cuh"]`, `load_inline(cuda_sources=...)`), code past a
     loop that returns unless each item is on CUDA, past `if not _enable_splitk: return`
     where the module sets that flag only once a CUDA-only library loaded, under a local
-    that is None unless the device is CUDA, or in a branch for a CUDA-only subsystem
+    that is None unless the device is CUDA, in a branch on a same-module predicate whose
+    every `return` needs a CUDA device (`if self._offload_enabled():`, or a local bound to
+    it, where the method returns `... and self.device.type == "cuda"`; an AMD
+    architecture probe such as `is_gfx95_supported()` counts as ROCm), or in a branch for a CUDA-only subsystem
     (`if item.has_cuda_ipc_proxy():`); tests, examples, benchmarks, scripts and
     notebooks (the `non-library` globs), `test_*`/`benchmark_*` functions, and a script's
     `main()`, `__main__` block and the helpers only they call. `--statistics` names
