@@ -342,8 +342,12 @@ _CUDA_BOUND_CODE = (
     ),
     # Symmetric memory (`torch.distributed._symmetric_memory`): CUDA peer-mapped buffers.
     (re.compile(r"""SymmetricMemory\b|\bsymmetric_memory\b"""), "CUDA symmetric memory"),
-    # A CUDA stream or event object of the function's own: its work is ordered on CUDA.
-    (re.compile(r"""\bcuda\.(Stream|Event|ExternalStream)\("""), "a CUDA stream or event"),
+    # A CUDA stream or event object of the function's own, or work it runs on a CUDA
+    # stream (`with torch.cuda.stream(decode_stream):`): its work is ordered on CUDA.
+    (
+        re.compile(r"""\bcuda\.(Stream|Event|ExternalStream|stream)\("""),
+        "a CUDA stream or event",
+    ),
     # The author's own message says so: `logger.info("Expert-pack CUDA extension ...")`.
     (re.compile(r"""["'][^"'\n]*\bCUDA (extension|kernel)s?\b"""), "a CUDA extension"),
     # Saving or restoring the CUDA generators' state has no device-neutral form: such code
