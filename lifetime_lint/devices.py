@@ -342,12 +342,8 @@ _CUDA_BOUND_CODE = (
     ),
     # Symmetric memory (`torch.distributed._symmetric_memory`): CUDA peer-mapped buffers.
     (re.compile(r"""SymmetricMemory\b|\bsymmetric_memory\b"""), "CUDA symmetric memory"),
-    # A CUDA stream or event object of the function's own, or work it runs on a CUDA
-    # stream (`with torch.cuda.stream(decode_stream):`): its work is ordered on CUDA.
-    (
-        re.compile(r"""\bcuda\.(Stream|Event|ExternalStream|stream)\("""),
-        "a CUDA stream or event",
-    ),
+    # A CUDA stream or event object of the function's own: its work is ordered on CUDA.
+    (re.compile(r"""\bcuda\.(Stream|Event|ExternalStream)\("""), "a CUDA stream or event"),
     # The author's own message says so: `logger.info("Expert-pack CUDA extension ...")`.
     (re.compile(r"""["'][^"'\n]*\bCUDA (extension|kernel)s?\b"""), "a CUDA extension"),
     # Saving or restoring the CUDA generators' state has no device-neutral form: such code
@@ -510,6 +506,8 @@ def _device_evidence(
             if reason in _PINNED_DEVICE_REASONS:
                 return f"{_PINNED_DEVICE} ({reason})"
             return f"code bound to CUDA by {reason}"
+    if _runs_on_cuda_streams(function):
+        return "code bound to CUDA by work it runs on CUDA streams (`with torch.cuda.stream(...)`)"
     for statement in _body_statements(function):
         # An unconditional import of a CUDA-only library in the function's own body (kernel
         # wrappers import lazily); one under an `if` is a choice among backends.
@@ -522,6 +520,29 @@ def _device_evidence(
                 if module and any(_CUDA_ONLY_FUNCTION.search(p) for p in module.split(".")):
                     return f"code that imports a CUDA-only kernel module (`{module}`)"
     return None
+
+
+def _runs_on_cuda_streams(function: cst.FunctionDef) -> bool:
+    """The function's own code, outside any `if`, enters `with torch.cuda.stream(s):`
+    (also inside its loops, `with` and `try` blocks): an event loop written against CUDA's
+    stream API. One under an `if` is a branch of a function that may serve other backends
+    (`if enable_cuda_overlap: with torch.cuda.stream(self.alt_stream): ...`)."""
+    pending: list[cst.CSTNode] = list(_body_statements(function))
+    while pending:
+        statement = pending.pop()
+        if isinstance(statement, cst.With):
+            for item in statement.items:
+                call = item.item
+                if isinstance(call, cst.Call) and (dotted_name(call.func) or "").endswith(
+                    "cuda.stream"
+                ):
+                    return True
+        if isinstance(statement, (cst.For, cst.While, cst.With, cst.Try)):
+            pending.extend(_suite(statement.body))
+            if isinstance(statement, cst.Try):
+                for handler in statement.handlers:
+                    pending.extend(_suite(handler.body))
+    return False
 
 
 def _memo(context: FileContext, node: cst.CSTNode, compute) -> str | None:
