@@ -56,7 +56,7 @@ class RawEmptyCache(Rule):
     `BaseEnv.get_device_info` beside `NPUEnv.get_device_info`);
     code already bound to CUDA (`device="cuda"`, `.cuda()`, `autocast("cuda")`, CUDA
     graphs, a raw `cuda_stream` or `torch.cuda.MemPool`, work the function runs on a CUDA
-    stream of its own (`with torch.cuda.stream(decode_stream):`), a branch that picks a CUDA-only
+    stream outside any `if` (`with torch.cuda.stream(decode_stream):` in its loop), a branch that picks a CUDA-only
     kernel, code past `if x.device.type != "cuda": return` or past a `raise` that names
     CUDA, a class named for CUDA or built
     on a CUDA-only object, a function that imports a CUDA-only library, a CUDA-only kernel
