@@ -313,6 +313,10 @@ def _camel_words(name: str) -> str:
 # (often one generator or tensor of a long one), too weak to bind the helpers it calls.
 _PINNED_DEVICE = "code bound to CUDA by a pinned device"
 _NCCL_BRANCH = "an NCCL branch"
+# Work a function runs on a CUDA stream: evidence about its own code, not about the helpers
+# it calls or hands on (vllm-omni's async output starts a thread whose `set_device` serves
+# every backend).
+_ON_CUDA_STREAMS = "code bound to CUDA by work it runs on CUDA streams"
 _CUDA_BOUND_CODE = (
     (re.compile(r"""\bdevice(_type)?\s*=\s*(f?["'])cuda"""), 'an explicit `device="cuda"`'),
     (re.compile(r"""torch\.device\(\s*(f?["'])cuda"""), '`torch.device("cuda")`'),
@@ -507,7 +511,7 @@ def _device_evidence(
                 return f"{_PINNED_DEVICE} ({reason})"
             return f"code bound to CUDA by {reason}"
     if _runs_on_cuda_streams(function):
-        return "code bound to CUDA by work it runs on CUDA streams (`with torch.cuda.stream(...)`)"
+        return f"{_ON_CUDA_STREAMS} (`with torch.cuda.stream(...)`)"
     for statement in _body_statements(function):
         # An unconditional import of a CUDA-only library in the function's own body (kernel
         # wrappers import lazily); one under an `if` is a choice among backends.
@@ -1557,7 +1561,7 @@ def _called_names(node: cst.CSTNode) -> Iterator[str]:
 
 CALLED_ONLY_FROM = "called only from CUDA-bound code"
 # Evidence about a caller's own code that does not carry over to the helpers it calls.
-_WEAK_REASONS = (_PINNED_DEVICE, _NCCL_BRANCH)
+_WEAK_REASONS = (_PINNED_DEVICE, _NCCL_BRANCH, _ON_CUDA_STREAMS)
 
 
 def _caller_gated(context: FileContext, function: cst.FunctionDef) -> str | None:
