@@ -313,6 +313,10 @@ def _camel_words(name: str) -> str:
 # (often one generator or tensor of a long one), too weak to bind the helpers it calls.
 _PINNED_DEVICE = "code bound to CUDA by a pinned device"
 _NCCL_BRANCH = "an NCCL branch"
+# Work a function runs on a CUDA stream: evidence about its own code, not about the helpers
+# it calls or hands on (vllm-omni's async output starts a thread whose `set_device` serves
+# every backend).
+_ON_CUDA_STREAMS = "code bound to CUDA by work it runs on CUDA streams"
 _CUDA_BOUND_CODE = (
     (re.compile(r"""\bdevice(_type)?\s*=\s*(f?["'])cuda"""), 'an explicit `device="cuda"`'),
     (re.compile(r"""torch\.device\(\s*(f?["'])cuda"""), '`torch.device("cuda")`'),
@@ -432,7 +436,10 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
                 return f"a ROCm-only branch (`{test.strip()[:60]}`), where torch.cuda is right"
             local = _none_unless_cuda(context, node.test, chain[:index])
             if local:
-                return f"CUDA-only code (`{local}` is None unless the device is CUDA)"
+                return f"CUDA-only code (`{local}` is false or None unless the device is CUDA)"
+            if isinstance(node.test, cst.Call) and _proves_cuda(context, node.test, chain[:index]):
+                # `if self._offload_enabled():`, a same-module predicate false off CUDA
+                return f"a branch on a predicate true only on CUDA (`{test.strip()[:60]}`)"
             flag = node.test.value if isinstance(node.test, cst.Name) else None
             library = _cuda_library_flags(context).get(flag) if flag else None
             if library:
@@ -503,6 +510,8 @@ def _device_evidence(
             if reason in _PINNED_DEVICE_REASONS:
                 return f"{_PINNED_DEVICE} ({reason})"
             return f"code bound to CUDA by {reason}"
+    if _runs_on_cuda_streams(function):
+        return f"{_ON_CUDA_STREAMS} (`with torch.cuda.stream(...)`)"
     for statement in _body_statements(function):
         # An unconditional import of a CUDA-only library in the function's own body (kernel
         # wrappers import lazily); one under an `if` is a choice among backends.
@@ -515,6 +524,29 @@ def _device_evidence(
                 if module and any(_CUDA_ONLY_FUNCTION.search(p) for p in module.split(".")):
                     return f"code that imports a CUDA-only kernel module (`{module}`)"
     return None
+
+
+def _runs_on_cuda_streams(function: cst.FunctionDef) -> bool:
+    """The function's own code, outside any `if`, enters `with torch.cuda.stream(s):`
+    (also inside its loops, `with` and `try` blocks): an event loop written against CUDA's
+    stream API. One under an `if` is a branch of a function that may serve other backends
+    (`if enable_cuda_overlap: with torch.cuda.stream(self.alt_stream): ...`)."""
+    pending: list[cst.CSTNode] = list(_body_statements(function))
+    while pending:
+        statement = pending.pop()
+        if isinstance(statement, cst.With):
+            for item in statement.items:
+                call = item.item
+                if isinstance(call, cst.Call) and (dotted_name(call.func) or "").endswith(
+                    "cuda.stream"
+                ):
+                    return True
+        if isinstance(statement, (cst.For, cst.While, cst.With, cst.Try)):
+            pending.extend(_suite(statement.body))
+            if isinstance(statement, cst.Try):
+                for handler in statement.handlers:
+                    pending.extend(_suite(handler.body))
+    return False
 
 
 def _memo(context: FileContext, node: cst.CSTNode, compute) -> str | None:
@@ -751,6 +783,9 @@ def _imported_root(small: cst.BaseSmallStatement) -> str | None:
 # `current_platform.is_rocm()`, `IS_CUDA`): true only on that backend. Availability
 # (`torch.cuda.is_available()`) is weaker: other accelerators may still be there.
 _BACKEND_FLAG = re.compile(r"^_*is_(cuda|hip|rocm)(_alike|_runtime|_platform)?$", re.IGNORECASE)
+# A flag or probe for an AMD GPU architecture (`is_gfx95_supported()`, `_is_gfx950`,
+# `is_gfx942`): true only on ROCm, where `torch.cuda` is HIP.
+_ROCM_ARCH_FLAG = re.compile(r"^_*is_gfx\d+\w*$", re.IGNORECASE)
 # Libraries that exist only for AMD GPUs: code that needs one runs on ROCm, where
 # `torch.cuda` is HIP and right.
 # (`mori`: ROCm's MoE dispatch/combine and RDMA library.)
@@ -771,14 +806,17 @@ class BackendTest:
 
 
 def _backend_when_true(
-    expression: cst.BaseExpression, context: FileContext | None = None
+    expression: cst.BaseExpression,
+    context: FileContext | None = None,
+    outer: Sequence[cst.CSTNode] = (),
 ) -> BackendTest | None:
     """The backend `expression` being true proves (`x.is_cuda`, `dev.type == "cuda"`,
-    `device.startswith("cuda")`, `is_hip()`, `not a or b.is_cuda` does not, `a and
-    b.is_cuda` does)."""
+    `device.startswith("cuda")`, `is_hip()`, `is_gfx95_supported()`, `not a or b.is_cuda`
+    does not, `a and b.is_cuda` does). `outer`: the enclosing nodes, so `self._check()`
+    finds the method of the enclosing class."""
     if isinstance(expression, cst.BooleanOperation):
-        left = _backend_when_true(expression.left, context)
-        right = _backend_when_true(expression.right, context)
+        left = _backend_when_true(expression.left, context, outer)
+        right = _backend_when_true(expression.right, context, outer)
         if isinstance(expression.operator, cst.And):
             return _stronger(left, right)
         if left and right:  # `is_cuda() or is_hip()`: torch.cuda is right on either
@@ -795,11 +833,13 @@ def _backend_when_true(
         if not expression.args:
             if dotted.endswith("cuda.is_available"):
                 return BackendTest("CUDA", False)
-            return _flag_backend(dotted.rpartition(".")[2])
-        if dotted.endswith(".startswith") and _names_cuda(expression.args[0].value):
+            flag = _flag_backend(dotted.rpartition(".")[2])
+            if flag is not None:
+                return flag
+        elif dotted.endswith(".startswith") and _names_cuda(expression.args[0].value):
             return BackendTest("CUDA", True)
-        if context is not None:  # `_is_bf16_cuda(x)`: a same-module predicate
-            predicate = _same_module_function(context, expression.func, ())
+        if context is not None:  # `_is_bf16_cuda(x)`, `self._offload_enabled()`
+            predicate = _same_module_function(context, expression.func, outer)
             backend = _predicate_backend(context, predicate) if predicate else None
             return BackendTest(backend, True) if backend else None
         return None
@@ -815,16 +855,18 @@ def _backend_when_true(
 
 
 def _backend_when_false(
-    expression: cst.BaseExpression, context: FileContext | None = None
+    expression: cst.BaseExpression,
+    context: FileContext | None = None,
+    outer: Sequence[cst.CSTNode] = (),
 ) -> BackendTest | None:
     """The backend `expression` being false proves (`not x.is_cuda`, `dev.type !=
     "cuda"`, `not (is_cuda() and x.is_contiguous())`, `a or not _is_hip`)."""
     if isinstance(expression, cst.UnaryOperation) and isinstance(expression.operator, cst.Not):
-        return _backend_when_true(expression.expression, context)
+        return _backend_when_true(expression.expression, context, outer)
     if isinstance(expression, cst.BooleanOperation) and isinstance(expression.operator, cst.Or):
         return _stronger(
-            _backend_when_false(expression.left, context),
-            _backend_when_false(expression.right, context),
+            _backend_when_false(expression.left, context, outer),
+            _backend_when_false(expression.right, context, outer),
         )
     if isinstance(expression, cst.Comparison) and len(expression.comparisons) == 1:
         target = expression.comparisons[0]
@@ -842,6 +884,8 @@ def _stronger(first: BackendTest | None, second: BackendTest | None) -> BackendT
 
 
 def _flag_backend(name: str) -> BackendTest | None:
+    if _ROCM_ARCH_FLAG.match(name):
+        return BackendTest("ROCm", True)
     match = _BACKEND_FLAG.match(name)
     if match is None:
         return None
@@ -950,8 +994,10 @@ def _none_unless_cuda(
     """`if ptr_fn is not None:` (or `if ptr_fn:`) where every binding of the local is
     `None`, `... if <the device is CUDA> else None`, or an assignment under `if <the device
     is CUDA>:` (`cuda_device = None; if kwargs.get("device") == "cuda": cuda_device =
-    torch.cuda.current_device()`, also read from a nested function): the branch runs on
-    CUDA only. The local's name, or None."""
+    torch.cuda.current_device()`, also read from a nested function); for `if flag:` also
+    `False`, or a test true only on CUDA (`flag = self._offload_enabled()`, whose return
+    is `... and self.device.type == "cuda"`): the branch runs on CUDA only. The local's
+    name, or None."""
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
         if not (
@@ -961,23 +1007,33 @@ def _none_unless_cuda(
         ):
             return None
         test = test.left
+        truthiness = False
+    else:
+        truthiness = True  # `if flag:`: a `False` binding skips the branch as `None` does
     if not isinstance(test, cst.Name):
         return None
     name = test.value
+    skipped = ("None", "False") if truthiness else ("None",)
     for function in reversed([n for n in outer if isinstance(n, cst.FunctionDef)]):
         bindings = _bindings_of(function, name)
         if not bindings:
             continue  # a free variable here: the enclosing function binds it
         cuda_values = 0
         for value, chain in bindings:
-            if isinstance(value, cst.Name) and value.value == "None":
+            if isinstance(value, cst.Name) and value.value in skipped:
                 continue
             if (
-                isinstance(value, cst.IfExp)
-                and isinstance(value.orelse, cst.Name)
-                and value.orelse.value == "None"
-                and _proves_cuda(context, value.test)
-            ) or _under_cuda_test(context, chain):
+                (
+                    isinstance(value, cst.IfExp)
+                    and isinstance(value.orelse, cst.Name)
+                    and value.orelse.value == "None"
+                    and _proves_cuda(context, value.test, outer)
+                )
+                # `offload = self._offload_enabled()`, whose `return ... and
+                # self.device.type == "cuda"` is false off CUDA
+                or (truthiness and value is not None and _proves_cuda(context, value, outer))
+                or _under_cuda_test(context, chain)
+            ):
                 cuda_values += 1
                 continue
             return None
@@ -985,8 +1041,10 @@ def _none_unless_cuda(
     return None
 
 
-def _proves_cuda(context: FileContext, test: cst.BaseExpression) -> bool:
-    found = _backend_when_true(test, context)
+def _proves_cuda(
+    context: FileContext, test: cst.BaseExpression, outer: Sequence[cst.CSTNode] = ()
+) -> bool:
+    found = _backend_when_true(test, context, outer)
     return found is not None and found.identity and found.backend == "CUDA"
 
 
@@ -1184,6 +1242,54 @@ def answers_none_without_cuda(context: FileContext, ancestors: Sequence[cst.CSTN
                 and _is_cuda_availability(context, node.test, chain[:index])
             )
     return False
+
+
+def local_none_without_cuda(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The node is in the value assigned to a local that is otherwise only `None`, under
+    `if torch.cuda.is_available():` (also in a `try` there), and the function tests the
+    local against `None`: `free_gb = None`, `if torch.cuda.is_available(): free_gb =
+    get_free(torch.cuda.current_device())`, then `if free_gb is None: ...`. The statement
+    form of `... if torch.cuda.is_available() else None`: off CUDA the query is "unknown",
+    which the function handles itself."""
+    chain = list(ancestors)
+    assign_at = None
+    for index in range(len(chain) - 2, 0, -1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, cst.Assign) and child is node.value:
+            assign_at = index
+            break
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement, cst.Lambda)):
+            return False
+    if assign_at is None:
+        return False
+    assign = chain[assign_at]
+    assert isinstance(assign, cst.Assign)
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        return False
+    name = assign.targets[0].target.value
+    guard = None
+    for index in range(assign_at - 1, 0, -1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, (cst.SimpleStatementLine, cst.IndentedBlock, cst.Try)):
+            continue
+        if (
+            isinstance(node, cst.If)
+            and child is node.body
+            and node.orelse is None
+            and _is_cuda_availability(context, node.test, chain[:index])
+        ):
+            guard = node
+        break
+    function = next((n for n in reversed(chain) if isinstance(n, cst.FunctionDef)), None)
+    if guard is None or function is None:
+        return False
+    for value, binding_chain in _bindings_of(function, name):
+        if isinstance(value, cst.Name) and value.value == "None":
+            continue
+        if not _contains(binding_chain, guard):
+            return False
+    tested = re.compile(rf"\b{re.escape(name)}\s+is\s+(not\s+)?None\b")
+    return tested.search(context.code_for(function.body)) is not None
 
 
 def _true_without_cuda(test: cst.BaseExpression) -> bool:
@@ -1455,7 +1561,7 @@ def _called_names(node: cst.CSTNode) -> Iterator[str]:
 
 CALLED_ONLY_FROM = "called only from CUDA-bound code"
 # Evidence about a caller's own code that does not carry over to the helpers it calls.
-_WEAK_REASONS = (_PINNED_DEVICE, _NCCL_BRANCH)
+_WEAK_REASONS = (_PINNED_DEVICE, _NCCL_BRANCH, _ON_CUDA_STREAMS)
 
 
 def _caller_gated(context: FileContext, function: cst.FunctionDef) -> str | None:
@@ -1860,7 +1966,10 @@ class Portability:
             return LEFT_OUT_SCRIPT
         if only_for_logging(context, ancestors) or (query and in_logging_function(ancestors)):
             return LEFT_OUT_LOGGING
-        if query and answers_none_without_cuda(context, ancestors):
+        if query and (
+            answers_none_without_cuda(context, ancestors)
+            or local_none_without_cuda(context, ancestors)
+        ):
             return LEFT_OUT_OWN_FALLBACK
         if in_debugging_branch(context, ancestors):
             return LEFT_OUT_DEBUG

@@ -169,7 +169,8 @@ class HardCodedCudaCall(Rule):
     `--statistics` with the reason, and reported under `portability = "strict"`: the same
     platform layer, CUDA-bound code (also what the module proves: exit guards before the
     call, validators, private helpers called only from CUDA-bound code, CUDA-only
-    capability declarations, ROCm-only classes, CUDA-only subsystems), scripts and
+    capability declarations, ROCm-only classes, CUDA-only subsystems, branches on a
+    same-module predicate that is true only on CUDA), scripts and
     non-library paths as LL004 (see its documentation);
     a call whose result only feeds a log message (also through locals that only log
     messages read: `before_mb = torch.cuda.memory_reserved() / 2**20`, then
@@ -177,7 +178,8 @@ class HardCodedCudaCall(Rule):
     index or count) in a function named for logging (`log_memory_stats`); a query past
     the function's own "unknown" answer without CUDA (`if _is_hip or not
     torch.cuda.is_available(): return None`, or `... if torch.cuda.is_available() else
-    None` as a value; not `return 0`, `return False` or `else "cpu"`, which answer for
+    None` as a value, or a local left `None` unless `torch.cuda.is_available()` that the
+    function then tests against `None`; not `return 0`, `return False` or `else "cpu"`, which answer for
     every other accelerator); seeding beside a `torch.manual_seed` in the same function
     (redundant, not wrong); a `main()` beside `if __name__ == "__main__":`. A CUDA-only
     project turns the rule off with one line, `ignore = ["LL005"]`.

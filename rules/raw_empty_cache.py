@@ -55,7 +55,8 @@ class RawEmptyCache(Rule):
     base-class method that the module's classes for other backends override, such as
     `BaseEnv.get_device_info` beside `NPUEnv.get_device_info`);
     code already bound to CUDA (`device="cuda"`, `.cuda()`, `autocast("cuda")`, CUDA
-    graphs, a raw `cuda_stream` or `torch.cuda.MemPool`, a branch that picks a CUDA-only
+    graphs, a raw `cuda_stream` or `torch.cuda.MemPool`, work the function runs on a CUDA
+    stream outside any `if` (`with torch.cuda.stream(decode_stream):` in its loop), a branch that picks a CUDA-only
     kernel, code past `if x.device.type != "cuda": return` or past a `raise` that names
     CUDA, a class named for CUDA or built
     on a CUDA-only object, a function that imports a CUDA-only library, a CUDA-only kernel
@@ -72,7 +73,10 @@ class RawEmptyCache(Rule):
     (`cuda_files=["gemm/tiny_gemm.cuh"]`, `load_inline(cuda_sources=...)`), code past a
     loop that returns unless each item is on CUDA, past `if not _enable_splitk: return`
     where the module sets that flag only once a CUDA-only library loaded, under a local
-    that is None unless the device is CUDA, or in a branch for a CUDA-only subsystem
+    that is None unless the device is CUDA, in a branch on a same-module predicate whose
+    every `return` needs a CUDA device (`if self._offload_enabled():`, or a local bound to
+    it, where the method returns `... and self.device.type == "cuda"`; an AMD
+    architecture probe such as `is_gfx95_supported()` counts as ROCm), or in a branch for a CUDA-only subsystem
     (`if item.has_cuda_ipc_proxy():`); tests, examples, benchmarks, scripts and
     notebooks (the `non-library` globs), `test_*`/`benchmark_*` functions, and a script's
     `main()`, `__main__` block and the helpers only they call. `--statistics` names
