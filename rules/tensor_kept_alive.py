@@ -84,19 +84,28 @@ class TensorKeptAlive(Rule):
       KV cache, which it takes as a parameter), activation-class values held across a whole
       model call (a VAE decode, a transformer call, a denoise loop: what is held there is
       at the model's interface, latents, embeddings, predictions or masks), logits (the
-      sampled positions' or a few hundred queries' scores), a decoded waveform, activations
+      sampled positions' or a few hundred queries' scores), a decoded waveform, values
+      named for audio in an audio-video model (`audio_input`: the audio stream, a few
+      hundred tokens), activations
       held across one other sublayer (cross-attention, a piece of a
       sublayer such as `self.attn1.to_out[0]`), embeddings of unknown size and latents
       (usually a few MiB) held across anything, buffers whose shape the analysis cannot
       see (`torch.zeros(b, pad_len, dim)`: paddings and accumulators in the samples read),
       decoded tiles of an image model (4-D `[b, c, h, w]` tiles, or a file or class named
       for an image family: a whole image is tens of MiB, less than one tile's decoder
-      activations), and the previous chunk of decoded frames held across the next decoder
-      call (the decoder's activations dwarf one chunk).
-    Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not heavy work.
+      activations), the previous chunk of decoded frames held across the next decoder
+      call (the decoder's activations dwarf one chunk), and activations held across attention
+      in an autoencoder (a file, folder or class named for a VAE: its attention runs in the
+      mid block at the latent resolution, below the decoder's full-resolution peak).
+    Buffers whose shape is all integer literals, of at most 16 MiB at fp32 (a warm-up's
+    dummy input `torch.zeros(1, 1, 3, 180, 320)`), are not reported at all: the code states
+    their size. Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not
+    heavy work.
     How heavy work is follows from its inputs: a sublayer over the conditioning stream
     (`self.ff_context(norm_encoder_hidden_states)` in a dual-stream block: a few hundred
-    text tokens) is one other sublayer whatever its name, one over ids or sizes is light,
+    text tokens) is one other sublayer whatever its name, and a projection of the
+    conditioning stays conditioning-sized through nested sublayers
+    (`self.norm_k(self.add_k_proj(context_img))`: 257 image tokens); one over ids or sizes is light,
     one over decoded frames sets the peak; an all-reduce (`dist.all_reduce(x)`,
     `tensor_model_parallel_all_reduce(x)`) reduces into its input and allocates nothing,
     nor does a gather of sizes. A value held only across work lighter than the function's
@@ -109,7 +118,8 @@ class TensorKeptAlive(Rule):
     and class not named for an image model (`transformer_qwenimage.py`,
     `...ImageProjection...`). In a file whose
     code is about audio or speech (mel, waveform, codebooks, CTC), detection
-    post-processing, or a text model with a learned position table (no rotary positions),
+    post-processing, in a file or class named for a perceiver resampler (a few hundred
+    learned latents), or a text model with a learned position table (no rotary positions),
     activations, outputs and logits are small (a few MiB at real sizes).
     Findings in tests, examples, benchmarks and scripts (the non-library globs the
     portability rules share) are `low`: small inputs, run once.
@@ -479,6 +489,10 @@ class _Analysis:
                 origin = S.WAVEFORM  # a decoded waveform: seconds of samples, a few MiB
             elif origin == F.LOGITS:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
+            elif _names_audio(name) and S.size_class(origin) == S.ACTIVATION_SIZED:
+                # `audio_input`, `eps_audio`: the audio stream of an audio-video model
+                # (LTX-2: about 25 latent tokens a second), a few MiB beside the video's.
+                origin = S.AUDIO_STREAM
             if S.size_class(origin) == S.TINY:
                 continue
             held_across = self._held_across(info, name, real)
@@ -513,12 +527,13 @@ class _Analysis:
         peak: int | None = function_peak
         if any(held.work.level >= function_peak for held in candidates):
             peak = None  # alive at the function's peak: no lighter-work discount
+        autoencoder = S.autoencoder_named(self.context.path, self._owner_name)
         for held in candidates:
             carried = self.context.position(held.node).start.line <= row
             # (held into the next iteration: one chunk's worth)
             estimate = S.estimate(
                 origin,
-                held.work,
+                S.at_autoencoder_bottleneck(held.work) if autoencoder else held.work,
                 one_chunk=carried,
                 function_peak=peak,
                 domain=tokens,
@@ -996,7 +1011,13 @@ class _Analysis:
             label = "the sublayer"
         else:
             label = "one sublayer,"
-        return f"{label} `{callee}(...)` at line {row}"
+        where = ""
+        if (
+            S.autoencoder_named(self.context.path, self._owner_name)
+            and S.at_autoencoder_bottleneck(work) != work
+        ):
+            where = ", attention at the autoencoder's latent resolution"
+        return f"{label} `{callee}(...)` at line {row}{where}"
 
     def _last_use(self, info: StatementInfo, name: str) -> tuple[cst.CSTNode | None, bool]:
         """The last read of `name` inside the statement: a Name, or a `locals()`-like call

@@ -533,6 +533,11 @@ class FunctionFacts:
         from lifetime_lint.analysis.significance import name_origin  # (it imports this module)
 
         first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+        if isinstance(first, (cst.Call, cst.Subscript, cst.Attribute)):
+            # `self.norm_k(self.add_k_proj(context_img)[0])`: the inner sublayer's output
+            # keeps the conditioning's token count too.
+            inner = self.expression(first, node)
+            return CONDITIONING if inner.is_tensor and inner.origin == CONDITIONING else None
         if not isinstance(first, cst.Name):
             return None
         fact = self._name_value(first.value, node)  # (tensor-ness is the call's; size the input's)
@@ -926,8 +931,10 @@ class FunctionFacts:
                     origin = name_origin(template.value, origin)
                 if like.is_tensor or isinstance(template, cst.Name):
                     return ValueFact(TENSOR, origin)  # exactly its template's size
-            if _small_shape(call):
-                return ValueFact(TENSOR, SMALL)  # `torch.ones(batch, 1)`, `torch.zeros(n, 4)`
+            if _small_shape(call) or _small_literal_shape(call):
+                # `torch.ones(batch, 1)`, `torch.zeros(n, 4)`, a warm-up's dummy input
+                # `torch.zeros(1, 3, 1, 180, 320)`: its size is stated, and it is small.
+                return ValueFact(TENSOR, SMALL)
             template_name = _shape_template(call)
             if template_name is not None:
                 # `torch.zeros(cond.shape[0], pad, *cond.shape[2:])`: sized like `cond`.
@@ -1928,6 +1935,26 @@ def _small_shape(call: cst.Call) -> bool:
     if not 1 <= len(dims) <= 2:
         return False
     return any(isinstance(d, cst.Integer) and int(d.value, 0) <= 16 for d in dims)
+
+
+# At most this many elements (16 MiB at 4 bytes each) in a shape of integer literals.
+_SMALL_LITERAL_ELEMENTS = 4 * 1024 * 1024
+
+
+def _small_literal_shape(call: cst.Call) -> bool:
+    """An allocation whose every dimension is an integer literal, of at most
+    `_SMALL_LITERAL_ELEMENTS` elements (`torch.zeros(1, 1, 3, 180, 320)`: 0.7 MiB at fp32).
+    A shape the code states outright is a dummy or a constant, not a model's activation."""
+    dims = [a.value for a in call.args if a.keyword is None and not a.star]
+    if len(dims) == 1 and isinstance(dims[0], (cst.Tuple, cst.List)):
+        dims = [e.value for e in dims[0].elements]
+    if not dims or not all(isinstance(d, cst.Integer) for d in dims):
+        return False
+    elements = 1
+    for dim in dims:
+        assert isinstance(dim, cst.Integer)
+        elements *= int(dim.value, 0)
+    return elements <= _SMALL_LITERAL_ELEMENTS
 
 
 def _shape_template(call: cst.Call) -> str | None:

@@ -61,7 +61,7 @@ a decode saved exactly 2,048 MiB (large x model: high).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis.domain import (
@@ -87,6 +87,9 @@ PIXEL_IMAGES = "pixel-images"
 SCORES = "scores"
 # A decoded waveform (an audio VAE's output): seconds of samples, a few MiB.
 WAVEFORM = "waveform"
+# A value named for audio in an audio-video model (`audio_input`, `eps_audio`): the audio
+# stream's latents or hidden states, a few hundred tokens (LTX-2: about 25 a second).
+AUDIO_STREAM = "audio-stream"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -103,6 +106,7 @@ _SIZE_OF_ORIGIN = {
     PIXEL_IMAGES: SMALL_SIZED,
     SCORES: SMALL_SIZED,
     WAVEFORM: SMALL_SIZED,
+    AUDIO_STREAM: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -131,10 +135,11 @@ _DESCRIPTION = {
     F.DECODED_IMAGE: (
         "decoded tiles of an image model: tens of MiB, less than one tile's decoder activations"
     ),
-    F.SMALL_MODEL: "an activation of an audio, speech or detection model: a few MiB",
+    F.SMALL_MODEL: "an activation of an audio, speech, detection or resampler model: a few MiB",
     PIXEL_IMAGES: "images of an image model, in pixel space: a few to tens of MiB",
     SCORES: "logits of the sampled positions or of a few hundred queries: usually a few MiB",
     WAVEFORM: "a decoded waveform: a few MiB",
+    AUDIO_STREAM: "the audio stream of an audio-video model: a few hundred tokens, a few MiB",
     F.SMALL: "small",
 }
 
@@ -261,6 +266,29 @@ def image_named(path: str, owner: str | None) -> bool:
     return bool(words & _IMAGE_NAME) and not words & _VIDEO_NAME
 
 
+def autoencoder_named(path: str, owner: str | None) -> bool:
+    """Whether the file, its folder or the class names an autoencoder (`wanvae.py`,
+    `autoencoder_kl_wan.py`, `AutoencoderKLHunyuanVideo`, `vaes/`)."""
+    parts = path.replace("\\", "/").rsplit("/", 2)[-2:] + ([owner] if owner else [])
+    return any("vae" in part.lower() or "autoencoder" in part.lower() for part in parts)
+
+
+_ATTENTION_WORK = re.compile(r"attn|attention", re.IGNORECASE)
+
+
+def at_autoencoder_bottleneck(across: F.Work) -> F.Work:
+    """Attention in an autoencoder runs in its mid block, at the latent resolution (the
+    VAEs read: SD/SDXL, Wan, HunyuanVideo, Kandinsky): a Wan VAE's mid-block attention over
+    one 60x104 latent frame at 384 channels is a few MiB, while the decoder's peak is in
+    its full-resolution up blocks. Attention work there counts as one sublayer (`LAYER`),
+    not as what sets the peak; other work is returned unchanged."""
+    if across.level != F.PEAK or across.kind not in ("torch-op", "submodule", "module-parameter"):
+        return across
+    if not across.parts or not _ATTENTION_WORK.search(across.parts[-1]):
+        return across
+    return replace(across, level=F.LAYER)
+
+
 def _small_join(across: F.Work) -> bool:
     """A concatenation (or a loop of them) below peak level: it joins no decoded frames or
     logits (`facts._joins_large`), so it is not where an output-sized value peaks (a
@@ -292,11 +320,12 @@ def _is_collective(name: str) -> bool:
 
 
 # Model families whose activations are a few MiB at their real sizes (audio and speech
-# models, text encoders, segmentation and detection heads, image post-processing), by their
-# file, folder or class name: an activation there is small.
+# models, text encoders, segmentation and detection heads, image post-processing, perceiver
+# resamplers over a few hundred learned latents), by their file, folder or class name: an
+# activation there is small.
 _SMALL_DOMAINS = re.compile(
     r"(audio|speech|vocoder|tts|music|codec|whisper|wav2vec|asr|mel|sam2|sam3|detr|bert|"
-    r"segment|detect|image_?process|(^|[^a-z])sam([^a-z]|$))",
+    r"segment|detect|image_?process|perceiver|resampler|(^|[^a-z])sam([^a-z]|$))",
     re.IGNORECASE,
 )
 
@@ -491,6 +520,7 @@ _CONDITIONING_WORDS = frozenset(
         "text",
         "txt",
         "cond",
+        "condition",
         "conditioning",
         "context",
         "caption",
