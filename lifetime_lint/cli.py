@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Optional
 
 import click
 
@@ -377,7 +377,9 @@ def check(
         try:
             files, missing = discover(paths or ["."], resolver.for_path,
                                       force_exclude=force_exclude,
-                                      record=memo.seen if memo else None)  # fmt: skip
+                                      record=memo.seen if memo else None,
+                                      only=None if changed is None or show_files
+                                      else changed.paths())  # fmt: skip
         except ConfigError as error:  # a broken config found below a named folder
             click.echo(f"lifetime-lint: error: {error}", err=True)
             sys.exit(EXIT_ERROR)
@@ -390,7 +392,8 @@ def check(
             files = [path for path in files if changed.rows(path) != set()]
         results: list[FileResult] = [_missing(path) for path in missing]
         try:
-            results.extend(_run_grouped(files, resolver, rules, mode, jobs, caches, quiet))
+            results.extend(_run_grouped(files, resolver, rules, mode, jobs, caches, quiet,
+                                        memo.digests if memo else None))  # fmt: skip
         except ConfigError as error:
             click.echo(f"lifetime-lint: error: {error}", err=True)
             sys.exit(EXIT_ERROR)
@@ -432,6 +435,9 @@ class _MemoInputs:
         self.cache_root = cache_root
         self.seen = Seen()
         self.above: dict[str, tuple[str, ...] | None] = {}
+        # What each file read was checked from (`runner.run_files`), and the configs and
+        # project files from here up before any was read: racily-clean inputs' contents.
+        self.digests: dict[str, bytes] = {}
 
     def offer(
         self,
@@ -469,24 +475,34 @@ class _MemoInputs:
             fastpath.folders_up([os.getcwd(), *named, *files, *missing])
         )
         inputs.above = self.above
+        inputs.digests = dict(self.digests)
+        if self.seen.ignored is not None and self.seen.ignored.digests:
+            inputs.digests.update(self.seen.ignored.digests)
         fastpath.offer(inputs)
 
 
-def _folders_above(paths: Sequence[str]) -> dict[str, tuple[str, ...] | None] | None:
+_Above = tuple[dict[str, Optional[tuple[str, ...]]], dict[str, bytes]]
+
+
+def _folders_above(paths: Sequence[str]) -> _Above | None:
     """The special names in every folder from the current one and each named path up,
-    listed before the run reads any of them, when this process records a run memo."""
+    listed before the run reads any of them, and the digests of those files, when this
+    process records a run memo."""
     from lifetime_lint import fastpath
 
     if not fastpath.recording():
         return None
     named = [p for p in paths if p != "-"]
-    return {f: fastpath.special_listing(f) for f in fastpath.folders_up([os.getcwd(), *named])}
+    listings = {f: fastpath.special_listing(f) for f in fastpath.folders_up([os.getcwd(), *named])}
+    specials = [os.path.join(folder, name) for folder, names in listings.items()
+                for name in names or () if name != ".git"]  # fmt: skip
+    return listings, fastpath.file_digests(specials)
 
 
 def _memo_inputs(
     caches: _CacheRoots,
     resolver: SettingsResolver,
-    above: dict[str, tuple[str, ...] | None] | None,
+    above: _Above | None,
     excluded: bool,
 ) -> _MemoInputs | None:
     if excluded or above is None:
@@ -495,7 +511,7 @@ def _memo_inputs(
     if not root:
         return None
     memo = _MemoInputs(root)
-    memo.above = above
+    memo.above, memo.digests = above[0], dict(above[1])
     return memo
 
 
@@ -588,8 +604,10 @@ def _run_grouped(
     jobs: int | None,
     caches: _CacheRoots,
     quiet: bool,
+    digests: dict[str, bytes] | None = None,
 ) -> list[FileResult]:
-    """Check the files, each with its own config's settings (one run per config)."""
+    """Check the files, each with its own config's settings (one run per config);
+    `digests`: filled with each read file's content digest (`runner.run_files`)."""
     groups: dict[str | None, list[int]] = {}
     for index, path in enumerate(files):
         groups.setdefault(resolver.config_for(path), []).append(index)
@@ -605,6 +623,7 @@ def _run_grouped(
             jobs=jobs or default_jobs(len(files)),
             cache_dir=caches.for_config(config),
             progress=progress,
+            digests=digests,
         )
         for index, result in zip(indices, done):
             results[index] = result

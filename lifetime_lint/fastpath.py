@@ -14,9 +14,14 @@ on, each as `stat` sees it:
   files and the names above), so a file added, removed or renamed is a miss;
 - the time of each folder above the walked ones (an entry added or removed there).
 
-The memo is written by the full run itself, after it reported, and only if nothing it
-depends on was modified within 2 s of the run's start (the racily-clean rule of the stat
-index, `cache.StatIndex`): a file edited during the run is never trusted. Nothing here
+The memo is written by the full run itself, after it reported. A file modified within 2 s
+of the run's start is *racily clean* (the rule of git's index and of the stat index,
+`cache.StatIndex`): an edit in the same timestamp tick could keep its stat. As git does,
+such a file is recorded with the digest of the content the run read (a checked file as it
+was linted; git's files and the configs from here up as they were before anything read
+them), provided the file still holds that content; its replay re-hashes it. A racily
+clean input whose read content is not known (a nested config, a module of the tool) means
+no memo: a file edited during the run is never trusted. Nothing here
 renders a report: a hit writes the recorded bytes, so its output is the full path's by
 construction, and any difference, unreadable or foreign memo is a miss that runs the full
 command line (which records a fresh memo). A hit imports neither click nor LibCST nor the
@@ -37,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Any
 
-FORMAT = 1
+FORMAT = 2
 CACHE_FOLDER = ".lifetime_lint_cache"  # cache.DEFAULT_CACHE_DIR (not imported: a hit stays light)
 RUNS_FOLDER = "runs"
 MAX_MEMOS = 64  # per cache folder; the oldest are dropped
@@ -195,6 +200,10 @@ def _holds(watches: Any) -> bool:
             elif kind == "t":
                 if path_kind(path) != value:
                     return False
+            elif kind == "h":  # racily clean when recorded: its stat and its content
+                signature, digest = value
+                if file_signature(path) != signature or file_digest(path) != digest:
+                    return False
             else:
                 return False
     except (TypeError, ValueError):
@@ -226,6 +235,36 @@ def file_signature(path: str) -> tuple[int, ...] | None:
         return None
     return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev,
             info.st_mode)  # fmt: skip
+
+
+def content_digest(data: bytes) -> bytes:
+    """A digest of a file's bytes, for a racily-clean input (`_blake2` directly: importing
+    hashlib loads OpenSSL, several milliseconds of a replay)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover - an interpreter built without it
+        from hashlib import blake2b
+    return blake2b(data, digest_size=20).digest()
+
+
+def file_digest(path: str) -> bytes | None:
+    """`content_digest` of a file's bytes now (None: unreadable or missing)."""
+    try:
+        with open(path, "rb") as handle:
+            return content_digest(handle.read())
+    except OSError:
+        return None
+
+
+def file_digests(paths: Iterable[str]) -> dict[str, bytes]:
+    """The digest of each of `paths` that is a readable file, keyed by its absolute path."""
+    found = {}
+    for path in paths:
+        if os.path.isfile(path):
+            digest = file_digest(path)
+            if digest is not None:
+                found[os.path.abspath(path)] = digest
+    return found
 
 
 # The first line of a CACHEDIR.TAG (`cache.CACHEDIR_SIGNATURE`; not imported, as above).
@@ -438,9 +477,13 @@ class RunInputs:
         self.required: list[str] = []  # files the run found and read (must still exist)
         self.cache_tags: list[str] = []  # CACHEDIR.TAGs of folders skipped as caches
         self.above: dict[str, tuple[str, ...] | None] = {}  # folder -> names, at the start
+        # Absolute path -> `content_digest` of the bytes the run read (or, for files read
+        # by others, before anything read them): what lets a racily-clean input be recorded.
+        self.digests: dict[str, bytes] = {}
 
     def watches(self, started_ns: int) -> list[tuple[str, str, Any]] | None:
-        """Every input's current stat, or None when one changed too recently to trust."""
+        """Every input's current stat, or None when one changed too recently to trust and
+        its content as read is unknown or has changed since."""
         racy = started_ns - RACY_NS
         watches: list[tuple[str, str, Any]] = []
         files = dict.fromkeys(self.files)
@@ -468,9 +511,14 @@ class RunInputs:
                 continue
             signature = file_signature(path)
             if signature is not None and max(signature[1], signature[2]) >= racy:
-                return None
+                watch = self._racily_clean(path, signature)
+                if watch is None:
+                    return None
+                watches.append(watch)
+                continue
             watches.append(("f", path, signature))
-        present = {path for kind, path, value in watches if kind == "f" and value is not None}
+        present = {path for kind, path, value in watches
+                   if kind == "h" or (kind == "f" and value is not None)}  # fmt: skip
         if any(path not in present for path in self.required):
             return None  # read by the run, gone now
         for folder, seen in self.walked.items():
@@ -489,6 +537,14 @@ class RunInputs:
                 return None
             watches.append(("m", folder, signature))
         return watches
+
+    def _racily_clean(self, path: str, signature: tuple[int, ...]) -> tuple[str, str, Any] | None:
+        """The watch of a file modified within the racy window: its stat and the digest
+        of the content the run read, if it still holds exactly that (else None)."""
+        read = self.digests.get(path)
+        if read is None or file_digest(path) != read or file_signature(path) != signature:
+            return None
+        return ("h", path, (signature, read))
 
     def write(self, name: str, data: bytes) -> None:
         from lifetime_lint.cache import write_file_atomic

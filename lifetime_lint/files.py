@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from lifetime_lint import fastpath
 from lifetime_lint.cache import CACHEDIR_SIGNATURE
 from lifetime_lint.config import Settings
 from lifetime_lint.fastpath import listing_of
@@ -42,16 +43,19 @@ def discover(
     settings: Settings | SettingsFor,
     force_exclude: bool = False,
     record: Seen | None = None,
+    only: Iterable[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """The files to check, and the named paths that do not exist.
 
     `settings`: one Settings for every path, or a function giving a path's settings;
-    `record`: filled with what the walk looked at.
+    `record`: filled with what the walk looked at; `only`: absolute paths (`--diff-base`'s
+    changed files): of what a named folder holds, only the ones among these are found,
+    exactly those the walk would find, without walking it.
     """
     settings_for: SettingsFor = (
         (lambda _path: settings) if isinstance(settings, Settings) else settings
     )
-    ignored = GitIgnored()
+    ignored = GitIgnored(keep_digests=record is not None)
     if record is not None:
         record.ignored = ignored
     found: list[str] = []
@@ -62,8 +66,10 @@ def discover(
         if not os.path.lexists(path):
             missing.append(path)
             continue
-        if os.path.isdir(path):
-            candidates: Iterable[str] = _walk(path, settings_for, ignored, record)
+        if os.path.isdir(path) and only is not None and record is None:
+            candidates: Iterable[str] = _found_among(path, only, settings_for)
+        elif os.path.isdir(path):
+            candidates = _walk(path, settings_for, ignored, record)
         elif force_exclude and _skipped(path, settings_for(path), ignored):
             candidates = ()
         else:
@@ -112,6 +118,50 @@ def _walk(
                     yield path
 
 
+def _found_among(root: str, paths: Iterable[str], settings_for: SettingsFor) -> list[str]:
+    """Which of `paths` (files git reports changed or untracked) `_walk(root)` would yield,
+    in its order, judged as it judges them: each folder on the way entered (a real folder,
+    not a link; not excluded by the settings of the folder holding it; not a cache), the
+    file a Python file its own folder's settings keep. Looks at these paths only: the cost
+    of a pull request's files, not of the tree's. Git is not asked what it ignores: it
+    never ignores a file it tracks or lists as untracked, nor a folder above one (it lists
+    an ignored folder whole only when nothing in it is tracked or unignored)."""
+    real_root = os.path.realpath(root)
+    kept: list[tuple[tuple[str, ...], str, str]] = []
+    entered: dict[str, bool] = {}
+    for path in dict.fromkeys(paths):
+        relative = os.path.relpath(path, real_root)
+        parts = relative.split(os.sep)
+        if (
+            relative == os.curdir
+            or parts[0] == os.pardir
+            or not parts[-1].endswith(PYTHON_SUFFIXES)
+        ):
+            continue
+        directory = root
+        for name in parts[:-1]:
+            child = os.path.join(directory, name)
+            if child not in entered:
+                entered[child] = (
+                    os.path.isdir(child)
+                    and not os.path.islink(child)
+                    and not settings_for(directory).is_excluded(child, base=root)
+                    and not is_cache_folder(child)
+                )
+            if not entered[child]:
+                break
+            directory = child
+        else:
+            candidate = os.path.join(directory, parts[-1])
+            if (
+                os.path.lexists(candidate)
+                and not os.path.isdir(candidate)
+                and not settings_for(directory).is_excluded(candidate, base=root)
+            ):
+                kept.append((tuple(parts[:-1]), parts[-1], candidate))
+    return [candidate for _, _, candidate in sorted(kept)]
+
+
 CACHEDIR_TAG = "CACHEDIR.TAG"
 
 
@@ -135,9 +185,14 @@ class GitIgnored:
     without git, nothing is ignored.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keep_digests: bool = False) -> None:
         self._top_of: dict[str, str | None] = {}
         self._ignored: dict[str, frozenset[str]] = {}
+        self._inputs: dict[str, list[str]] = {}  # repository -> its files (`inputs`)
+        # With `keep_digests` (the run memo records), the digest of each input file as it
+        # was just before git read it (`fastpath.file_digests`): a racily-clean index, as
+        # a fresh clone's is, can then be recorded.
+        self.digests: dict[str, bytes] | None = {} if keep_digests else None
 
     def __call__(self, path: str, below: str | None = None) -> bool:
         """Whether git ignores `path`, or a folder above it up to (not including) `below`.
@@ -187,15 +242,15 @@ class GitIgnored:
         ignored), info/exclude, the repository's, user's and system's config and excludes."""
         if not self._ignored:
             return []
-        home = os.path.expanduser("~")
-        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-        files = [
-            os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
-            os.path.join(xdg, "git", "config"),
-            os.path.join(xdg, "git", "ignore"),
-            os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig",
-        ]
+        files = _global_git_files()
         for top in self._ignored:
+            files += self._repository_files(top)
+        return files
+
+    def _repository_files(self, top: str) -> list[str]:
+        """A repository's own files that decide what git ignores there (`inputs`)."""
+        if top not in self._inputs:
+            files: list[str] = []
             git_dir = common_dir = os.path.join(top, ".git")
             if os.path.isfile(git_dir):  # a worktree or submodule: `gitdir: PATH`
                 try:
@@ -216,12 +271,28 @@ class GitIgnored:
             excludes = _git_output(top, ["config", "--path", "--get", "core.excludesFile"])
             if excludes:
                 files.append(os.path.join(top, excludes.strip()))
-        return files
+            self._inputs[top] = files
+        return list(self._inputs[top])
 
     def _ignored_in(self, top: str) -> frozenset[str]:
         if top not in self._ignored:
+            if self.digests is not None:
+                inputs = [*_global_git_files(), *self._repository_files(top)]
+                self.digests.update(fastpath.file_digests(inputs))
             self._ignored[top] = frozenset(_git_ignored(top))
         return self._ignored[top]
+
+
+def _global_git_files() -> list[str]:
+    """The user's and the system's git config and excludes files."""
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    return [
+        os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
+        os.path.join(xdg, "git", "config"),
+        os.path.join(xdg, "git", "ignore"),
+        os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig",
+    ]
 
 
 def _git_output(top: str, args: list[str]) -> str:

@@ -4,8 +4,13 @@ A pull-request gate should fail on what the pull request adds, not on the code i
 in passing. `changed_lines(REV)` compares the working tree with the point where the current
 branch left REV (their merge base, as `git diff REV...` does; REV itself if there is no
 common history), with `git diff -U0`, renames followed so a moved file is not "all new";
-files git does not track yet count as entirely new. A diagnostic is kept if any row of its span was added or changed. Lines that
-were only deleted leave nothing to flag.
+files git does not track yet count as entirely new. A diagnostic is kept if any row of its
+span was added or changed. Lines that were only deleted leave nothing to flag.
+
+It also says which paths can hold a changed line (`ChangedLines.paths`: the files git names,
+and tracked links to them), so file discovery looks only at those instead of walking the
+tree. Four git processes in all: the top level and the revision in one `rev-parse`, the
+merge base, the diff, and one `ls-files` (untracked files, and the index's links).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import re
 import subprocess
 
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+# An index entry as `ls-files --stage` prints it: mode, object name, stage, a tab, the name.
+_STAGED = re.compile(r"(\d{6}) [0-9a-f]{40,64} \d\t")
 ALL_LINES = None  # marks an untracked file: every line is new
 
 
@@ -41,8 +48,15 @@ def _git(args: list[str], cwd: str) -> str:
 class ChangedLines:
     """Changed rows per file (absolute, normalised paths) since a revision."""
 
-    def __init__(self, changed: dict[str, set[int] | None]) -> None:
+    def __init__(self, changed: dict[str, set[int] | None], paths: list[str] | None = None) -> None:
         self._changed = changed
+        self._paths = paths
+
+    def paths(self) -> list[str] | None:
+        """Absolute paths, as git names them from the top level, of every file that can
+        have a changed row (its real path is a key here): the changed and untracked files
+        and the tracked links to them. None: not known (every file must be looked at)."""
+        return self._paths
 
     def rows(self, path: str) -> set[int] | None:
         """The changed rows of `path`; None if every row is new; empty if nothing changed."""
@@ -61,11 +75,7 @@ class ChangedLines:
 def changed_lines(base: str, cwd: str | None = None) -> ChangedLines:
     """Lines added or modified in the working tree since `base` (a commit, branch or tag)."""
     cwd = cwd or os.getcwd()
-    top = _git(["rev-parse", "--show-toplevel"], cwd).strip()
-    try:
-        commit = _git(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], top).strip()
-    except GitDiffError:
-        raise GitDiffError(f"unknown git revision {base!r}") from None
+    top, commit = _top_and_commit(base, cwd)
     try:
         # Changes since the branch left `base`: what `base` gained meanwhile is not ours.
         commit = _git(["merge-base", commit, "HEAD"], top).strip() or commit
@@ -76,7 +86,7 @@ def changed_lines(base: str, cwd: str | None = None) -> ChangedLines:
          "--dst-prefix=b/", "-U0", "-M", commit, "--"],
         top,
     )  # fmt: skip
-    changed: dict[str, set[int] | None] = {}
+    by_name: dict[str, set[int]] = {}  # as the diff names them, from the top level
     current: set[int] | None = None
     for line in diff.splitlines():
         if line.startswith("+++ "):
@@ -86,18 +96,53 @@ def changed_lines(base: str, cwd: str | None = None) -> ChangedLines:
                 continue
             name = _unquote(target)
             name = name[2:] if name.startswith("b/") else name
-            current = changed.setdefault(_key(top, name), set())
+            current = by_name.setdefault(name, set())
         elif line.startswith("@@") and current is not None:
             match = _HUNK.match(line)
             if match:
                 start = int(match.group(1))
                 count = int(match.group(2)) if match.group(2) is not None else 1
                 current.update(range(start, start + count))
-    untracked = _git(["ls-files", "--others", "--exclude-standard", "-z"], top)
-    for name in untracked.split("\0"):
-        if name:
-            changed[_key(top, name)] = ALL_LINES
-    return ChangedLines(changed)
+    named = [os.path.join(top, name) for name in by_name]
+    changed: dict[str, set[int] | None] = {}
+    for name, rows in by_name.items():  # names of one file (a link and its target) merge
+        found = changed.setdefault(_key(top, name), set())
+        assert found is not None
+        found.update(rows)
+    # Untracked files (no mode) and, from the index, tracked links (mode 120000): a link
+    # to a changed file is a path discovery would find and the diff does not name.
+    listing = _git(["ls-files", "--others", "--exclude-standard", "--stage", "-z"], top)
+    links = []
+    for entry in listing.split("\0"):
+        if not entry:
+            continue
+        staged = _STAGED.match(entry)
+        if staged is None:
+            changed[_key(top, entry)] = ALL_LINES
+            named.append(os.path.join(top, entry))
+        elif staged.group(1) == "120000":
+            links.append(os.path.join(top, entry[staged.end() :]))
+    named += [link for link in links if _key(top, link) in changed]
+    return ChangedLines(changed, named)
+
+
+def _top_and_commit(base: str, cwd: str) -> tuple[str, str]:
+    """The repository's top level and `base`'s commit, asked of one `git rev-parse`."""
+    try:
+        completed = subprocess.run(
+            ["git", "-c", "core.quotepath=off", "rev-parse", "--show-toplevel", "--verify",
+             "--quiet", f"{base}^{{commit}}"],
+            cwd=cwd, capture_output=True, check=False,
+        )  # fmt: skip
+    except FileNotFoundError:
+        raise GitDiffError("git is not installed") from None
+    lines = completed.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if completed.returncode == 0 and len(lines) == 2:
+        return lines[0], lines[1]
+    if lines:  # the top level was printed: the revision is what git did not know
+        raise GitDiffError(f"unknown git revision {base!r}")
+    message = completed.stderr.decode("utf-8", "replace").strip().splitlines()
+    raise GitDiffError(message[-1] if message else "git rev-parse failed")
 
 
 def _key(top: str, name: str) -> str:

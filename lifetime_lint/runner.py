@@ -19,10 +19,11 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Optional
 
 from lifetime_lint.cache import Cache, FixEntry
 from lifetime_lint.config import Settings
+from lifetime_lint.fastpath import content_digest
 from lifetime_lint.file_errors import (
     INTERNAL_ERROR,
     file_error,
@@ -73,6 +74,9 @@ class Checker:
     rules: Sequence[Any]  # the enabled rules: classes or `catalog.RuleInfo`s
     mode: FixMode
     cache: Cache | None = None
+    # Absolute path -> `fastpath.content_digest` of the bytes each result was computed
+    # from, when the run memo records (None: not kept).
+    digests: dict[str, bytes] | None = None
     _linter: Linter | None = None
 
     @property
@@ -125,6 +129,7 @@ class Checker:
         data = _read(path)
         if isinstance(data, FileResult):
             return data, ""
+        self.read(path, data)
         if path.endswith(".ipynb"):  # not cached: cell positions are not kept there
             from lifetime_lint.notebook import check_notebook
 
@@ -137,6 +142,11 @@ class Checker:
         if stat is not None:
             self.remember(path, stat, key, result)
         return result, key
+
+    def read(self, path: str, data: bytes) -> None:
+        """Note the bytes a result is computed from (for a racily-clean file's memo)."""
+        if self.digests is not None:
+            self.digests[os.path.abspath(path)] = content_digest(data)
 
     def remember(self, path: str, stat: _Stat, key: str, result: FileResult) -> None:
         """Index a result computed (or loaded) from the content read after `stat`."""
@@ -244,7 +254,11 @@ _WORKER: Checker | None = None
 
 
 def _init_worker(
-    settings: Settings, rules: Sequence[Any], mode: FixMode, cache_dir: str | None
+    settings: Settings,
+    rules: Sequence[Any],
+    mode: FixMode,
+    cache_dir: str | None,
+    keep_digests: bool = False,
 ) -> None:
     global _WORKER
     _exit_with_parent()
@@ -255,7 +269,7 @@ def _init_worker(
     # over every tree still alive; trees become garbage a whole file at a time.
     gc.set_threshold(WORKER_GC_THRESHOLD, 10, 10)
     cache = Cache(cache_dir, settings, rules) if cache_dir else None
-    _WORKER = Checker(settings, rules, mode, cache)
+    _WORKER = Checker(settings, rules, mode, cache, {} if keep_digests else None)
 
 
 def _exit_with_parent(poll_seconds: float = 1.0) -> None:
@@ -298,13 +312,19 @@ def _exit_with_parent(poll_seconds: float = 1.0) -> None:
     threading.Thread(target=watch, name="lifetime-lint-parent-watch", daemon=True).start()
 
 
-def _check_chunk(chunk: Sequence[tuple[int, str]]) -> list[tuple[int, FileResult, str]]:
-    """Each file's result and content key (the parent indexes it under the stat it took)."""
+_Done = tuple[int, FileResult, str, Optional[bytes]]  # index, result, content key, digest
+
+
+def _check_chunk(chunk: Sequence[tuple[int, str]]) -> list[_Done]:
+    """Each file's result, content key (the parent indexes it under the stat it took) and
+    the digest of the bytes it was computed from (None: not kept, or not read)."""
     assert _WORKER is not None
+    digests = _WORKER.digests
     done = []
     for index, path in chunk:
         result, key = _WORKER.check_keyed(path, use_index=False)
-        done.append((index, result, key))
+        digest = digests.pop(os.path.abspath(path), None) if digests is not None else None
+        done.append((index, result, key, digest))
     return done
 
 
@@ -316,14 +336,16 @@ def run_files(
     jobs: int = 1,
     cache_dir: str | None = None,
     progress: Progress | None = None,
+    digests: dict[str, bytes] | None = None,
 ) -> list[FileResult]:
     """Check every path with one set of settings; results in the order of `paths`.
 
-    `rules`: every known rule, as classes or `catalog.RuleInfo`s (the settings select).
+    `rules`: every known rule, as classes or `catalog.RuleInfo`s (the settings select);
+    `digests`: filled with the digest of the bytes each file read was checked from.
     """
     enabled = settings.enabled_rules(rules)
     cache = Cache(cache_dir, settings, enabled) if cache_dir else None
-    checker = Checker(settings, enabled, mode, cache)
+    checker = Checker(settings, enabled, mode, cache, digests)
     progress = progress or Progress(len(paths), enabled=False)
     results: list[FileResult | None] = [None] * len(paths)
 
@@ -340,6 +362,7 @@ def run_files(
                     key = cache.key(path, data)
                     hit = checker.lookup(path, data, key)
                     if hit is not None:
+                        checker.read(path, data)
                         checker.remember(path, stat, key, hit)
             if hit is not None:
                 results[index] = hit
@@ -357,10 +380,12 @@ def run_files(
         # enough ones keep the pickling overhead negligible.
         size = max(1, min(16, len(pending) // (workers * 8)))
         chunks = [pending[i : i + size] for i in range(0, len(pending), size)]
-        initargs = (settings, list(enabled), mode, cache_dir)
+        initargs = (settings, list(enabled), mode, cache_dir, digests is not None)
         _preload_for_workers()
-        for index, result, key in _run_pool(chunks, workers, initargs):
+        for index, result, key, digest in _run_pool(chunks, workers, initargs):
             results[index] = result
+            if digests is not None and digest is not None:
+                digests[os.path.abspath(result.path)] = digest
             if index in stats:
                 checker.remember(result.path, stats[index], key, result)
             progress.advance()
@@ -408,9 +433,7 @@ def pool_started_without_fork() -> bool:
     return multiprocessing.get_start_method() != "fork"
 
 
-def _run_pool(
-    chunks: list[list[tuple[int, str]]], workers: int, initargs: tuple
-) -> list[tuple[int, FileResult, str]]:
+def _run_pool(chunks: list[list[tuple[int, str]]], workers: int, initargs: tuple) -> list[_Done]:
     """Every chunk's results. A worker that dies (a crash in a native library: LibCST's
     parser has segfaulted on deep expressions) breaks the pool; the chunks it left undone
     are then checked one file per fresh process, so the file that kills its process is
@@ -421,7 +444,7 @@ def _run_pool(
 
     global _POOL_STARTED
     _POOL_STARTED = True
-    done: list[tuple[int, FileResult, str]] = []
+    done: list[_Done] = []
     unfinished: list[list[tuple[int, str]]] = []
     with ProcessPoolExecutor(
         max_workers=workers, initializer=_init_worker, initargs=initargs
@@ -436,7 +459,7 @@ def _run_pool(
                 unfinished.append(chunk)
     for chunk in unfinished:
         for index, path in chunk:
-            done.append((index, _check_alone(path, initargs), ""))
+            done.append((index, _check_alone(path, initargs), "", None))
     return done
 
 

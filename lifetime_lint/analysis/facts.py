@@ -23,9 +23,11 @@ place that knows torch).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import functools
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
+from fnmatch import translate
 
 import libcst as cst
 
@@ -324,8 +326,16 @@ def _is_tensor_constructor(value: cst.BaseExpression) -> bool:
     return parts[0] == "torch" and len(parts) > 1 and parts[1] != "nn"
 
 
-def _glob_any(name: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatchcase(name, pattern) for pattern in patterns)
+def _glob_any(name: str, patterns: tuple[str, ...]) -> bool:
+    """Whether `name` matches any of the glob `patterns` (`fnmatchcase`'s answer)."""
+    return _glob_matcher(patterns)(name) is not None
+
+
+@functools.cache
+def _glob_matcher(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]:
+    """One regular expression for a table of globs: the alternation of what
+    `fnmatchcase` matches each with, so one match replaces a loop over the patterns."""
+    return re.compile("|".join(f"(?:{translate(pattern)})" for pattern in patterns)).match
 
 
 # -- the facts of one function ---------------------------------------------------------------
