@@ -4,7 +4,8 @@ The hook repository is a committed copy of this project's tracked files (pre-com
 repo at a rev, so uncommitted work must be committed somewhere); pre-commit builds its own
 virtual environment for it and pip-installs it (libcst and click, no torch), exactly as a
 model repository's developers would get it. PRE_COMMIT_HOME is a temporary folder, so
-nothing outside the test is read or written. Takes ~30-60 s (the environment install).
+nothing outside the test is read or written. Takes ~30-60 s (the environment install, built
+once for the module's tests: they share one hook repository and one PRE_COMMIT_HOME).
 """
 
 from __future__ import annotations
@@ -76,6 +77,26 @@ def _hook_repository(tmp_path: Path) -> tuple:
     return repo, _git(repo, "rev-parse", "HEAD").strip()
 
 
+def _release_tag() -> str:
+    version = next(line.split('"')[1] for line in (ROOT / "pyproject.toml").read_text().splitlines()
+                   if line.startswith("version = "))  # fmt: skip
+    return f"v{version}"
+
+
+@pytest.fixture(scope="module")
+def hook_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, str]:
+    """One hook repository, tagged with the release as the README's snippet names it, and one
+    PRE_COMMIT_HOME for both tests: pre-commit clones the repository and builds the hook's
+    environment once (keyed by repository and rev), and each test's own project runs on it.
+    Returns (environment, hook repository, rev)."""
+    base = tmp_path_factory.mktemp("pre-commit")
+    env = _environ(base)
+    hook_repo, _ = _hook_repository(base)
+    rev = _release_tag()
+    _git(hook_repo, "tag", rev)
+    return env, hook_repo, rev
+
+
 def _run_hook(project: Path, env: dict, hook: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "pre_commit", "run", hook, "--all-files", "--color", "never"],
@@ -84,9 +105,10 @@ def _run_hook(project: Path, env: dict, hook: str) -> subprocess.CompletedProces
     )  # fmt: skip
 
 
-def test_check_and_fix_hooks_under_real_pre_commit(tmp_path: Path) -> None:
-    env = _environ(tmp_path)
-    hook_repo, rev = _hook_repository(tmp_path)
+def test_check_and_fix_hooks_under_real_pre_commit(
+    tmp_path: Path, hook_setup: tuple[dict, Path, str]
+) -> None:
+    env, hook_repo, rev = hook_setup
 
     project = tmp_path / "model-repo"
     (project / "pipelines").mkdir(parents=True)
@@ -135,18 +157,17 @@ def _readme_snippet() -> str:
     return readme[start : readme.index("```", start)]
 
 
-def test_readme_snippet_works_as_written(tmp_path: Path) -> None:
+def test_readme_snippet_works_as_written(
+    tmp_path: Path, hook_setup: tuple[dict, Path, str]
+) -> None:
     """The README's .pre-commit-config.yaml, byte for byte except the repository URL (no
     network here): its `rev` is the release tag, which must be the project's version."""
     snippet = _readme_snippet()
     rev = snippet.split("rev: ", 1)[1].split()[0]
-    version = next(line.split('"')[1] for line in (ROOT / "pyproject.toml").read_text().splitlines()
-                   if line.startswith("version = "))  # fmt: skip
-    assert rev == f"v{version}", "the README must document the release in pyproject.toml"
+    assert rev == _release_tag(), "the README must document the release in pyproject.toml"
 
-    env = _environ(tmp_path)
-    hook_repo, _ = _hook_repository(tmp_path)
-    _git(hook_repo, "tag", rev)
+    env, hook_repo, tagged = hook_setup
+    assert tagged == rev
     url = snippet.split("- repo: ", 1)[1].split()[0]
     project = tmp_path / "model-repo"
     (project / "pipelines").mkdir(parents=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -146,6 +147,28 @@ def profile(tmp_path: Path, source: str, *extra: str) -> tuple[subprocess.Comple
     return completed, json.loads(saved.read_text(encoding="utf-8"))
 
 
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory: pytest.TempPathFactory):
+    """`profile(folder, source)` run once per program for the module's tests that only read
+    its output and saved profile: returns (folder, completed, data). A test that edits the
+    program or the profile copies them into its own tmp_path first."""
+    runs: dict[str, tuple[Path, subprocess.CompletedProcess, dict]] = {}
+
+    def run(source: str) -> tuple[Path, subprocess.CompletedProcess, dict]:
+        if source not in runs:
+            folder = tmp_path_factory.mktemp("profiled")
+            runs[source] = (folder, *profile(folder, source))
+        return runs[source]
+
+    return run
+
+
+def _copy_profiled(folder: Path, tmp_path: Path) -> None:
+    """The program and its saved profile, into a test's own folder (to be edited there)."""
+    for name in ("program.py", "profile.json"):
+        shutil.copy2(folder / name, tmp_path / name)
+
+
 def measured(data: dict, code: str, row: int) -> dict | None:
     for item in data["findings"]:
         if item["code"] == code and item["location"]["row"] == row:
@@ -153,8 +176,8 @@ def measured(data: dict, code: str, row: int) -> dict | None:
     raise AssertionError(f"no {code} finding at row {row}: {json.dumps(data['findings'])[:2000]}")
 
 
-def test_conditioning_held_across_a_decode(tmp_path: Path) -> None:
-    completed, data = profile(tmp_path, PIPELINE)
+def test_conditioning_held_across_a_decode(profiled) -> None:
+    _, completed, data = profiled(PIPELINE)
     assert completed.returncode == 0, completed.stderr
     held = measured(data, "LL001", 17)
     assert held is not None
@@ -429,10 +452,13 @@ def lint(cwd: Path, *arguments: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
-def test_check_with_a_saved_profile_keeps_what_was_measured_to_matter(tmp_path: Path) -> None:
+def test_check_with_a_saved_profile_keeps_what_was_measured_to_matter(
+    tmp_path: Path, profiled
+) -> None:
     """`check --profile FILE --min-bytes SIZE`: the run's measurement, matched by fingerprint
     after the code moved, decides what is shown, in every format."""
-    _, data = profile(tmp_path, PIPELINE)
+    folder, _, data = profiled(PIPELINE)
+    _copy_profiled(folder, tmp_path)
     assert data["files"] == ["program.py"]
     script = tmp_path / "program.py"
     # Code added above both findings shifts every line: the match must not depend on rows.
@@ -476,8 +502,11 @@ def test_check_with_a_saved_profile_keeps_what_was_measured_to_matter(tmp_path: 
     assert all("measured" not in item for item in json.loads(plain.stdout))
 
 
-def test_check_profile_keeps_new_code_of_an_executed_file_unmeasured(tmp_path: Path) -> None:
-    profile(tmp_path, PIPELINE)
+def test_check_profile_keeps_new_code_of_an_executed_file_unmeasured(
+    tmp_path: Path, profiled
+) -> None:
+    folder, _, _ = profiled(PIPELINE)
+    _copy_profiled(folder, tmp_path)
     script = tmp_path / "program.py"
     script.write_text(
         script.read_text(encoding="utf-8").replace(
@@ -682,25 +711,36 @@ if __name__ == "__main__":
     Pipeline()(16 * 1024 * 1024)  # conditioning: 64 MiB; tokens: 16 MiB, gone before the decode
 """
 
+# Each program in turn, in one process (one torch import): a meter counts only the storages
+# created while it is active, and the previous program's globals are dropped and collected
+# before the next one starts, so each peak is that program's alone.
 PEAK_OF = """
-import runpy, sys, torch
+import gc, runpy, sys, torch
 from lifetime_lint.runtime.profiling import StorageMeter
-meter = StorageMeter(torch)
-runpy.run_path(sys.argv[1], run_name="__main__")
-meter.close()
-print(meter.peak())
+for path in sys.argv[1:]:
+    meter = StorageMeter(torch)
+    namespace = runpy.run_path(path, run_name="__main__")
+    meter.close()
+    print("peak", meter.peak())
+    del namespace
+    gc.collect()
 """
 
 
-def program_peak(tmp_path: Path, script: Path) -> int:
-    """The program's peak of live storage bytes, run plainly (no tracer)."""
+def program_peaks(tmp_path: Path, scripts: list[Path]) -> list[int]:
+    """Each program's peak of live storage bytes, run plainly (no tracer)."""
     harness = tmp_path / "peak_of.py"
     harness.write_text(PEAK_OF, encoding="utf-8")
     completed = subprocess.run(
-        [sys.executable, str(harness), str(script)], capture_output=True, text=True, timeout=300
-    )
+        [sys.executable, str(harness), *map(str, scripts)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
-    return int(completed.stdout.split()[-1])
+    peaks = [
+        int(line.split()[1]) for line in completed.stdout.splitlines() if line.startswith("peak ")
+    ]
+    assert len(peaks) == len(scripts), completed.stdout
+    return peaks
 
 
 def single_fix_drops(tmp_path: Path, source: str) -> dict[tuple[str, int], int]:
@@ -720,22 +760,22 @@ def single_fix_drops(tmp_path: Path, source: str) -> dict[tuple[str, int], int]:
     linter = Linter(dataclasses.replace(settings, extra={**settings.extra, SETTING: "low"}))
     diagnostics, error = linter.lint_text(str(original), text, "\n")
     assert error is None
-    before = program_peak(tmp_path, original)
-    drops = {}
+    variants = {}
     for d in diagnostics:
         if d.fix is None:
             continue
         variant = tmp_path / f"{d.code}_{d.start.row}.py"
         variant.write_text(apply_edits(text, d.fix.edits), encoding="utf-8")
-        drops[(d.code, d.start.row)] = before - program_peak(tmp_path, variant)
-    return drops
+        variants[(d.code, d.start.row)] = variant
+    before, *after = program_peaks(tmp_path, [original, *variants.values()])
+    return {key: before - peak for key, peak in zip(variants, after)}
 
 
-def test_measured_bytes_predict_the_drop_of_the_fix_alone(tmp_path: Path) -> None:
+def test_measured_bytes_predict_the_drop_of_the_fix_alone(tmp_path: Path, profiled) -> None:
     """Issue 16's proof on CPU: a finding's `bytes` (at the peak of the outermost traced call
     that ran its function) is the drop of the program's peak when its fix alone is applied,
     within 10%, also for a finding whose own function peaks while the program does not."""
-    _, data = profile(tmp_path, ENCODE_THEN_DECODE)
+    _, _, data = profiled(ENCODE_THEN_DECODE)
     drops = single_fix_drops(tmp_path, ENCODE_THEN_DECODE)
     assert set(drops) == {("LL001", 18), ("LL001", 25)}
     for (code, row), drop in drops.items():
@@ -744,9 +784,9 @@ def test_measured_bytes_predict_the_drop_of_the_fix_alone(tmp_path: Path) -> Non
 
 
 def test_a_finding_inside_an_inner_call_is_worth_what_it_holds_at_the_programs_peak(
-    tmp_path: Path,
+    profiled,
 ) -> None:
-    _, data = profile(tmp_path, ENCODE_THEN_DECODE)
+    _, _, data = profiled(ENCODE_THEN_DECODE)
     tokens = measured(data, "LL001", 18)
     assert tokens is not None and tokens["names"] == ["tokens"]
     # At `encode`'s own peak (inside the text encoder) `tokens` holds 16 MiB; at the program's
