@@ -1601,6 +1601,7 @@ class FunctionFacts:
             if (
                 last in T.IN_PLACE_COLLECTIVES
                 or last in T.OBJECT_COLLECTIVES
+                or T.OBJECT_WORD in last
                 or any(w in last for w in T.IN_PLACE_WORDS)
             ):
                 return Work(LIGHT, kind, work.by_pattern, work.parts, "in-place")

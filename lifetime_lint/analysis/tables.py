@@ -195,6 +195,9 @@ OBJECT_COLLECTIVES = frozenset(
 # ... and the words of a project helper's name that say it wraps one
 # (`tensor_model_parallel_all_reduce`).
 IN_PLACE_WORDS = ("all_reduce",)
+# The word of a project helper's name that says its collective moves Python objects, as in
+# torch's own names (`_all_gather_group_objects`, `broadcast_object`, `gather_objects`).
+OBJECT_WORD = "object"
 # Parts of a project helper's name that say it wraps a collective
 # (`tensor_model_parallel_all_gather`, `sequence_model_parallel_all_to_all_4D`).
 COLLECTIVE_WORDS = ("all_gather", "all_reduce", "all_to_all", "reduce_scatter")
