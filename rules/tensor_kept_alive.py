@@ -108,7 +108,8 @@ class TensorKeptAlive(Rule):
     (`self.norm_k(self.add_k_proj(context_img))`: 257 image tokens); one over ids or sizes is light,
     one over decoded frames sets the peak; an all-reduce (`dist.all_reduce(x)`,
     `tensor_model_parallel_all_reduce(x)`) reduces into its input and allocates nothing,
-    nor does a gather of sizes. A value held only across work lighter than the function's
+    nor does a gather of sizes, nor an object collective (`all_gather_object`, or a helper
+    named for one, `_all_gather_group_objects`: pickled Python objects). A value held only across work lighter than the function's
     heaviest work (the post-norm after the vision tower, latent packing after the VAE
     encode) is not alive at the function's peak and counts one level down. A value held
     across both a nested model call and the block's feed-forward is rated, and named, at the
