@@ -499,6 +499,8 @@ class _Analysis:
             held_across = self._held_across(info, name, real)
             if not held_across:
                 continue
+            if self._elements_held(info, real, candidates, held_across):
+                continue  # a container of tensors that keep their own names
             status = 0
             if any(s.kind == "deleted" for s in sites):
                 status = 1
@@ -633,6 +635,56 @@ class _Analysis:
                     # the others' saving).
                     return True
         return False
+
+    def _elements_held(
+        self, info: StatementInfo, sites: list[DefSite], candidates: set[str], held: list[_Held]
+    ) -> bool:
+        """Whether every element of the container the name holds is still held by another
+        binding across the work (`F.FunctionFacts.element_holders`): that binding, or a
+        view of it, may still be current there, and it is not released with the name. Then
+        `del` frees at most the container itself."""
+        flow = self.flow
+        assert flow is not None and info.exit is not None
+        live = flow.live_out[info.exit.index]
+        nodes = [n for n in (self._cfg_node(h.node) for h in held) if n is not None]
+        if not nodes:
+            return False
+        for site in sites:
+            holders = self.facts.element_holders(site)
+            if holders is None:
+                return False
+            for holder in holders:
+                bit = flow.name_bit(holder.name)
+                if (
+                    not live & bit
+                    and holder.name in candidates
+                    and flow.live_in[info.entry.index] & bit
+                ):
+                    return False  # released with it (`del inputs, prompt_embeds`)
+                for node in nodes:
+                    current = flow.reaching(flow.reach_in[node.index], holder.name)
+                    if not any(self._derives_from(bound, holder) for bound in current):
+                        return False  # rebound or deleted before the work: the container's alone
+        return True
+
+    def _cfg_node(self, node: cst.CSTNode) -> Node | None:
+        """The CFG node of a held-across call or loop statement."""
+        if isinstance(node, cst.Call):
+            found = self.facts._node_of_call(node)
+            if found is not None:
+                return found
+        return next((n for n in self.cfg.nodes if n.statement is node), None)
+
+    def _derives_from(self, bound: DefSite, holder: DefSite, depth: int = 0) -> bool:
+        """`bound` is `holder`, or a view chain back to it (`latents = latents[:, :n]`)."""
+        if bound.index == holder.index:
+            return True
+        if depth > 4 or bound.kind in ("unbound", "deleted", "param"):
+            return False
+        fact = self.facts.value(bound)
+        return fact.kind == F.VIEW and any(
+            self._derives_from(source, holder, depth + 1) for source in fact.sources
+        )
 
     def _sibling_pieces(self, site: DefSite) -> frozenset[str] | None:
         """`shift, scale, gate = self.get_ada_values(...)`, where the helper returns
