@@ -154,7 +154,13 @@ class TensorKeptAlive(Rule):
       calls backward is LL006's finding (its fix, `torch.no_grad()`, frees the graph too),
       never LL001's. A value taken out of a container slot
       (`cache = cache_list[i]`) counts once the slot is overwritten (`cache_list[i] = new`):
-      from there the local is the only owner. Nothing in TorchScript or `torch.compile`d
+      from there the local is the only owner. A container whose tensors keep their own
+      names (`inputs = {"encoder_hidden_states": (prompt_embeds,)}`, or a helper's feature
+      dict whose items the function takes out, `clip = features["clip"]`) is not reported
+      while those names (or views of them) may still be bound at the work it is held
+      across: `del` frees at most the container. Once they are rebound or deleted, or for
+      an element only the container holds (a model output put in it, `tiles.append(tile)`
+      in a loop that rebinds `tile`), it is. Nothing in TorchScript or `torch.compile`d
       functions, nor in functions too large to analyse within the cost budget.
 
     Tensor-ness comes from dataflow, not from names: a binding counts when its value comes
@@ -169,7 +175,11 @@ class TensorKeptAlive(Rule):
     `.shape[i]`, `.item()`, a string or path, a JSON or msgpack decode, an awaited RPC
     result, a value tested for truth (`if x:`), or the result of an unknown function. Small
     tensors (reductions, ids, masks, positions, timesteps, the token ids `generate`
-    returns, the indices `torch.where(mask)` returns) are never reported, nor is anything
+    returns, the indices `torch.where(mask)` returns, index tensors built from
+    `torch.arange` in a helper that a cached wrapper unpacks, a slice of at most two along
+    an axis after the first such as a causal convolution's edge-frame pad `x[:, :, :1]`
+    or the last token `x[:, -1:]`: one frame of T, a fraction of its source) are never
+    reported, nor is anything
     in a kernel-DSL body (`@triton.jit`, `@helion.kernel`, code calling `tl.*`/`hl.*`),
     whose values are per-tile registers.
 

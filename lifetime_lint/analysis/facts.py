@@ -1426,14 +1426,18 @@ class FunctionFacts:
         if self._contents is None:
             self._fill_contents()
         holders: list[DefSite] = []
-        display = site.value if isinstance(site.value, (cst.List, cst.Tuple, cst.Set, cst.Dict)) else None
+        display = (
+            site.value if isinstance(site.value, (cst.List, cst.Tuple, cst.Set, cst.Dict)) else None
+        )
         puts = list(self._puts.get(site.index, ()))
         if display is not None:
             puts.append((display, site.node))
         for value, node in puts:
             if not self._held_by_names(value, node, site, holders):
                 return None
-        if display is None and not isinstance(site.value, (cst.ListComp, cst.DictComp, cst.SetComp)):
+        if display is None and not isinstance(
+            site.value, (cst.ListComp, cst.DictComp, cst.SetComp)
+        ):
             # An opaque container (a helper's or a call's result): what the function takes
             # out of it is all it knows of its elements.
             taken = [
@@ -1463,7 +1467,8 @@ class FunctionFacts:
             )
         if isinstance(value, cst.Dict):
             return all(
-                isinstance(e, cst.DictElement) and self._held_by_names(e.value, node, container, holders)
+                isinstance(e, cst.DictElement)
+                and self._held_by_names(e.value, node, container, holders)
                 for e in value.elements
             )
         fact = self.expression(value, node)
@@ -1471,7 +1476,9 @@ class FunctionFacts:
             return True  # (a shape, a string, None: no storage to free)
         if not isinstance(value, cst.Name):
             return False  # a fresh element: the container is its only holder
-        sites = [s for s in self.reaching(node, value.value) if s.kind not in ("unbound", "deleted")]
+        sites = [
+            s for s in self.reaching(node, value.value) if s.kind not in ("unbound", "deleted")
+        ]
         if not sites or any(self._per_iteration(s, container, node) for s in sites):
             return False
         holders.extend(sites)
