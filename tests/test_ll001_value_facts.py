@@ -131,3 +131,21 @@ def test_index_tensor_through_a_cached_wrapper_is_small() -> None:
     )
     fact = facts.value(_site(facts, "order"))
     assert fact.is_tensor and fact.origin == F.SMALL
+
+
+def test_a_halo_shaped_like_its_tensor_is_a_fraction_of_it() -> None:
+    facts = _facts(
+        """
+        import torch
+
+        def run(x: torch.Tensor, halo: int):
+            left = x.new_zeros((x.shape[0], x.shape[1], 1, x.shape[3]))
+            wide = x.new_zeros((x.shape[0], x.shape[1], halo, x.shape[3]))
+            mask = torch.zeros(x.shape[0], 1, x.shape[2], x.shape[2])
+            return left, wide, mask
+        """,
+        "run",
+    )
+    assert facts.value(_site(facts, "left")).origin == F.SMALL
+    assert facts.value(_site(facts, "wide")).origin != F.SMALL
+    assert facts.value(_site(facts, "mask")).origin != F.SMALL  # seq x seq: not x's shape

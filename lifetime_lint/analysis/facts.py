@@ -893,6 +893,8 @@ class FunctionFacts:
         if method in T.TENSOR_ONLY_METHODS:
             if inner.kind == TENSOR and inner.origin == SMALL:
                 return inner  # `torch.tensor(scale).repeat(n)`: as small as its source
+            if method.startswith("new_") and inner.is_tensor and _edge_shape(call):
+                return ValueFact(TENSOR, SMALL)  # `x.new_zeros((b, c, 1, w))`: a halo
             if isinstance(receiver, cst.Call) and not inner.is_tensor:
                 return _UNKNOWN
             return ValueFact(TENSOR, inner.origin if inner.is_tensor else ACTIVATION)
@@ -944,7 +946,7 @@ class FunctionFacts:
                     origin = name_origin(template.value, origin)
                 if like.is_tensor or isinstance(template, cst.Name):
                     return ValueFact(TENSOR, origin)  # exactly its template's size
-            if _small_shape(call) or _small_literal_shape(call):
+            if _small_shape(call) or _small_literal_shape(call) or _edge_shape(call):
                 # `torch.ones(batch, 1)`, `torch.zeros(n, 4)`, a warm-up's dummy input
                 # `torch.zeros(1, 3, 1, 180, 320)`: its size is stated, and it is small.
                 return ValueFact(TENSOR, SMALL)
@@ -2069,6 +2071,53 @@ def _small_shape(call: cst.Call) -> bool:
     if not 1 <= len(dims) <= 2:
         return False
     return any(isinstance(d, cst.Integer) and int(d.value, 0) <= 16 for d in dims)
+
+
+def _edge_shape(call: cst.Call) -> bool:
+    """`x.new_zeros((x.shape[0], x.shape[1], 1, x.shape[3]))`: one tensor's shape with an axis
+    after the first replaced by a literal of at most two (a halo, an edge-frame pad): a
+    fraction of that tensor, as an edge slice is."""
+    dims = [a.value for a in call.args if a.keyword is None and not a.star]
+    if len(dims) == 1 and isinstance(dims[0], (cst.Tuple, cst.List)):
+        dims = [e.value for e in dims[0].elements]
+    if len(dims) < 3:
+        return False
+    template: str | None = None
+    edge = False
+    for position, dim in enumerate(dims):
+        literal = _literal_int(dim)
+        if literal is not None and position > 0 and 0 < literal <= 2:
+            edge = True
+            continue
+        name = _shape_dimension_of(dim, position)
+        if name is None or (template is not None and name != template):
+            return False
+        template = name
+    return edge and template is not None
+
+
+def _shape_dimension_of(dim: cst.BaseExpression, position: int) -> str | None:
+    """The tensor `dim` is dimension `position` of (`x.shape[2]`, `x.size(2)`), or None."""
+    if isinstance(dim, cst.Subscript) and len(dim.slice) == 1:
+        base, index = dim.value, dim.slice[0].slice
+        if (
+            isinstance(base, cst.Attribute)
+            and base.attr.value == "shape"
+            and isinstance(base.value, cst.Name)
+            and isinstance(index, cst.Index)
+            and _literal_int(index.value) == position
+        ):
+            return base.value.value
+    if (
+        isinstance(dim, cst.Call)
+        and isinstance(dim.func, cst.Attribute)
+        and dim.func.attr.value == "size"
+        and isinstance(dim.func.value, cst.Name)
+        and len(dim.args) == 1
+        and _literal_int(dim.args[0].value) == position
+    ):
+        return dim.func.value.value
+    return None
 
 
 # At most this many elements (16 MiB at 4 bytes each) in a shape of integer literals.
