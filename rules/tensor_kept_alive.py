@@ -178,7 +178,8 @@ class TensorKeptAlive(Rule):
     returns, the indices `torch.where(mask)` returns, index tensors built from
     `torch.arange` in a helper that a cached wrapper unpacks, a slice of at most two along
     an axis after the first such as a causal convolution's edge-frame pad `x[:, :, :1]`
-    or the last token `x[:, -1:]`: one frame of T, a fraction of its source) are never
+    or the last token `x[:, -1:]`, and a halo allocated as one tensor's shape with such an
+    axis, `x.new_zeros((b, c, 1, w))`: one frame of T, a fraction of its source) are never
     reported, nor is anything
     in a kernel-DSL body (`@triton.jit`, `@helion.kernel`, code calling `tl.*`/`hl.*`),
     whose values are per-tile registers.
