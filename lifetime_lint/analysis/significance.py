@@ -90,6 +90,10 @@ WAVEFORM = "waveform"
 # A value named for audio in an audio-video model (`audio_input`, `eps_audio`): the audio
 # stream's latents or hidden states, a few hundred tokens (LTX-2: about 25 a second).
 AUDIO_STREAM = "audio-stream"
+# A value of the text stream of a multi-stream model (`context_attn_output`, a
+# mixture-of-transformers' understanding stream `und_norm`): prompt or understanding tokens,
+# a few hundred (`domain.short_stream`).
+TEXT_STREAM = "text-stream"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -107,6 +111,7 @@ _SIZE_OF_ORIGIN = {
     SCORES: SMALL_SIZED,
     WAVEFORM: SMALL_SIZED,
     AUDIO_STREAM: SMALL_SIZED,
+    TEXT_STREAM: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -135,11 +140,16 @@ _DESCRIPTION = {
     F.DECODED_IMAGE: (
         "decoded tiles of an image model: tens of MiB, less than one tile's decoder activations"
     ),
-    F.SMALL_MODEL: "an activation of an audio, speech, detection or resampler model: a few MiB",
+    F.SMALL_MODEL: (
+        "an activation of an audio, speech, time-series, detection or resampler model: a few MiB"
+    ),
     PIXEL_IMAGES: "images of an image model, in pixel space: a few to tens of MiB",
     SCORES: "logits of the sampled positions or of a few hundred queries: usually a few MiB",
     WAVEFORM: "a decoded waveform: a few MiB",
     AUDIO_STREAM: "the audio stream of an audio-video model: a few hundred tokens, a few MiB",
+    TEXT_STREAM: (
+        "the text or understanding stream of a multi-stream model: a few hundred tokens, a few MiB"
+    ),
     F.SMALL: "small",
 }
 
