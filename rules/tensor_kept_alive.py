@@ -484,7 +484,13 @@ class _Analysis:
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
                 continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
             domain = file_domain(self.context)
-            origin = S.domain_origin(origin, self.context.path, self._owner_name, domain)
+            origin = S.domain_origin(
+                origin,
+                self.context.path,
+                self._owner_name,
+                domain,
+                S.builders_of(self.context.module, self.context.memo, self._owner_name),
+            )
             tokens = self._token_domain(domain)
             if origin == F.DECODED and self._image_model() is not None:
                 origin = F.DECODED_IMAGE  # one frame: tens of MiB, below the decoder's peak
