@@ -505,9 +505,14 @@ def _device_evidence(
             for pattern, reason in _CUDA_BOUND_CODE
             for match in pattern.finditer(text)
         ]
+    fallbacks: list[tuple[int, int]] | None = None
     for offset, reason in matches:
         if not excluded[0] <= offset < excluded[1]:
             if reason in _PINNED_DEVICE_REASONS:
+                if fallbacks is None:
+                    fallbacks = _fallback_default_spans(context, function)
+                if any(start <= offset < end for start, end in fallbacks):
+                    continue
                 return f"{_PINNED_DEVICE} ({reason})"
             return f"code bound to CUDA by {reason}"
     if _runs_on_cuda_streams(function):
@@ -524,6 +529,66 @@ def _device_evidence(
                 if module and any(_CUDA_ONLY_FUNCTION.search(p) for p in module.split(".")):
                     return f"code that imports a CUDA-only kernel module (`{module}`)"
     return None
+
+
+def _fallback_default_spans(
+    context: FileContext, function: cst.FunctionDef
+) -> list[tuple[int, int]]:
+    """Where the function's code picks a device only when it was given none: the `else` of
+    `x.device if x is not None else torch.device("cuda")`, the right side of `device or
+    "cuda"`, the body of `if device is None: device = torch.device("cuda")`. A CUDA
+    device there is a default for callers that pass nothing (itself the portability bug),
+    not evidence that the code around it runs only on CUDA: the device it is given rules."""
+    spans: list[tuple[int, int]] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.IfExp) and _tests_for_given_value(node.test):
+            spans.append(context.span(node.orelse))
+        elif isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or):
+            spans.append(context.span(node.right))
+        elif isinstance(node, cst.If) and node.orelse is None and _tests_for_none(node.test):
+            if all(_only_assigns(line) for line in _suite(node.body)):
+                spans.append(context.span(node.body))
+
+    walk(function.body, enter, lambda _: None)
+    return spans
+
+
+def _tests_for_none(test: cst.BaseExpression) -> bool:
+    """`x is None` (one comparison)."""
+    return (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Is)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    )
+
+
+def _tests_for_given_value(test: cst.BaseExpression) -> bool:
+    """A test of whether a value was given (`x is not None`, `hasattr(batch, "latents")`,
+    a bare `device`), alone or joined by `and`: not a choice between devices (`"cuda" if
+    use_gpu else "cpu"` picks one)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _tests_for_given_value(test.left) and _tests_for_given_value(test.right)
+    if isinstance(test, cst.Comparison):
+        return (
+            len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.IsNot)
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"
+        )
+    if isinstance(test, cst.Call):
+        return dotted_name(test.func) == "hasattr"
+    return isinstance(test, (cst.Name, cst.Attribute)) and "cuda" not in (
+        dotted_name(test) or "cuda"
+    ).lower()
+
+
+def _only_assigns(line: cst.CSTNode) -> bool:
+    return isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and all(
+        isinstance(small, (cst.Assign, cst.AnnAssign)) for small in line.body
+    )
 
 
 def _runs_on_cuda_streams(function: cst.FunctionDef) -> bool:
