@@ -1305,8 +1305,30 @@ def answers_none_without_cuda(context: FileContext, ancestors: Sequence[cst.CSTN
                 and node.orelse.value == "None"
                 and not isinstance(chain[index - 1], cst.Expr)
                 and _is_cuda_availability(context, node.test, chain[:index])
+                and not _feeds_a_cuda_call(context, chain[: index + 1])
             )
     return False
+
+
+def _feeds_a_cuda_call(context: FileContext, chain: Sequence[cst.CSTNode]) -> bool:
+    """The value `chain` ends in is assigned to a local that the enclosing function (or a
+    function nested in it) hands to a `torch.cuda` call (`current = torch.cuda.current_device()
+    if torch.cuda.is_available() else None`, then `torch.cuda.set_device(current)` in a
+    worker): the "unknown" off CUDA is no answer of its own but the input of CUDA-only work,
+    which off CUDA is silently skipped."""
+    assign = chain[-2] if len(chain) >= 2 else None
+    if not (
+        isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+    ):
+        return False
+    function = next((n for n in reversed(chain) if isinstance(n, cst.FunctionDef)), None)
+    if function is None:
+        return False
+    name = re.escape(assign.targets[0].target.value)
+    handed = re.compile(rf"\bcuda\.\w+\(\s*{name}\s*[,)]")
+    return handed.search(context.code_for(function.body)) is not None
 
 
 def local_none_without_cuda(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
