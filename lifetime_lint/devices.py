@@ -580,9 +580,10 @@ def _tests_for_given_value(test: cst.BaseExpression) -> bool:
         )
     if isinstance(test, cst.Call):
         return dotted_name(test.func) == "hasattr"
-    return isinstance(test, (cst.Name, cst.Attribute)) and "cuda" not in (
-        dotted_name(test) or "cuda"
-    ).lower()
+    return (
+        isinstance(test, (cst.Name, cst.Attribute))
+        and "cuda" not in (dotted_name(test) or "cuda").lower()
+    )
 
 
 def _only_assigns(line: cst.CSTNode) -> bool:
@@ -1612,7 +1613,8 @@ def _backend_only_imports(context: FileContext) -> dict[str, tuple[str, str]]:
 def _uses_cuda_only_library(context: FileContext, function: cst.FunctionDef) -> str | None:
     """A function whose own unconditional statements call a name that only a CUDA-only or
     ROCm-only library binds (`shuffle_weight` from `aiter`, `driver` from `cuda.bindings`)."""
-    imported = _backend_only_imports(context)
+    imported = dict(_backend_only_imports(context))
+    imported.update(_backend_only_accessors(context))
     if not imported:
         return None
     for statement in _body_statements(function):
@@ -1627,6 +1629,64 @@ def _uses_cuda_only_library(context: FileContext, function: cst.FunctionDef) -> 
             backend = "ROCm" if library in ROCM_ONLY_LIBRARIES else "CUDA"
             return _bound_reason(backend, f"calls `{name}` from `{module}`")
     return None
+
+
+def _backend_only_accessors(context: FileContext) -> dict[str, tuple[str, str]]:
+    """Module-level functions that hand out a backend-only library's API and nothing else
+    (`def _api(): try: from aiter.mla import ws, decode / except ImportError: return None /
+    return ws, decode`): every `return` gives `None` or names the function imports from one
+    CUDA-only or ROCm-only library. Calling what one returns (`_api()[1](q, ...)`) needs
+    that library's backend, as calling the imported name itself does."""
+    found = context.memo.get("devices.backend_only_accessors")
+    if found is not None:
+        return found
+    found = context.memo["devices.backend_only_accessors"] = {}
+    for name, functions in _module_functions(context).items():
+        if len(functions) != 1:
+            continue
+        imported, returns = _library_imports_and_returns(functions[0])
+        if not imported or not returns:
+            continue
+        given: list[str] = []
+        for statement in returns:
+            value = statement.value
+            if isinstance(value, cst.Name) and value.value == "None":
+                continue
+            items = value.elements if isinstance(value, cst.Tuple) else [value]
+            names = [getattr(item, "value", item) for item in items]
+            if not names or not all(isinstance(n, cst.Name) and n.value in imported for n in names):
+                given = []
+                break
+            given += [n.value for n in names if isinstance(n, cst.Name)]
+        if given:
+            found[name] = imported[given[0]]
+    return found
+
+
+def _library_imports_and_returns(
+    function: cst.FunctionDef,
+) -> tuple[dict[str, tuple[str, str]], list[cst.Return]]:
+    """The names a function imports from CUDA-only or ROCm-only libraries (with the
+    library and module), and its `return` statements."""
+    imported: dict[str, tuple[str, str]] = {}
+    returns: list[cst.Return] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.ImportFrom) and not node.relative and node.module:
+            module = dotted_name(node.module) or ""
+            root = module.split(".")[0]
+            if root in CUDA_ONLY_LIBRARIES | ROCM_ONLY_LIBRARIES and not isinstance(
+                node.names, cst.ImportStar
+            ):
+                for alias in node.names:
+                    bound = alias.asname.name if alias.asname else alias.name
+                    if isinstance(bound, cst.Name):
+                        imported[bound.value] = (root, module)
+        elif isinstance(node, cst.Return):
+            returns.append(node)
+
+    walk(function.body, enter, lambda _: None)
+    return imported, returns
 
 
 def _called_names(node: cst.CSTNode) -> Iterator[str]:
