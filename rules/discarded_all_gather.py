@@ -44,7 +44,9 @@ class DiscardedAllGather(Rule):
     activations and tensors of unknown origin, `low` for latent-sized predictions,
     embeddings and scalars (world_size copies of a few MiB), and for `all_gather_object`
     of anything the facts layer does not know to be a tensor (pickled request ids, sets,
-    status records: metadata). The default run reports
+    status records: metadata), except a state dict (`model.state_dict()`,
+    `optimizer.state_dict()`, or a local bound to one: every weight or optimizer state the
+    rank holds), which is `high`. The default run reports
     `medium` and `high`; `min-significance = "low"` under `[tool.lifetime-lint]` shows the
     rest. Calls resolving to
     `torch.distributed.all_gather`, `all_gather_into_tensor`, `all_gather_object`, their
@@ -450,12 +452,31 @@ def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> 
         # `tmp = torch.zeros(1, device="npu")`: a warm-up or handshake of a few elements.
         return S.LOW, "; each rank sends a tensor of a few elements, so the waste is small"
     if kind == OBJECT and not tensor:
+        if _state_dict(ranks, sent):
+            # `model.state_dict()`: every parameter and buffer the rank holds, pickled.
+            return S.HIGH, (
+                "; each rank sends a state dict (every weight or optimizer state it holds), "
+                "so each of the others receives all of them"
+            )
         # `all_gather_object` pickles Python objects: request ids, sets, status records.
         return S.LOW, "; each rank sends a pickled Python object (metadata), so the waste is small"
     size = S.size_class(origin)
     if size in (S.SMALL_SIZED, S.TINY):
         return S.LOW, f"; each rank sends little ({S.describe(origin)}), so the waste is small"
     return (S.HIGH if size == S.LARGE else S.MEDIUM), ""
+
+
+def _state_dict(ranks: _Ranks, sent: cst.BaseExpression | None) -> bool:
+    """`x.state_dict(...)`, or a local whose one binding is that call: a module's or an
+    optimizer's tensors (weights, buffers, moments), not metadata."""
+    if isinstance(sent, cst.Name):
+        bound = ranks.binding(sent)
+        sent = bound[0] if bound is not None and bound[1] is None else None
+    return (
+        isinstance(sent, cst.Call)
+        and isinstance(sent.func, cst.Attribute)
+        and sent.func.attr.value == "state_dict"
+    )
 
 
 _LITERAL_ALLOCATORS = frozenset({"zeros", "ones", "empty", "full", "tensor", "randn", "rand"})
