@@ -773,9 +773,14 @@ _ALLOCATORS = re.compile(
 
 def _is_fresh(value: cst.BaseExpression) -> bool:
     """A new list of buffers (`[... for _ in range(n)]`, `[None] * n`) or a new tensor
-    (`torch.empty(...)`, `x.new_empty(...)`): not a buffer owned by someone else."""
-    if isinstance(value, (cst.ListComp, cst.List)):
-        return True
+    (`torch.empty(...)`, `x.new_empty(...)`): not a buffer owned by someone else. Slices of
+    another tensor (`[flat[i * n : (i + 1) * n] for i in range(world)]`) are views: the
+    gathered data is read through that tensor."""
+    if isinstance(value, cst.ListComp):
+        return not isinstance(value.elt, cst.Subscript)
+    if isinstance(value, cst.List):
+        elements = [e.value for e in value.elements if isinstance(e, cst.Element)]
+        return not (elements and all(isinstance(e, cst.Subscript) for e in elements))
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
         return isinstance(value.left, cst.List) or isinstance(value.right, cst.List)
     if isinstance(value, cst.Call):
