@@ -58,8 +58,9 @@ class DiscardedAllGather(Rule):
     rank of another parallel dimension than the gathered group's, by the call that made
     it or by its name: `if self.pp_rank == 0:` around a gather over the TP group has one
     reader per pipeline stage, and every rank of the group reads), buffers that come
-    from outside the function (a parameter, an attribute), asynchronous calls
-    (`async_op=True`), and an `all_gather` in a branch that chooses by backend (the guarded
+    from outside the function (a parameter, an attribute) or that are slices of another
+    tensor (`[flat[i * n : (i + 1) * n] for i in ...]`: the data is read through `flat`),
+    asynchronous calls (`async_op=True`), and an `all_gather` in a branch that chooses by backend (the guarded
     path for backends that lack a fast `gather`, such as Ascend's HCCL).
 
     ## Why is this bad?
