@@ -90,6 +90,9 @@ def main(prog_name: str | None = None) -> None:
             raise SystemExit(_replay(memo))
         if _may_record(args):
             _RECORDER = _Recorder(material, started_ns)
+    from lifetime_lint import generated_code
+
+    generated_code.install()  # before LibCST's node classes are defined
     from lifetime_lint.cli import main as cli_main
 
     try:
@@ -98,6 +101,8 @@ def main(prog_name: str | None = None) -> None:
         if _RECORDER is not None:
             _RECORDER.finish(exit.code)
         raise
+    finally:
+        generated_code.save()
 
 
 # -- the key and where memos live ------------------------------------------------------------
