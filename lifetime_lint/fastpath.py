@@ -1,7 +1,8 @@
 """The `lifetime-lint` entry point, and its fast path: a repeated `check` replayed.
 
-A plain `check` (no fixing, no stdin, no output file, no diff base, baseline or profile)
-whose inputs are unchanged prints what the last identical run printed: this module keeps
+A plain `check`, or a `--diff` (which writes nothing; not `--fix`), without stdin, an
+output file, a diff base, a baseline or a profile, whose inputs are unchanged prints what
+the last identical run printed: this module keeps
 a *run memo* per invocation (the arguments, the folder, the environment, which streams
 are terminals, the interpreter) in the cache folder, holding the output that run wrote
 (stdout and stderr chunks, in order), its exit status, and everything its result depended

@@ -41,6 +41,7 @@ _stored: dict[bytes, bytes] = {}
 _compiled: dict[bytes, CodeType] = {}
 _used: set[bytes] = set()
 _added = False
+_loaded = False
 _path: str | None = None
 _dataclasses_globals: dict[str, Any] | None = None
 
@@ -70,7 +71,11 @@ def _digest(source: str) -> bytes:
 
 def _exec(source: Any, globals: Any = None, locals: Any = None, /) -> None:
     """`exec` for `dataclasses`: byte code of a source string compiled at most once."""
-    global _added
+    global _added, _loaded
+    if not _loaded:  # read on first use: a run that defines no dataclass never reads it
+        _loaded = True
+        if _path is not None:
+            _stored.update(_load(_path))
     if globals is None:  # the built-in would use its caller's (dataclasses') globals
         globals = _dataclasses_globals
     if isinstance(source, str):
@@ -110,7 +115,6 @@ def install() -> None:
         _path = _cache_path()
     except (ImportError, NotImplementedError, ValueError):
         return
-    _stored.update(_load(_path))
     _dataclasses_globals = vars(dataclasses)
     dataclasses.exec = _exec  # type: ignore[attr-defined]
 
