@@ -93,7 +93,8 @@ def main(prog_name: str | None = None) -> None:
             _RECORDER = _Recorder(material, started_ns)
     from lifetime_lint import generated_code
 
-    generated_code.install()  # before LibCST's node classes are defined
+    if args[:1] != ["profile"]:  # `profile` runs the user's program here: leave it stock
+        generated_code.install()  # before LibCST's node classes are defined
     from lifetime_lint.cli import main as cli_main
 
     try:

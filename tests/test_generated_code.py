@@ -127,3 +127,28 @@ def test_the_cli_output_is_the_same_with_and_without_the_file(tmp_path: Path) ->
     assert runs[0].returncode == runs[1].returncode == 1
     assert runs[0].stdout == runs[1].stdout and "LL005" in runs[0].stdout
     assert runs[0].stderr == runs[1].stderr
+
+
+def test_only_the_linter_uses_it_not_a_profiled_program(tmp_path: Path) -> None:
+    """`profile` runs the user's program in this process: its dataclasses are the stock
+    interpreter's; `check` (and the other commands) use the kept code."""
+    probe = textwrap.dedent(
+        """
+        import dataclasses, sys
+        from lifetime_lint import fastpath
+        sys.argv = ["lifetime-lint", *sys.argv[1:]]
+        try:
+            fastpath.main(prog_name="lifetime-lint")
+        except SystemExit:
+            pass
+        print("exec" in vars(dataclasses), file=sys.stderr)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIFETIME_LINT_")}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path)
+    seen = {}
+    for command in ("profile", "check"):
+        done = subprocess.run([sys.executable, "-c", probe, command, "--help"], env=env,
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        seen[command] = done.stderr.strip().splitlines()[-1]
+    assert seen == {"profile": "False", "check": "True"}
