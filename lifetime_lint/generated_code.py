@@ -2,10 +2,10 @@
 
 Importing LibCST defines its ~250 node classes as dataclasses, and `dataclasses` writes
 each class's `__init__`, `__repr__`, `__eq__`, ... as source text that it compiles with
-`exec`: about 600 compilations, two thirds of LibCST's import (0.2 s of 0.3 s on the
-machine of benchmarks/RESULTS.md), paid by every process that parses. The text depends only on
-the class, so the code it compiles to can be kept, as Python keeps a module's byte code
-in `__pycache__`.
+`exec`: about 600 compilations, half of LibCST's import (kept, the import took 0.17 s
+instead of 0.31 s; benchmarks/RESULTS.md, "Gate speed, session 6"), paid by every process
+that parses. The text depends only on the class, so the code it compiles to can be kept,
+as Python keeps a module's byte code in `__pycache__`.
 
 `install()` gives the `dataclasses` module an `exec` of its own: for a source string it
 runs the code compiled earlier from that same string (looked up by the string's digest,
