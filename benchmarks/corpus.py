@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".corpus")
@@ -32,7 +33,26 @@ PINNED: dict[str, str] = {
     "distrifuser": "distrifuser==0.0.1b1",
     # xDiT's patch-parallel VAE (decoded tiles exchanged between ranks).
     "distvae": "distvae==0.1.0",
+    # Training and serving stacks that gather results across ranks and concatenate
+    # per-batch or per-chunk outputs (evaluation collection, metric sync, logits gathers).
+    "mmengine": "mmengine==0.10.7",
+    "torchmetrics": "torchmetrics==1.9.0",
+    "accelerate": "accelerate==1.15.0",
+    "torchtitan": "torchtitan==0.3.0",
+    "lmdeploy": "lmdeploy==0.18.0",
+    # The newest megatron-core for Python 3.11 (0.17+ need 3.12).
+    "megatron-core": "megatron-core==0.16.1",
+    # Published as source distributions only.
+    "deepspeed": "deepspeed==0.19.8",
+    "colossalai": "colossalai==0.5.0",
 }
+
+# Corpora whose importable package is not named like the distribution.
+PACKAGE: dict[str, str] = {"megatron-core": "megatron"}
+
+# Corpora with no wheel on PyPI: `pip download --no-binary :all:`, the package's folder
+# taken from the source archive (laid out as in a wheel: `<package>/...`).
+SOURCE_ONLY: frozenset[str] = frozenset({"deepspeed", "colossalai"})
 
 
 def corpus_path(name: str) -> str:
@@ -72,17 +92,31 @@ def prepare(name: str) -> str:
     requirement = PINNED[name]
     download = os.path.join(ROOT, "_downloads")
     os.makedirs(download, exist_ok=True)
+    binary = "--no-binary=:all:" if name in SOURCE_ONLY else "--only-binary=:all:"
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        [sys.executable, "-m", "pip", "download", "--no-deps", binary,
          "-d", download, requirement],
         check=True,
     )  # fmt: skip
-    wheel_prefix = requirement.split("==")[0].replace("-", "_")
-    wheels = sorted(glob.glob(os.path.join(download, f"{wheel_prefix}-*.whl")))
+    distribution, version = requirement.split("==")
+    package = PACKAGE.get(name, distribution.replace("-", "_"))
+    if name in SOURCE_ONLY:
+        archive_path = os.path.join(download, f"{distribution}-{version}.tar.gz")
+        with tarfile.open(archive_path) as archive:
+            top = f"{distribution}-{version}/{package}/"
+            picked = []
+            for member in archive.getmembers():
+                if member.isfile() and member.name.startswith(top):
+                    member.name = member.name[len(f"{distribution}-{version}/") :]
+                    picked.append(member)
+            archive.extractall(target, picked, filter="data")
+        return target
+    wheel_prefix = distribution.replace("-", "_")
+    wheels = sorted(glob.glob(os.path.join(download, f"{wheel_prefix}-{version}-*.whl")))
     if not wheels:
         raise SystemExit(f"no wheel downloaded for {requirement}")
     with zipfile.ZipFile(wheels[-1]) as archive:
-        members = [m for m in archive.namelist() if m.startswith(wheel_prefix + "/")]
+        members = [m for m in archive.namelist() if m.startswith(package + "/")]
         archive.extractall(target, members)
     return os.path.join(target)
 

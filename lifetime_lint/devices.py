@@ -505,9 +505,14 @@ def _device_evidence(
             for pattern, reason in _CUDA_BOUND_CODE
             for match in pattern.finditer(text)
         ]
+    fallbacks: list[tuple[int, int]] | None = None
     for offset, reason in matches:
         if not excluded[0] <= offset < excluded[1]:
             if reason in _PINNED_DEVICE_REASONS:
+                if fallbacks is None:
+                    fallbacks = _fallback_default_spans(context, function)
+                if any(start <= offset < end for start, end in fallbacks):
+                    continue
                 return f"{_PINNED_DEVICE} ({reason})"
             return f"code bound to CUDA by {reason}"
     if _runs_on_cuda_streams(function):
@@ -524,6 +529,67 @@ def _device_evidence(
                 if module and any(_CUDA_ONLY_FUNCTION.search(p) for p in module.split(".")):
                     return f"code that imports a CUDA-only kernel module (`{module}`)"
     return None
+
+
+def _fallback_default_spans(
+    context: FileContext, function: cst.FunctionDef
+) -> list[tuple[int, int]]:
+    """Where the function's code picks a device only when it was given none: the `else` of
+    `x.device if x is not None else torch.device("cuda")`, the right side of `device or
+    "cuda"`, the body of `if device is None: device = torch.device("cuda")`. A CUDA
+    device there is a default for callers that pass nothing (itself the portability bug),
+    not evidence that the code around it runs only on CUDA: the device it is given rules."""
+    spans: list[tuple[int, int]] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.IfExp) and _tests_for_given_value(node.test):
+            spans.append(context.span(node.orelse))
+        elif isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or):
+            spans.append(context.span(node.right))
+        elif isinstance(node, cst.If) and node.orelse is None and _tests_for_none(node.test):
+            if all(_only_assigns(line) for line in _suite(node.body)):
+                spans.append(context.span(node.body))
+
+    walk(function.body, enter, lambda _: None)
+    return spans
+
+
+def _tests_for_none(test: cst.BaseExpression) -> bool:
+    """`x is None` (one comparison)."""
+    return (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Is)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    )
+
+
+def _tests_for_given_value(test: cst.BaseExpression) -> bool:
+    """A test of whether a value was given (`x is not None`, `hasattr(batch, "latents")`,
+    a bare `device`), alone or joined by `and`: not a choice between devices (`"cuda" if
+    use_gpu else "cpu"` picks one)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _tests_for_given_value(test.left) and _tests_for_given_value(test.right)
+    if isinstance(test, cst.Comparison):
+        return (
+            len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.IsNot)
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"
+        )
+    if isinstance(test, cst.Call):
+        return dotted_name(test.func) == "hasattr"
+    return (
+        isinstance(test, (cst.Name, cst.Attribute))
+        and "cuda" not in (dotted_name(test) or "cuda").lower()
+    )
+
+
+def _only_assigns(line: cst.CSTNode) -> bool:
+    return isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and all(
+        isinstance(small, (cst.Assign, cst.AnnAssign)) for small in line.body
+    )
 
 
 def _runs_on_cuda_streams(function: cst.FunctionDef) -> bool:
@@ -717,6 +783,11 @@ def _compiled_cuda_source(context: FileContext) -> str | None:
     """The CUDA source the module's code builds, or None. Only string literals in calls
     count (not docstrings or comments that mention a `.cu` file)."""
     if ".cu" not in context.source and "cuda_sources" not in context.source:
+        return None
+    # Each call's text is a piece of the module's text: none can match where the whole
+    # text does not (`torch.cuda` holds ".cu"; this spares a code generation per call).
+    text = context.parsed_text
+    if not (_CUDA_SOURCE_FILE.search(text) or _INLINE_CUDA_BUILD.search(text)):
         return None
     found: list[str] = []
 
@@ -1240,8 +1311,30 @@ def answers_none_without_cuda(context: FileContext, ancestors: Sequence[cst.CSTN
                 and node.orelse.value == "None"
                 and not isinstance(chain[index - 1], cst.Expr)
                 and _is_cuda_availability(context, node.test, chain[:index])
+                and not _feeds_a_cuda_call(context, chain[: index + 1])
             )
     return False
+
+
+def _feeds_a_cuda_call(context: FileContext, chain: Sequence[cst.CSTNode]) -> bool:
+    """The value `chain` ends in is assigned to a local that the enclosing function (or a
+    function nested in it) hands to a `torch.cuda` call (`current = torch.cuda.current_device()
+    if torch.cuda.is_available() else None`, then `torch.cuda.set_device(current)` in a
+    worker): the "unknown" off CUDA is no answer of its own but the input of CUDA-only work,
+    which off CUDA is silently skipped."""
+    assign = chain[-2] if len(chain) >= 2 else None
+    if not (
+        isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+    ):
+        return False
+    function = next((n for n in reversed(chain) if isinstance(n, cst.FunctionDef)), None)
+    if function is None:
+        return False
+    name = re.escape(assign.targets[0].target.value)
+    handed = re.compile(rf"\bcuda\.\w+\(\s*{name}\s*[,)]")
+    return handed.search(context.code_for(function.body)) is not None
 
 
 def local_none_without_cuda(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -1525,7 +1618,8 @@ def _backend_only_imports(context: FileContext) -> dict[str, tuple[str, str]]:
 def _uses_cuda_only_library(context: FileContext, function: cst.FunctionDef) -> str | None:
     """A function whose own unconditional statements call a name that only a CUDA-only or
     ROCm-only library binds (`shuffle_weight` from `aiter`, `driver` from `cuda.bindings`)."""
-    imported = _backend_only_imports(context)
+    imported = dict(_backend_only_imports(context))
+    imported.update(_backend_only_accessors(context))
     if not imported:
         return None
     for statement in _body_statements(function):
@@ -1540,6 +1634,64 @@ def _uses_cuda_only_library(context: FileContext, function: cst.FunctionDef) -> 
             backend = "ROCm" if library in ROCM_ONLY_LIBRARIES else "CUDA"
             return _bound_reason(backend, f"calls `{name}` from `{module}`")
     return None
+
+
+def _backend_only_accessors(context: FileContext) -> dict[str, tuple[str, str]]:
+    """Module-level functions that hand out a backend-only library's API and nothing else
+    (`def _api(): try: from aiter.mla import ws, decode / except ImportError: return None /
+    return ws, decode`): every `return` gives `None` or names the function imports from one
+    CUDA-only or ROCm-only library. Calling what one returns (`_api()[1](q, ...)`) needs
+    that library's backend, as calling the imported name itself does."""
+    found = context.memo.get("devices.backend_only_accessors")
+    if found is not None:
+        return found
+    found = context.memo["devices.backend_only_accessors"] = {}
+    for name, functions in _module_functions(context).items():
+        if len(functions) != 1:
+            continue
+        imported, returns = _library_imports_and_returns(functions[0])
+        if not imported or not returns:
+            continue
+        given: list[str] = []
+        for statement in returns:
+            value = statement.value
+            if isinstance(value, cst.Name) and value.value == "None":
+                continue
+            items = value.elements if isinstance(value, cst.Tuple) else [value]
+            names = [getattr(item, "value", item) for item in items]
+            if not names or not all(isinstance(n, cst.Name) and n.value in imported for n in names):
+                given = []
+                break
+            given += [n.value for n in names if isinstance(n, cst.Name)]
+        if given:
+            found[name] = imported[given[0]]
+    return found
+
+
+def _library_imports_and_returns(
+    function: cst.FunctionDef,
+) -> tuple[dict[str, tuple[str, str]], list[cst.Return]]:
+    """The names a function imports from CUDA-only or ROCm-only libraries (with the
+    library and module), and its `return` statements."""
+    imported: dict[str, tuple[str, str]] = {}
+    returns: list[cst.Return] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.ImportFrom) and not node.relative and node.module:
+            module = dotted_name(node.module) or ""
+            root = module.split(".")[0]
+            if root in CUDA_ONLY_LIBRARIES | ROCM_ONLY_LIBRARIES and not isinstance(
+                node.names, cst.ImportStar
+            ):
+                for alias in node.names:
+                    bound = alias.asname.name if alias.asname else alias.name
+                    if isinstance(bound, cst.Name):
+                        imported[bound.value] = (root, module)
+        elif isinstance(node, cst.Return):
+            returns.append(node)
+
+    walk(function.body, enter, lambda _: None)
+    return imported, returns
 
 
 def _called_names(node: cst.CSTNode) -> Iterator[str]:

@@ -37,7 +37,9 @@ class AccumulateThenConcat(Rule):
     included) and is concatenated after the loop (`torch.cat`, `torch.concat`,
     `torch.concatenate`, `torch.stack`, `torch.hstack` / `vstack` / `dstack`, under any
     import alias), once or in branches that exclude each other, also when the name is
-    rebound to the result (`dec = torch.cat(dec, dim=2)`); the loop-carried running form
+    rebound to the result (`dec = torch.cat(dec, dim=2)`, also inside a `with` or `try`
+    block and read after it, where the list outlives the rebinding only past a swallowed
+    exception; the fix is then unsafe); the loop-carried running form
     `out = torch.cat([out, chunk], dim)`; and `torch.cat` / `stack` of a list comprehension
     whose element runs a model (`[self._decode(z).sample for z in ...]`). Views of tensors
     made in the iteration count as chunks (`result_row.append(tile[..., :n])` after `tile =
@@ -209,7 +211,9 @@ class AccumulateThenConcat(Rule):
     `torch.compile(fullgraph=True)` the writer traces (it defers to `torch.cat` while
     compiling) and returns equal results. Unsafe when a `locals()` / `vars()` / `eval`
     runs while the list is bound (it could read the writer instead of the list; one
-    elsewhere in the function does not count), when the chunk could be changed in place
+    elsewhere in the function does not count), when a read after a `with` or `try` block
+    that rebinds the list to its concatenation could see the list itself (an exception
+    swallowed before the rebinding would hand it the writer), when the chunk could be changed in place
     by the function itself between its append and the concatenation (a local read after
     the append), and when the count is `len(seq)` of something not known to support `len`
     (an iterator would raise `TypeError`). One difference remains on failing code: a
@@ -297,6 +301,8 @@ class AccumulateThenConcat(Rule):
         # A `locals()` / `eval` while the list is bound may read it: still reported (the
         # memory is the same), but the fix is unsafe (the reader would get the writer).
         dynamic = any(_observed_dynamically(facts, member) for member in family.values())
+        # `xs = torch.cat(xs)` bindings that reach a read only past a swallowed exception.
+        swallowed: list = []
         grown_in_place = {  # by the `AugAssign` statement
             id(member.node.statement): member
             for member in family.values()
@@ -324,6 +330,13 @@ class AccumulateThenConcat(Rule):
             if not any(r.index in family for r in reaching):
                 continue  # another binding of the name
             if not all(r.index in family for r in reaching):
+                rebinds = _rebound_to_own_concatenation(self.context, name.value, reaching, family)
+                if rebinds:
+                    # `xs = torch.cat(xs)` inside a `with` or `try`, read after it: the list
+                    # reaches the read only if an exception was swallowed before the cat
+                    # (checked below: the rebinding runs unconditionally after the loop).
+                    swallowed.extend(rebinds)
+                    continue
                 return  # this list or another one: a rewrite could change the other
             role = _role(use, self.context)
             if role in ("append", "extend"):
@@ -348,6 +361,10 @@ class AccumulateThenConcat(Rule):
         if loop_at is None or not init_at < loop_at:
             return
         loop_statement = _body(block)[loop_at]
+        if swallowed and not all(
+            _unconditional_after(block, loop_at, site.value) for site in swallowed
+        ):
+            return  # the list itself may reach the read on an ordinary path
         if any(_child_index(grow.ancestors, block) != loop_at for grow in grows):
             return
         if any(_loop_between(grow.ancestors, loop_statement) is None for grow in grows):
@@ -465,7 +482,7 @@ class AccumulateThenConcat(Rule):
                 [c for _, c in cats], kind, name, init, grows, loops, kinds, index, block,
                 init_at, min(cat_positions), ancestors, facts.cfg.parameters, site.value,
             )  # fmt: skip
-            if fix is not None and dynamic:
+            if fix is not None and (dynamic or bool(swallowed)):
                 fix = Fix(
                     fix.message, fix.edits, Applicability.UNSAFE, fix.orphan_import_candidates
                 )
@@ -1072,6 +1089,34 @@ def _list_family(facts: F.FunctionFacts, sites) -> tuple[DefSite, dict[int, DefS
         else:
             return None
     return (init, family) if init is not None else None
+
+
+def _rebound_to_own_concatenation(context, name: str, reaching, family) -> list:
+    """The bindings besides the list itself that reach a read, when every one is `name =
+    torch.cat(name, ...)` (else none): the read sees the concatenation, except on a path
+    where a context manager or handler swallowed an exception raised before it."""
+    others = [site for site in reaching if site.index not in family]
+    rebinds = all(
+        site.kind == "assign"
+        and not site.unpacked
+        and isinstance(site.value, cst.Call)
+        and _kind_of(context, site.value) is not None
+        and isinstance(_argument(site.value, 0, ("tensors",)), cst.Name)
+        and _argument(site.value, 0, ("tensors",)).value == name  # type: ignore[union-attr]
+        for site in others
+    )
+    return others if rebinds else []
+
+
+def _unconditional_after(block: cst.CSTNode, loop_at: int, value: cst.BaseExpression) -> bool:
+    """`value` is assigned by a plain statement of `block` after the loop: it runs whenever
+    the block completes normally."""
+    for statement in _body(block)[loop_at + 1 :]:
+        if isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(small, cst.Assign) and small.value is value for small in statement.body
+        ):
+            return True
+    return False
 
 
 def _observed_dynamically(facts: F.FunctionFacts, site) -> bool:

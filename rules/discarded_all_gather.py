@@ -44,7 +44,9 @@ class DiscardedAllGather(Rule):
     activations and tensors of unknown origin, `low` for latent-sized predictions,
     embeddings and scalars (world_size copies of a few MiB), and for `all_gather_object`
     of anything the facts layer does not know to be a tensor (pickled request ids, sets,
-    status records: metadata). The default run reports
+    status records: metadata), except a state dict (`model.state_dict()`,
+    `optimizer.state_dict()`, or a local bound to one: every weight or optimizer state the
+    rank holds), which is `high`. The default run reports
     `medium` and `high`; `min-significance = "low"` under `[tool.lifetime-lint]` shows the
     rest. Calls resolving to
     `torch.distributed.all_gather`, `all_gather_into_tensor`, `all_gather_object`, their
@@ -56,8 +58,9 @@ class DiscardedAllGather(Rule):
     rank of another parallel dimension than the gathered group's, by the call that made
     it or by its name: `if self.pp_rank == 0:` around a gather over the TP group has one
     reader per pipeline stage, and every rank of the group reads), buffers that come
-    from outside the function (a parameter, an attribute), asynchronous calls
-    (`async_op=True`), and an `all_gather` in a branch that chooses by backend (the guarded
+    from outside the function (a parameter, an attribute) or that are slices of another
+    tensor (`[flat[i * n : (i + 1) * n] for i in ...]`: the data is read through `flat`),
+    asynchronous calls (`async_op=True`), and an `all_gather` in a branch that chooses by backend (the guarded
     path for backends that lack a fast `gather`, such as Ascend's HCCL).
 
     ## Why is this bad?
@@ -450,12 +453,31 @@ def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> 
         # `tmp = torch.zeros(1, device="npu")`: a warm-up or handshake of a few elements.
         return S.LOW, "; each rank sends a tensor of a few elements, so the waste is small"
     if kind == OBJECT and not tensor:
+        if _state_dict(ranks, sent):
+            # `model.state_dict()`: every parameter and buffer the rank holds, pickled.
+            return S.HIGH, (
+                "; each rank sends a state dict (every weight or optimizer state it holds), "
+                "so each of the others receives all of them"
+            )
         # `all_gather_object` pickles Python objects: request ids, sets, status records.
         return S.LOW, "; each rank sends a pickled Python object (metadata), so the waste is small"
     size = S.size_class(origin)
     if size in (S.SMALL_SIZED, S.TINY):
         return S.LOW, f"; each rank sends little ({S.describe(origin)}), so the waste is small"
     return (S.HIGH if size == S.LARGE else S.MEDIUM), ""
+
+
+def _state_dict(ranks: _Ranks, sent: cst.BaseExpression | None) -> bool:
+    """`x.state_dict(...)`, or a local whose one binding is that call: a module's or an
+    optimizer's tensors (weights, buffers, moments), not metadata."""
+    if isinstance(sent, cst.Name):
+        bound = ranks.binding(sent)
+        sent = bound[0] if bound is not None and bound[1] is None else None
+    return (
+        isinstance(sent, cst.Call)
+        and isinstance(sent.func, cst.Attribute)
+        and sent.func.attr.value == "state_dict"
+    )
 
 
 _LITERAL_ALLOCATORS = frozenset({"zeros", "ones", "empty", "full", "tensor", "randn", "rand"})
@@ -752,9 +774,14 @@ _ALLOCATORS = re.compile(
 
 def _is_fresh(value: cst.BaseExpression) -> bool:
     """A new list of buffers (`[... for _ in range(n)]`, `[None] * n`) or a new tensor
-    (`torch.empty(...)`, `x.new_empty(...)`): not a buffer owned by someone else."""
-    if isinstance(value, (cst.ListComp, cst.List)):
-        return True
+    (`torch.empty(...)`, `x.new_empty(...)`): not a buffer owned by someone else. Slices of
+    another tensor (`[flat[i * n : (i + 1) * n] for i in range(world)]`) are views: the
+    gathered data is read through that tensor."""
+    if isinstance(value, cst.ListComp):
+        return not isinstance(value.elt, cst.Subscript)
+    if isinstance(value, cst.List):
+        elements = [e.value for e in value.elements if isinstance(e, cst.Element)]
+        return not (elements and all(isinstance(e, cst.Subscript) for e in elements))
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
         return isinstance(value.left, cst.List) or isinstance(value.right, cst.List)
     if isinstance(value, cst.Call):

@@ -180,7 +180,8 @@ class HardCodedCudaCall(Rule):
     torch.cuda.is_available(): return None`, or `... if torch.cuda.is_available() else
     None` as a value, or a local left `None` unless `torch.cuda.is_available()` that the
     function then tests against `None`; not `return 0`, `return False` or `else "cpu"`, which answer for
-    every other accelerator); seeding beside a `torch.manual_seed` in the same function
+    every other accelerator, nor a `None` the function hands to a `torch.cuda` call such as
+    `torch.cuda.set_device(current_device)`, where off CUDA the work is silently skipped); seeding beside a `torch.manual_seed` in the same function
     (redundant, not wrong); a `main()` beside `if __name__ == "__main__":`. A CUDA-only
     project turns the rule off with one line, `ignore = ["LL005"]`.
 

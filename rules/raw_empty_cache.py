@@ -54,7 +54,9 @@ class RawEmptyCache(Rule):
     project's own platform layer (a `platforms/` package, a `CudaPlatform`-style class, a
     base-class method that the module's classes for other backends override, such as
     `BaseEnv.get_device_info` beside `NPUEnv.get_device_info`);
-    code already bound to CUDA (`device="cuda"`, `.cuda()`, `autocast("cuda")`, CUDA
+    code already bound to CUDA (`device="cuda"`, `.cuda()`, `autocast("cuda")`, but not a
+    CUDA device that is only the default for callers who pass none, such as `if device is
+    None: device = torch.device("cuda")`, which stays reported; CUDA
     graphs, a raw `cuda_stream` or `torch.cuda.MemPool`, work the function runs on a CUDA
     stream outside any `if` (`with torch.cuda.stream(decode_stream):` in its loop), a branch that picks a CUDA-only
     kernel, code past `if x.device.type != "cuda": return` or past a `raise` that names
@@ -68,7 +70,8 @@ class RawEmptyCache(Rule):
     that raises off CUDA, a private helper the module calls only from CUDA-bound code, a
     class whose capability declaration names only CUDA (and HIP) or whose `__init__`
     raises without its backend, a function calling what only a CUDA-only or ROCm-only
-    library binds (`shuffle_weight` from `aiter`), CUDA's driver API, IPC or VMM
+    library binds (`shuffle_weight` from `aiter`) or what a same-module accessor of one
+    returns (`_api()[1](...)`, every `return` `None` or the library's names), CUDA's driver API, IPC or VMM
     subsystems, or a CUDA stream of its own, a module that JIT-builds CUDA kernel sources
     (`cuda_files=["gemm/tiny_gemm.cuh"]`, `load_inline(cuda_sources=...)`), code past a
     loop that returns unless each item is on CUDA, past `if not _enable_splitk: return`

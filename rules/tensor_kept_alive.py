@@ -22,10 +22,14 @@ from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.dataflow import Dataflow
 from lifetime_lint.analysis.domain import (
+    AUDIO_STREAM,
     LARGE_DOMAIN,
+    TEXT_STREAM,
     file_domain,
     mentions_video,
     runs_against_cache,
+    short_stream,
+    short_stream_input,
 )
 from lifetime_lint.analysis.tables import FEED_FORWARD_SUBMODULES, MODEL_CALLS
 from lifetime_lint.devices import Portability
@@ -491,7 +495,13 @@ class _Analysis:
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
                 continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
             domain = file_domain(self.context)
-            origin = S.domain_origin(origin, self.context.path, self._owner_name, domain)
+            origin = S.domain_origin(
+                origin,
+                self.context.path,
+                self._owner_name,
+                domain,
+                S.builders_of(self.context.module, self.context.memo, self._owner_name),
+            )
             tokens = self._token_domain(domain)
             if origin == F.DECODED and self._image_model() is not None:
                 origin = F.DECODED_IMAGE  # one frame: tens of MiB, below the decoder's peak
@@ -505,6 +515,10 @@ class _Analysis:
                 # `audio_input`, `eps_audio`: the audio stream of an audio-video model
                 # (LTX-2: about 25 latent tokens a second), a few MiB beside the video's.
                 origin = S.AUDIO_STREAM
+            elif S.size_class(origin) == S.ACTIVATION_SIZED:
+                # The short stream by dataflow: the video-to-audio attention's output has
+                # audio queries; `und_norm` is the understanding (text) stream.
+                origin = self._short_stream_origin(real) or origin
             if S.size_class(origin) == S.TINY:
                 continue
             held_across = self._held_across(info, name, real)
@@ -556,6 +570,16 @@ class _Analysis:
                 best = (held, estimate)
         assert best is not None
         return best
+
+    def _short_stream_origin(self, sites: list[DefSite]) -> str | None:
+        """`S.AUDIO_STREAM` or `S.TEXT_STREAM` when every binding that reaches the dead point
+        holds the same short stream of a multi-stream model (`domain.short_stream`)."""
+        streams = {short_stream(self.facts, site) for site in sites}
+        if streams == {AUDIO_STREAM}:
+            return S.AUDIO_STREAM
+        if streams == {TEXT_STREAM}:
+            return S.TEXT_STREAM
+        return None
 
     def _names_video(self) -> bool:
         """Whether the function's own code names video (`video`, `frames`): its pixels are
@@ -786,6 +810,14 @@ class _Analysis:
             best: tuple[F.Work, cst.Call | None] = (F.Work(F.NONE, "none"), None)
             for call in node.calls:
                 work = self.rule.effective_work(self.facts.work(call))
+                if (
+                    work.level == F.PEAK
+                    and work.kind not in ("concatenation", "collective")
+                    and short_stream_input(self.facts, call, node) is not None
+                ):
+                    # `self.mlp(self.norm(residual_und))`: a sublayer over the short stream
+                    # (audio, prompt or understanding tokens) is not the block's peak.
+                    work = replace(work, level=F.LAYER, sized_by="conditioning")
                 if work.level > best[0].level:
                     best = (work, call)
             cached = best

@@ -37,6 +37,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
+
+import libcst as cst
 
 VIDEO_DOMAIN, LARGE_DOMAIN, SMALL_DOMAIN, UNKNOWN_DOMAIN = "video", "large", "small", "unknown"
 UNJUDGED_DOMAIN = "unjudged"
@@ -54,13 +57,17 @@ _LARGE_WORDS = frozenset(
         "pixel", "noise",
     ]
 )  # fmt: skip
-# Words of audio/speech models and of detection/segmentation post-processing.
+# Words of audio/speech models, of detection/segmentation post-processing and of time-series
+# forecasting (a context of a few thousand points, patched into a few hundred tokens; its
+# forecasts are batch x horizon x quantiles: KiB to a few MiB).
 _SMALL_WORDS = frozenset(
     [
         "audio", "speech", "mel", "waveform", "wav", "vocoder", "codec", "codebook",
         "codebooks", "ctc", "asr", "phoneme", "phonemes", "spectrogram", "subsampling",
         "conformer", "tts", "acoustic", "acoustics", "voice", "fbank", "bbox", "bboxes",
         "boxes", "nms", "panoptic", "detection", "detections", "multimask", "keypoints",
+        "forecast", "forecasts", "forecasting", "horizon", "quantile", "quantiles",
+        "timeseries", "seasonal", "seasonality", "lags", "revin",
     ]
 )  # fmt: skip
 # Words of video (split at underscores and CamelCase: `HunyuanVideoTransformer3DModel`).
@@ -89,6 +96,8 @@ _VIDEO_STRUCTURE = re.compile(
 # How much evidence makes a `large` file a video one: structure and words, or many words.
 _VIDEO_STRUCTURE_EVIDENCE, _VIDEO_WORD_EVIDENCE, _VIDEO_WORDS_ALONE = 2, 5, 20
 _GENERATION_EVIDENCE = 5
+# Words that make a compound a width (`latent_size`, `latent_dim`), not a tensor.
+_WIDTH_WORDS = frozenset(["size", "dim", "dims", "width"])
 # Positions from a learned table cap the sequence; rotary/ALiBi positions do not.
 _TABLE_POSITIONS = ("max_position_embeddings", "num_buckets")
 _OPEN_POSITIONS = frozenset(["rotary", "rope", "alibi"])
@@ -125,16 +134,21 @@ def domain_of_source(source: str) -> str:
 
 def _shows_video(source: str, words: list[str]) -> bool:
     """Whether a generation file handles video: 5-D structure and video words, or many video
-    words, with more words of generation than of language modelling."""
+    words, with more words of generation than of language modelling. A width named for a
+    latent (`latent_size`, `latent_dim`: an encoder's hidden size, as an LLM's NaViT
+    image/video tower names it) is no word of generation."""
     video = generation = language = 0
     for word in words:
-        for part in word.split("_"):
+        parts = word.split("_")
+        for at, part in enumerate(parts):
             pieces = [part] if part.islower() or part.isupper() else _CAMEL.findall(part)
             for piece in pieces:
                 lowered = piece.lower()
                 if lowered in _VIDEO_WORDS:
                     video += 1
                 elif lowered in _GENERATION_WORDS:
+                    if at + 1 < len(parts) and parts[at + 1].lower() in _WIDTH_WORDS:
+                        continue  # `latent_size = config.hidden_size`
                     generation += 1
                 elif lowered in _LANGUAGE_WORDS:
                     language += 1
@@ -184,3 +198,173 @@ def file_domain(context) -> str:
         domain = domain_of_source(context.source)
         context.memo[MEMO_KEY] = domain
     return domain
+
+
+# -- which stream of a multi-stream model a value belongs to ----------------------------------
+# A two-stream model (an audio-video DiT such as LTX-2, a dual-stream image DiT, a
+# mixture-of-transformers such as BAGEL or Cosmos3 with its understanding and generation
+# streams) runs its blocks over a long stream (video or image tokens: thousands to tens of
+# thousands) and a short one (audio latents, ~25 tokens a second; prompt or understanding
+# tokens, a few hundred). The file's domain says how big the long stream's activations are;
+# a value of the short stream is a few MiB whatever the domain.
+AUDIO_STREAM, TEXT_STREAM = "audio", "text"
+_MAIN_STREAM = "main"
+
+# Words that name a short stream (whole words of a name split at underscores).
+_AUDIO_STREAM_WORDS = frozenset(["audio", "audios", "speech", "sound", "wav", "waveform"])
+_TEXT_STREAM_WORDS = frozenset(
+    ["text", "txt", "prompt", "prompts", "caption", "context", "und", "understanding"]
+)
+# Words that name the long stream (`video_hidden_states`, `img_q`, `gen_norm`).
+_MAIN_STREAM_WORDS = frozenset(
+    ["video", "videos", "vid", "img", "image", "images", "visual", "vision", "gen", "frames"]
+)
+# Keywords that pass an attention's or a sublayer's query (its output's tokens).
+_QUERY_KEYWORDS = frozenset(["hidden_states", "x", "query", "q", "input", "inputs", "hidden"])
+_MODULE_RECEIVERS = frozenset(["self", "cls"])
+_STREAM_DEPTH = 8
+
+
+def stream_named(name: str) -> str | None:
+    """The stream a name says: `audio` (`norm_audio_hidden_states`), `text`
+    (`encoder_hidden_states`, `context`, `txt`, `und_norm`), `main` (`video_x`, `img_attn`,
+    `gen_norm`), or None (`hidden_states`, `attn_output`, a name of both streams such as
+    `audio_to_video_out`)."""
+    words = set(name.lower().strip("_").split("_"))
+    if "layer" in words:
+        return None  # `context_layer`: an attention's output in BERT-style code, not a stream
+    short: str | None = None
+    if words & _AUDIO_STREAM_WORDS:
+        short = AUDIO_STREAM
+    elif words & _TEXT_STREAM_WORDS or {"encoder", "hidden"} <= words:
+        short = TEXT_STREAM
+    main = bool(words & _MAIN_STREAM_WORDS)
+    if short is not None and not main:
+        return short
+    if main and short is None:
+        return _MAIN_STREAM
+    return None
+
+
+def short_stream(facts, site) -> str | None:
+    """`AUDIO_STREAM` or `TEXT_STREAM` when a binding holds the short stream of a multi-stream
+    model, by its name or by dataflow; None otherwise. An attention's or a sublayer's output
+    has its query's tokens (the first argument, or `hidden_states=`): the video-to-audio
+    cross-attention `self.video_to_audio_attn(norm_audio, context=norm_video)` returns audio
+    tokens. A value derived from the short stream through light ops, sublayers and
+    elementwise arithmetic (which cannot mix token counts) keeps it, and so does a slice of
+    a joint sequence up to the text length (`joint[:, :text_len]`)."""
+    stream = _site_stream(facts, site, _STREAM_DEPTH, set())
+    return stream if stream in (AUDIO_STREAM, TEXT_STREAM) else None
+
+
+def short_stream_input(facts, call: cst.Call, node) -> str | None:
+    """`AUDIO_STREAM` or `TEXT_STREAM` when a call's query input (its first argument, or
+    `hidden_states=`) is the short stream: `self.mlp(self.norm(residual_und))` works on the
+    understanding stream's few hundred tokens, not on the video's."""
+    stream = _expression_stream(facts, call, node, _STREAM_DEPTH, set())
+    return stream if stream in (AUDIO_STREAM, TEXT_STREAM) else None
+
+
+def _site_stream(facts, site, depth: int, seen: set[int]) -> str | None:
+    named = stream_named(site.name)
+    if named is not None or depth <= 0 or site.index in seen:
+        return named
+    if site.kind not in ("assign", "annassign", "walrus") or site.unpacked:
+        return None  # (a parameter or an unpacked result: only its name can say)
+    if site.value is None or site.node is None:
+        return None
+    seen.add(site.index)
+    return _expression_stream(facts, site.value, site.node, depth - 1, seen)
+
+
+def _expression_stream(facts, expr, node, depth: int, seen: set[int]) -> str | None:
+    if depth <= 0:
+        return None
+    if isinstance(expr, cst.Name):
+        named = stream_named(expr.value)
+        if named is not None:
+            return named
+        sites = facts.reaching(node, expr.value)
+        streams = {_site_stream(facts, site, depth, seen) for site in sites}
+        return streams.pop() if len(streams) == 1 else None
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value not in _MODULE_RECEIVERS
+            and facts.reaching(node, func.value.value)
+        ):
+            # `x.view(...)`, `x.to(dtype)`: a method of a local tensor keeps its tokens
+            return _expression_stream(facts, func.value, node, depth - 1, seen)
+        query = next(
+            (
+                arg.value
+                for arg in expr.args
+                if arg.keyword is not None and arg.keyword.value in _QUERY_KEYWORDS
+            ),
+            None,
+        )
+        if query is None:
+            query = next((a.value for a in expr.args if a.keyword is None and not a.star), None)
+        return None if query is None else _expression_stream(facts, query, node, depth - 1, seen)
+    if isinstance(expr, cst.BinaryOperation):
+        if isinstance(expr.operator, cst.MatrixMultiply):
+            return _expression_stream(facts, expr.left, node, depth - 1, seen)
+        # Elementwise arithmetic broadcasts: an operand of the short stream sets the result's
+        # tokens (the other is the same stream or a per-sample scale or gate).
+        streams = {
+            _expression_stream(facts, side, node, depth - 1, seen)
+            for side in (expr.left, expr.right)
+        }
+        streams.discard(None)
+        return streams.pop() if len(streams) == 1 else None
+    if isinstance(expr, cst.UnaryOperation):
+        return _expression_stream(facts, expr.expression, node, depth - 1, seen)
+    if isinstance(expr, cst.Subscript):
+        if _slices_to_text(expr):
+            return TEXT_STREAM
+        return _expression_stream(facts, expr.value, node, depth - 1, seen)
+    return None
+
+
+def _slices_to_text(subscript: cst.Subscript) -> bool:
+    """`joint[:, :text_len]`, `x[:, : encoder_hidden_states.shape[1]]`, `attn[:, -txt_len:]`:
+    a slice of a joint sequence up to a bound named for the text stream, or its last
+    text-length tokens (the prompt's tokens)."""
+    for element in subscript.slice:
+        index = element.slice
+        if not isinstance(index, cst.Slice):
+            continue
+        lower, upper = index.lower, index.upper
+        if upper is not None and (
+            lower is None or (isinstance(lower, cst.Integer) and lower.value == "0")
+        ):
+            if not isinstance(upper, cst.UnaryOperation) and _names_text(upper):
+                return True
+        if (
+            upper is None
+            and isinstance(lower, cst.UnaryOperation)
+            and isinstance(lower.operator, cst.Minus)
+            and _names_text(lower.expression)
+        ):
+            return True
+    return False
+
+
+def _names_text(bound: cst.BaseExpression) -> bool:
+    return any(stream_named(name.value) == TEXT_STREAM for name in _names_in(bound))
+
+
+def _names_in(expr: cst.BaseExpression) -> Iterator[cst.Name]:
+    if isinstance(expr, cst.Name):
+        yield expr
+    elif isinstance(expr, cst.Attribute):
+        yield from _names_in(expr.value)
+        yield expr.attr
+    elif isinstance(expr, cst.Subscript):
+        yield from _names_in(expr.value)
+    elif isinstance(expr, cst.BinaryOperation):
+        yield from _names_in(expr.left)
+        yield from _names_in(expr.right)

@@ -63,6 +63,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+import libcst as cst
+
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis.domain import (
     LARGE_DOMAIN,
@@ -90,6 +92,10 @@ WAVEFORM = "waveform"
 # A value named for audio in an audio-video model (`audio_input`, `eps_audio`): the audio
 # stream's latents or hidden states, a few hundred tokens (LTX-2: about 25 a second).
 AUDIO_STREAM = "audio-stream"
+# A value of the text stream of a multi-stream model (`context_attn_output`, a
+# mixture-of-transformers' understanding stream `und_norm`): prompt or understanding tokens,
+# a few hundred (`domain.short_stream`).
+TEXT_STREAM = "text-stream"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -107,6 +113,7 @@ _SIZE_OF_ORIGIN = {
     SCORES: SMALL_SIZED,
     WAVEFORM: SMALL_SIZED,
     AUDIO_STREAM: SMALL_SIZED,
+    TEXT_STREAM: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -135,11 +142,16 @@ _DESCRIPTION = {
     F.DECODED_IMAGE: (
         "decoded tiles of an image model: tens of MiB, less than one tile's decoder activations"
     ),
-    F.SMALL_MODEL: "an activation of an audio, speech, detection or resampler model: a few MiB",
+    F.SMALL_MODEL: (
+        "an activation of an audio, speech, time-series, detection or resampler model: a few MiB"
+    ),
     PIXEL_IMAGES: "images of an image model, in pixel space: a few to tens of MiB",
     SCORES: "logits of the sampled positions or of a few hundred queries: usually a few MiB",
     WAVEFORM: "a decoded waveform: a few MiB",
     AUDIO_STREAM: "the audio stream of an audio-video model: a few hundred tokens, a few MiB",
+    TEXT_STREAM: (
+        "the text or understanding stream of a multi-stream model: a few hundred tokens, a few MiB"
+    ),
     F.SMALL: "small",
 }
 
@@ -330,10 +342,18 @@ _SMALL_DOMAINS = re.compile(
 )
 
 
-def domain_origin(origin: str, path: str, owner: str | None, domain: str = "unknown") -> str:
-    """An activation in a small-sized model family is small, by its file or class name; in a
-    file whose domain fact (`lifetime_lint.analysis.domain`: what the code talks about) is
-    small, so are its decoded outputs and logits (a waveform, codebook logits)."""
+def domain_origin(
+    origin: str,
+    path: str,
+    owner: str | None,
+    domain: str = "unknown",
+    users: tuple[str, ...] = (),
+) -> str:
+    """An activation in a small-sized model family is small, by its file or class name, or
+    because every class of the file that builds the owner is named for one (`users`: a
+    motion encoder built only inside `CausalAudioEncoder` runs over audio frames); in a file
+    whose domain fact (`lifetime_lint.analysis.domain`: what the code talks about) is small,
+    so are its decoded outputs and logits (a waveform, codebook logits)."""
     size = size_class(origin)
     if domain == SMALL_DOMAIN and size in (LARGE, ACTIVATION_SIZED):
         return F.SMALL_MODEL
@@ -342,7 +362,47 @@ def domain_origin(origin: str, path: str, owner: str | None, domain: str = "unkn
     where = path.replace("\\", "/").rsplit("/", 2)[-2:] + ([owner] if owner else [])
     if any(_SMALL_DOMAINS.search(part) for part in where):
         return F.SMALL_MODEL
+    if users and all(_builder_of_small_model(user) for user in users):
+        return F.SMALL_MODEL
     return origin
+
+
+def _builder_of_small_model(name: str) -> bool:
+    """A class named for a small model family and for no video (`CausalAudioEncoder`, not
+    `LTX2AudioVideoAttnProcessor`, whose parts serve both streams)."""
+    words = {word.lower() for word in _NAME_WORD.findall(name)}
+    return bool(_SMALL_DOMAINS.search(name)) and not words & _VIDEO_NAME
+
+
+def builders_of(module: cst.Module, memo: dict, owner: str | None) -> tuple[str, ...]:
+    """The names of the classes of a module whose code builds `owner` (`OwnerClass(...)`
+    inside their methods), memoised per file; empty for a class no other class builds."""
+    if owner is None:
+        return ()
+    table = memo.get(_BUILDERS_KEY)
+    if table is None:
+        table = {}
+        for statement in module.body:
+            if isinstance(statement, cst.ClassDef):
+                for name in _called_names(statement):
+                    table.setdefault(name, set()).add(statement.name.value)
+        memo[_BUILDERS_KEY] = table
+    return tuple(sorted(table.get(owner, set()) - {owner}))
+
+
+_BUILDERS_KEY = "significance.builders"
+
+
+def _called_names(node: cst.CSTNode) -> set[str]:
+    names: set[str] = set()
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if isinstance(call.func, cst.Name):
+                names.add(call.func.value)
+
+    node.visit(Calls())
+    return names
 
 
 def at_least(level: str, bar: str) -> bool:
