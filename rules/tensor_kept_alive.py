@@ -126,6 +126,13 @@ class TensorKeptAlive(Rule):
     post-processing, in a file or class named for a perceiver resampler (a few hundred
     learned latents), or a text model with a learned position table (no rotary positions),
     activations, outputs and logits are small (a few MiB at real sizes).
+    In a model of two streams (audio-video, a dual-stream DiT, a mixture of transformers) a
+    value of the short stream (audio latents, prompt or understanding tokens) is a few MiB
+    whatever the file's domain. Its stream follows its name (`und_*`, `txt_*`,
+    `encoder_hidden_states`, `context`) or its dataflow: an attention's output has its
+    query's tokens, so in LTX-2's block the audio-to-video output is video-sized and the
+    video-to-audio one audio-sized (measured on an H200: 96 MiB and 1 MiB off the block's
+    peak). A sublayer over the short stream is not the block's peak.
     Findings in tests, examples, benchmarks and scripts (the non-library globs the
     portability rules share) are `low`: small inputs, run once.
     The default run reports `medium` and `high`; `min-significance = "low"` under
