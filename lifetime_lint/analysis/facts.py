@@ -1859,6 +1859,10 @@ class FunctionFacts:
                 return loop_module
             if last in self.module_parameters:
                 return Work(LAYER, "module-parameter", parts=parts)
+        if parts[0] == "self" and len(parts) == 2 and _is_residual_op(last, call):
+            # `self.img_mlp_residual(residual, mlp_out, gate)`: a gated residual add after
+            # the feed-forward ran, elementwise work, not the feed-forward again.
+            return Work(LIGHT, "submodule", parts=parts)
         if parts[0] == "self" and len(parts) >= 2 and owner is not None:
             component = parts[1]
             if (
@@ -2358,6 +2362,24 @@ def _is_sublayer_name(name: str) -> bool:
         _glob_any(lowered, T.LIGHT_SUBMODULES + T.PEAK_SUBMODULES + T.CROSS_ATTENTION)
         or lowered.startswith(("conv", "fc", "to_", "linear", "mlp", "attn"))
     ) and not lowered.startswith(("pad", "scale", "shift"))
+
+
+# The last word of a submodule's name that says it adds a residual or applies a gate
+# (`img_mlp_residual`, `attn_gate`, `ScaleResidual`, `MulAdd`): elementwise work whatever
+# sublayer the earlier words name.
+_RESIDUAL_WORDS = frozenset({"residual", "gate", "gated"})
+
+
+def _is_residual_op(name: str, call: cst.Call) -> bool:
+    """`self.img_mlp_residual(residual, mlp_out, gate)`: a module named by its last word as
+    a residual add or a gate, called on two or more tensors (the residual and the update,
+    maybe a gate). One argument (`self.residual(x)`, `self.mlp_gate(x)`) may be a shortcut
+    convolution or a router's projection: not this fact."""
+    words = [word for word in name.lower().split("_") if word]
+    if not words or words[-1] not in _RESIDUAL_WORDS:
+        return False
+    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    return len(positional) >= 2
 
 
 _MODULE_WORDS = frozenset(
