@@ -93,7 +93,9 @@ class TensorKeptAlive(Rule):
       hundred tokens), activations
       held across one other sublayer (cross-attention, a piece of a
       sublayer such as `self.attn1.to_out[0]`), embeddings of unknown size and latents
-      (usually a few MiB) held across anything, buffers whose shape the analysis cannot
+      (usually a few MiB) held across anything, values read only broadcast over two or
+      more new axes (`token_types[:, :, None, None, :]`: per-frame embeddings added over
+      height and width, a fraction of an activation), buffers whose shape the analysis cannot
       see (`torch.zeros(b, pad_len, dim)`: paddings and accumulators in the samples read),
       decoded tiles of an image model (4-D `[b, c, h, w]` tiles, or a file or class named
       for an image family: a whole image is tens of MiB, less than one tile's decoder
@@ -528,6 +530,8 @@ class _Analysis:
                 # The short stream by dataflow: the video-to-audio attention's output has
                 # audio queries; `und_norm` is the understanding (text) stream.
                 origin = self._short_stream_origin(real) or origin
+                if origin == F.ACTIVATION and _read_only_broadcast(facts.function, name):
+                    origin = S.BROADCAST_TABLE  # `token_types[:, :, None, None, :]`
             if S.size_class(origin) == S.TINY:
                 continue
             held_across = self._held_across(info, name, real)
@@ -1207,3 +1211,51 @@ class _Analysis:
                 code = f"{indentation}del {', '.join(dead_here)}{self.context.newline}"
                 edits.append(Edit(start, start, code))
         return edits
+
+
+# A read that inserts at least this many new axes broadcasts over them (`[:, :, None, None]`).
+_BROADCAST_AXES = 2
+
+
+def _read_only_broadcast(function: cst.FunctionDef, name: str) -> bool:
+    """Whether every read of `name` in the function indexes it with two or more `None`
+    axes (`token_types[:, :, None, None, :]`): a per-frame or per-channel table broadcast
+    over the axes it lacks (height and width), not a per-token activation."""
+    broadcast: set[int] = set()
+    reads = 0
+    stack: list[cst.CSTNode] = [function.body]
+    targets: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For)):
+            bound = node.targets if isinstance(node, cst.Assign) else [node]
+            for target in bound:
+                for inner in _bound_names(target.target):
+                    targets.add(id(inner))
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+            if node.value.value == name:
+                nones = sum(
+                    isinstance(element.slice, cst.Index)
+                    and isinstance(element.slice.value, cst.Name)
+                    and element.slice.value.value == "None"
+                    for element in node.slice
+                )
+                if nones >= _BROADCAST_AXES:
+                    broadcast.add(id(node.value))
+        if isinstance(node, cst.Name) and node.value == name and id(node) not in targets:
+            reads += 1
+            if id(node) not in broadcast:
+                return False
+        stack.extend(reversed(node.children))
+    return reads > 0
+
+
+def _bound_names(target: cst.BaseExpression) -> list[cst.Name]:
+    """The names an assignment target binds (`x`, `a, (b, *c)`)."""
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _bound_names(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _bound_names(target.value)
+    return []

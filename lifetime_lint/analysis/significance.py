@@ -96,6 +96,10 @@ AUDIO_STREAM = "audio-stream"
 # mixture-of-transformers' understanding stream `und_norm`): prompt or understanding tokens,
 # a few hundred (`domain.short_stream`).
 TEXT_STREAM = "text-stream"
+# A value every read of which broadcasts it over two or more new axes
+# (`token_types[:, :, None, None, :]`: per-frame embeddings added over height and width): a
+# fraction of the activation it is added to, by the product of those axes.
+BROADCAST_TABLE = "broadcast-table"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -114,6 +118,7 @@ _SIZE_OF_ORIGIN = {
     WAVEFORM: SMALL_SIZED,
     AUDIO_STREAM: SMALL_SIZED,
     TEXT_STREAM: SMALL_SIZED,
+    BROADCAST_TABLE: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -151,6 +156,9 @@ _DESCRIPTION = {
     AUDIO_STREAM: "the audio stream of an audio-video model: a few hundred tokens, a few MiB",
     TEXT_STREAM: (
         "the text or understanding stream of a multi-stream model: a few hundred tokens, a few MiB"
+    ),
+    BROADCAST_TABLE: (
+        "a table broadcast over two or more axes where it is read: a fraction of an activation"
     ),
     F.SMALL: "small",
 }
