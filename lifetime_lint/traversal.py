@@ -24,13 +24,14 @@ from __future__ import annotations
 import ast
 import dis
 import inspect
-import re
 import textwrap
 from itertools import accumulate
 from typing import Callable
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
+
+from lifetime_lint.lazy_regex import compile_lazily
 
 # The helpers `_visit_and_replace_children` uses; their second argument names the field.
 _VISIT_HELPERS = frozenset(
@@ -245,7 +246,7 @@ def _visit(
     on_leave(node)
 
 
-_ATTRIBUTE_HOOK = re.compile(r"^(visit|leave)_[A-Za-z]+_[a-z_]+$")
+_ATTRIBUTE_HOOK = compile_lazily(r"^(visit|leave)_[A-Za-z]+_[a-z_]+$")
 _HOOKS: dict[type, bool] = {}
 
 
