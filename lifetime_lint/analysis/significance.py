@@ -74,6 +74,7 @@ from lifetime_lint.analysis.domain import (
 )
 from lifetime_lint.config import GLOBAL_KEYS, KEY_VALIDATORS
 from lifetime_lint.lazy_regex import compile_lazily
+from lifetime_lint.traversal import visit
 
 LOW, MEDIUM, HIGH = "low", "medium", "high"
 LEVELS = (LOW, MEDIUM, HIGH)
@@ -402,7 +403,7 @@ def _called_names(node: cst.CSTNode) -> set[str]:
             if isinstance(call.func, cst.Name):
                 names.add(call.func.value)
 
-    node.visit(Calls())
+    visit(node, Calls())  # read-only: LibCST's own visit rebuilds every node it passes
     return names
 
 
