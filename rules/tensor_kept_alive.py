@@ -126,6 +126,13 @@ class TensorKeptAlive(Rule):
     post-processing, in a file or class named for a perceiver resampler (a few hundred
     learned latents), or a text model with a learned position table (no rotary positions),
     activations, outputs and logits are small (a few MiB at real sizes).
+    In a model of two streams (audio-video, a dual-stream DiT, a mixture of transformers) a
+    value of the short stream (audio latents, prompt or understanding tokens) is a few MiB
+    whatever the file's domain. Its stream follows its name (`und_*`, `txt_*`,
+    `encoder_hidden_states`, `context`) or its dataflow: an attention's output has its
+    query's tokens, so in LTX-2's block the audio-to-video output is video-sized and the
+    video-to-audio one audio-sized (measured on an H200: 96 MiB and 1 MiB off the block's
+    peak). A sublayer over the short stream is not the block's peak.
     Findings in tests, examples, benchmarks and scripts (the non-library globs the
     portability rules share) are `low`: small inputs, run once.
     The default run reports `medium` and `high`; `min-significance = "low"` under
@@ -158,7 +165,13 @@ class TensorKeptAlive(Rule):
       calls backward is LL006's finding (its fix, `torch.no_grad()`, frees the graph too),
       never LL001's. A value taken out of a container slot
       (`cache = cache_list[i]`) counts once the slot is overwritten (`cache_list[i] = new`):
-      from there the local is the only owner. Nothing in TorchScript or `torch.compile`d
+      from there the local is the only owner. A container whose tensors keep their own
+      names (`inputs = {"encoder_hidden_states": (prompt_embeds,)}`, or a helper's feature
+      dict whose items the function takes out, `clip = features["clip"]`) is not reported
+      while those names (or views of them) may still be bound at the work it is held
+      across: `del` frees at most the container. Once they are rebound or deleted, or for
+      an element only the container holds (a model output put in it, `tiles.append(tile)`
+      in a loop that rebinds `tile`), it is. Nothing in TorchScript or `torch.compile`d
       functions, nor in functions too large to analyse within the cost budget.
 
     Tensor-ness comes from dataflow, not from names: a binding counts when its value comes
@@ -173,7 +186,12 @@ class TensorKeptAlive(Rule):
     `.shape[i]`, `.item()`, a string or path, a JSON or msgpack decode, an awaited RPC
     result, a value tested for truth (`if x:`), or the result of an unknown function. Small
     tensors (reductions, ids, masks, positions, timesteps, the token ids `generate`
-    returns, the indices `torch.where(mask)` returns) are never reported, nor is anything
+    returns, the indices `torch.where(mask)` returns, index tensors built from
+    `torch.arange` in a helper that a cached wrapper unpacks, a slice of at most two along
+    an axis after the first such as a causal convolution's edge-frame pad `x[:, :, :1]`
+    or the last token `x[:, -1:]`, and a halo allocated as one tensor's shape with such an
+    axis, `x.new_zeros((b, c, 1, w))`: one frame of T, a fraction of its source) are never
+    reported, nor is anything
     in a kernel-DSL body (`@triton.jit`, `@helion.kernel`, code calling `tl.*`/`hl.*`),
     whose values are per-tile registers.
 
@@ -513,6 +531,8 @@ class _Analysis:
             held_across = self._held_across(info, name, real)
             if not held_across:
                 continue
+            if self._elements_held(info, real, candidates, held_across):
+                continue  # a container of tensors that keep their own names
             status = 0
             if any(s.kind == "deleted" for s in sites):
                 status = 1
@@ -657,6 +677,56 @@ class _Analysis:
                     # the others' saving).
                     return True
         return False
+
+    def _elements_held(
+        self, info: StatementInfo, sites: list[DefSite], candidates: set[str], held: list[_Held]
+    ) -> bool:
+        """Whether every element of the container the name holds is still held by another
+        binding across the work (`F.FunctionFacts.element_holders`): that binding, or a
+        view of it, may still be current there, and it is not released with the name. Then
+        `del` frees at most the container itself."""
+        flow = self.flow
+        assert flow is not None and info.exit is not None
+        live = flow.live_out[info.exit.index]
+        nodes = [n for n in (self._cfg_node(h.node) for h in held) if n is not None]
+        if not nodes:
+            return False
+        for site in sites:
+            holders = self.facts.element_holders(site)
+            if holders is None:
+                return False
+            for holder in holders:
+                bit = flow.name_bit(holder.name)
+                if (
+                    not live & bit
+                    and holder.name in candidates
+                    and flow.live_in[info.entry.index] & bit
+                ):
+                    return False  # released with it (`del inputs, prompt_embeds`)
+                for node in nodes:
+                    current = flow.reaching(flow.reach_in[node.index], holder.name)
+                    if not any(self._derives_from(bound, holder) for bound in current):
+                        return False  # rebound or deleted before the work: the container's alone
+        return True
+
+    def _cfg_node(self, node: cst.CSTNode) -> Node | None:
+        """The CFG node of a held-across call or loop statement."""
+        if isinstance(node, cst.Call):
+            found = self.facts._node_of_call(node)
+            if found is not None:
+                return found
+        return next((n for n in self.cfg.nodes if n.statement is node), None)
+
+    def _derives_from(self, bound: DefSite, holder: DefSite, depth: int = 0) -> bool:
+        """`bound` is `holder`, or a view chain back to it (`latents = latents[:, :n]`)."""
+        if bound.index == holder.index:
+            return True
+        if depth > 4 or bound.kind in ("unbound", "deleted", "param"):
+            return False
+        fact = self.facts.value(bound)
+        return fact.kind == F.VIEW and any(
+            self._derives_from(source, holder, depth + 1) for source in fact.sources
+        )
 
     def _sibling_pieces(self, site: DefSite) -> frozenset[str] | None:
         """`shift, scale, gate = self.get_ada_values(...)`, where the helper returns

@@ -371,6 +371,9 @@ class FunctionFacts:
         self._aliases: dict[int, list[DefSite]] | None = None
         self._contents: dict[int, list[ValueFact]] | None = None
         self._shared_elements: set[int] = set()
+        # What each container binding is given after it is bound (`append`, `c[k] = v`):
+        # the expressions and where they run (`element_holders`).
+        self._puts: dict[int, list[tuple[cst.BaseExpression, Node]]] = {}
         self._call_nodes: dict[int, Node] | None = None
         self._comprehension: dict[str, ValueFact] = {}  # targets of the comprehension in scan
         self._escaped: set[int] | None = None
@@ -792,7 +795,7 @@ class FunctionFacts:
                 )
             return ValueFact(
                 VIEW,
-                inner.origin,
+                SMALL if inner.is_tensor and _edge_slice(expr) else inner.origin,
                 inner.sources,
                 tensor=inner.is_tensor,
                 element_of=inner.element_of,
@@ -890,6 +893,8 @@ class FunctionFacts:
         if method in T.TENSOR_ONLY_METHODS:
             if inner.kind == TENSOR and inner.origin == SMALL:
                 return inner  # `torch.tensor(scale).repeat(n)`: as small as its source
+            if method.startswith("new_") and inner.is_tensor and _edge_shape(call):
+                return ValueFact(TENSOR, SMALL)  # `x.new_zeros((b, c, 1, w))`: a halo
             if isinstance(receiver, cst.Call) and not inner.is_tensor:
                 return _UNKNOWN
             return ValueFact(TENSOR, inner.origin if inner.is_tensor else ACTIVATION)
@@ -941,7 +946,7 @@ class FunctionFacts:
                     origin = name_origin(template.value, origin)
                 if like.is_tensor or isinstance(template, cst.Name):
                     return ValueFact(TENSOR, origin)  # exactly its template's size
-            if _small_shape(call) or _small_literal_shape(call):
+            if _small_shape(call) or _small_literal_shape(call) or _edge_shape(call):
                 # `torch.ones(batch, 1)`, `torch.zeros(n, 4)`, a warm-up's dummy input
                 # `torch.zeros(1, 3, 1, 180, 320)`: its size is stated, and it is small.
                 return ValueFact(TENSOR, SMALL)
@@ -1044,9 +1049,13 @@ class FunctionFacts:
             return argument.value
         return None
 
-    def _helper_facts(self, function: cst.FunctionDef) -> FunctionFacts | None:
-        if function is self.function or self.shared.resolving:
-            return None  # one level deep, no recursion
+    def _helper_facts(self, function: cst.FunctionDef, depth: int = 1) -> FunctionFacts | None:
+        """The facts of a helper of this file, when it is at most `depth` calls deep (work
+        is followed one call deep; returned values two, so a cached wrapper around a helper
+        that builds an index tensor, `order, _ = _permutation(...)`, is still seen)."""
+        resolving = self.shared.resolving
+        if function is self.function or id(function) in resolving or len(resolving) >= depth:
+            return None  # no recursion
         return facts_for(self.context, function)
 
     def helper_return(self, function: cst.FunctionDef) -> ValueFact:
@@ -1057,7 +1066,7 @@ class FunctionFacts:
             return cached
         if function.name.value.lstrip("_").startswith(_LOADERS):
             return _UNKNOWN  # `self._load_audio_encoder()`: modules, not tensors
-        helper = self._helper_facts(function)
+        helper = self._helper_facts(function, depth=2)
         if helper is None:
             return _UNKNOWN
         self.shared.resolving.add(key)
@@ -1130,7 +1139,7 @@ class FunctionFacts:
             return self.shared.return_items[key]
         helper = None
         if not function.name.value.lstrip("_").startswith(_LOADERS):
-            helper = self._helper_facts(function)
+            helper = self._helper_facts(function, depth=2)
         items: tuple[ValueFact, ...] | None = None
         if helper is not None:
             returns = [
@@ -1345,6 +1354,7 @@ class FunctionFacts:
                     receivers = self.reaching(node, func.value.value)
                     for site in receivers:
                         contents.setdefault(site.index, []).append(fact)
+                        self._puts.setdefault(site.index, []).append((call.args[-1].value, node))
                     self._note_shared(fact, receivers)
         for store in self.stores:
             if store.value is None:
@@ -1353,6 +1363,7 @@ class FunctionFacts:
             receivers = self.reaching(store.node, store.container, real=False)
             for site in receivers:
                 contents.setdefault(site.index, []).append(fact)
+                self._puts.setdefault(site.index, []).append((store.value, store.node))
             self._note_shared(fact, receivers)
 
     def _note_shared(self, fact: ValueFact, receivers: list[DefSite]) -> None:
@@ -1402,6 +1413,95 @@ class FunctionFacts:
             self._fill_contents()
         return site.index in self._shared_elements
 
+    def element_holders(self, site: DefSite) -> tuple[DefSite, ...] | None:
+        """The other bindings that hold every element of a container binding, or None when
+        the container alone holds some element (or what it holds is not known).
+
+        `inputs = {"encoder_hidden_states": (prompt_embeds,)}` holds tensors that keep their
+        own names; so does `features = self.extract(batch)` whose items the function takes
+        out (`clip = features["clip"]`). While those bindings stay bound, deleting the
+        container frees at most the container itself. An element appended in a loop that
+        rebinds its name each pass (`tiles.append(tile)`) is the container's alone: the name
+        holds only the last one."""
+        if self.value(site).kind != CONTAINER or site.node is None:
+            return None
+        if self._contents is None:
+            self._fill_contents()
+        holders: list[DefSite] = []
+        display = (
+            site.value if isinstance(site.value, (cst.List, cst.Tuple, cst.Set, cst.Dict)) else None
+        )
+        puts = list(self._puts.get(site.index, ()))
+        if display is not None:
+            puts.append((display, site.node))
+        for value, node in puts:
+            if not self._held_by_names(value, node, site, holders):
+                return None
+        if display is None and not isinstance(
+            site.value, (cst.ListComp, cst.DictComp, cst.SetComp)
+        ):
+            # An opaque container (a helper's or a call's result): what the function takes
+            # out of it is all it knows of its elements.
+            taken = [
+                other
+                for other in self.cfg.defs
+                if other.kind in ("assign", "annassign")
+                and not other.unpacked
+                and isinstance(other.value, cst.Subscript)
+                and any(c.index == site.index for c in self.value(other).element_of)
+                and not self._per_iteration(other, site)
+            ]
+            if not taken and not puts:
+                return None
+            holders.extend(taken)
+        elif display is None:
+            return None  # a comprehension builds fresh elements
+        return tuple(holders) if holders else None
+
+    def _held_by_names(
+        self, value: cst.BaseExpression, node: Node, container: DefSite, holders: list[DefSite]
+    ) -> bool:
+        """Whether every tensor element of `value` (a display, nested displays, or one
+        element) is a name's binding; collects those bindings into `holders`."""
+        if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+            return all(
+                self._held_by_names(e.value, node, container, holders) for e in value.elements
+            )
+        if isinstance(value, cst.Dict):
+            return all(
+                isinstance(e, cst.DictElement)
+                and self._held_by_names(e.value, node, container, holders)
+                for e in value.elements
+            )
+        fact = self.expression(value, node)
+        if not (fact.is_tensor or fact.kind == CONTAINER):
+            return True  # (a shape, a string, None: no storage to free)
+        if not isinstance(value, cst.Name):
+            return False  # a fresh element: the container is its only holder
+        sites = [
+            s for s in self.reaching(node, value.value) if s.kind not in ("unbound", "deleted")
+        ]
+        if not sites or any(self._per_iteration(s, container, node) for s in sites):
+            return False
+        holders.extend(sites)
+        return True
+
+    def _per_iteration(self, element: DefSite, container: DefSite, put: Node | None = None) -> bool:
+        """Whether `element` is rebound on each pass of a loop that does not rebind the
+        container (the put, when given, runs in that loop too): the container collects one
+        element a pass, and the name keeps only the last."""
+        if element.node is None:
+            return False
+        for header in self.cfg.nodes:
+            body = header.loop_body
+            if not body or element.node not in body:
+                continue
+            if put is not None and put not in body:
+                continue
+            if container.node is None or container.node not in body:
+                return True
+        return False
+
     def contents_fact(self, site: DefSite) -> ValueFact:
         """What a container binding's elements are (a tensor fact when every element put
         into it is a tensor or a container of tensors)."""
@@ -1413,7 +1513,9 @@ class FunctionFacts:
         if initial.kind == CONTAINER and (initial.origin != SMALL or _filled_display(site.value)):
             given = given + [ValueFact(TENSOR, initial.origin)]  # a display or comprehension
         if site.kind in ("annassign", "param") and site.annotation is not None:
-            if _annotation_holds_tensors(site.annotation):
+            if _annotation_holds_tensors(site.annotation) and not any(
+                f.is_tensor or f.kind == CONTAINER for f in given
+            ):  # (its word that it holds tensors; their size is what is put in)
                 given = given + [ValueFact(TENSOR, ACTIVATION)]
         if not given:
             return _UNKNOWN
@@ -1971,6 +2073,53 @@ def _small_shape(call: cst.Call) -> bool:
     return any(isinstance(d, cst.Integer) and int(d.value, 0) <= 16 for d in dims)
 
 
+def _edge_shape(call: cst.Call) -> bool:
+    """`x.new_zeros((x.shape[0], x.shape[1], 1, x.shape[3]))`: one tensor's shape with an axis
+    after the first replaced by a literal of at most two (a halo, an edge-frame pad): a
+    fraction of that tensor, as an edge slice is."""
+    dims = [a.value for a in call.args if a.keyword is None and not a.star]
+    if len(dims) == 1 and isinstance(dims[0], (cst.Tuple, cst.List)):
+        dims = [e.value for e in dims[0].elements]
+    if len(dims) < 3:
+        return False
+    template: str | None = None
+    edge = False
+    for position, dim in enumerate(dims):
+        literal = _literal_int(dim)
+        if literal is not None and position > 0 and 0 < literal <= 2:
+            edge = True
+            continue
+        name = _shape_dimension_of(dim, position)
+        if name is None or (template is not None and name != template):
+            return False
+        template = name
+    return edge and template is not None
+
+
+def _shape_dimension_of(dim: cst.BaseExpression, position: int) -> str | None:
+    """The tensor `dim` is dimension `position` of (`x.shape[2]`, `x.size(2)`), or None."""
+    if isinstance(dim, cst.Subscript) and len(dim.slice) == 1:
+        base, index = dim.value, dim.slice[0].slice
+        if (
+            isinstance(base, cst.Attribute)
+            and base.attr.value == "shape"
+            and isinstance(base.value, cst.Name)
+            and isinstance(index, cst.Index)
+            and _literal_int(index.value) == position
+        ):
+            return base.value.value
+    if (
+        isinstance(dim, cst.Call)
+        and isinstance(dim.func, cst.Attribute)
+        and dim.func.attr.value == "size"
+        and isinstance(dim.func.value, cst.Name)
+        and len(dim.args) == 1
+        and _literal_int(dim.args[0].value) == position
+    ):
+        return dim.func.value.value
+    return None
+
+
 # At most this many elements (16 MiB at 4 bytes each) in a shape of integer literals.
 _SMALL_LITERAL_ELEMENTS = 4 * 1024 * 1024
 
@@ -2327,6 +2476,37 @@ def _unwrap_iteration(iterable: cst.BaseExpression | None) -> cst.BaseExpression
     ):
         return None
     return iterable
+
+
+def _literal_int(value: cst.BaseExpression | None) -> int | None:
+    if isinstance(value, cst.Integer):
+        return int(value.value, 0)
+    if (
+        isinstance(value, cst.UnaryOperation)
+        and isinstance(value.operator, cst.Minus)
+        and isinstance(value.expression, cst.Integer)
+    ):
+        return -int(value.expression.value, 0)
+    return None
+
+
+def _edge_slice(subscript: cst.Subscript) -> bool:
+    """`x[:, :, :1]`, `x[:, -1:]`, `x[..., 0:2]`: a slice of at most two along an axis
+    after the first (the batch axis of a batch of one is all of it). It is a fraction of
+    its source (one frame of T, the last token of N), not activation-sized."""
+    for position, element in enumerate(subscript.slice):
+        part = element.slice
+        if position == 0 or not isinstance(part, cst.Slice) or part.step is not None:
+            continue
+        lower, upper = _literal_int(part.lower), _literal_int(part.upper)
+        if part.lower is None and upper is not None and 0 < upper <= 2:
+            return True  # `:1`, `:2`
+        if part.upper is None and lower is not None and -2 <= lower < 0:
+            return True  # `-1:`, `-2:`
+        if lower is not None and upper is not None and (lower >= 0) == (upper > 0):
+            if 0 < upper - lower <= 2:
+                return True  # `0:1`, `-2:-1`
+    return False
 
 
 def _index_text(context, subscript: cst.Subscript) -> str | None:
