@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from lifetime_lint.imports import dotted_name
+from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.rule import FileContext
 from lifetime_lint.scopes import IMPORT, NONE, Binding, ScopeTable
 from lifetime_lint.traversal import walk
@@ -32,7 +33,7 @@ CUDA_MODULE = "torch.cuda"
 
 # Backends other than CUDA that a dispatch might name. CPU is deliberately absent: a CUDA
 # branch with a CPU fallback is still CUDA-only code on every other accelerator.
-_OTHER_BACKEND = re.compile(
+_OTHER_BACKEND = compile_lazily(
     r"(?<![A-Za-z0-9])(mps|npu|xpu|hpu|mlu|musa|mtia|tpu|xla|neuron|habana|ascend|gaudi|"
     r"privateuse1|intel_extension_for_pytorch|ipex|hip|rocm)(?![A-Za-z0-9])",
     re.IGNORECASE,
@@ -128,7 +129,7 @@ def _may_name_a_device_function(
 
 
 # A name followed by `=` (not `==`): where a bare name may be bound to a device function.
-_ASSIGNED_NAME = re.compile(r"\b((?!\d)\w+)(?=\s*=[^=])")
+_ASSIGNED_NAME = compile_lazily(r"\b((?!\d)\w+)(?=\s*=[^=])")
 
 
 def _assigned_names(context: FileContext) -> frozenset[str]:
@@ -253,7 +254,7 @@ def _mentions_other_backend(context: FileContext, parts: Sequence[cst.CSTNode]) 
 # Folders that hold a project's device abstraction (`vllm_omni/platforms/cuda/platform.py`,
 # `fastvideo/platforms/cuda.py`): the one place that is meant to call `torch.cuda`.
 PLATFORM_FOLDERS = frozenset({"platforms", "platform", "hardware_backend", "device_backends"})
-_PLATFORM_CLASS = re.compile(r"Platform|DeviceInterface|Accelerator(Backend|Interface)")
+_PLATFORM_CLASS = compile_lazily(r"Platform|DeviceInterface|Accelerator(Backend|Interface)")
 
 
 def platform_layer(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | None:
@@ -318,13 +319,13 @@ _NCCL_BRANCH = "an NCCL branch"
 # every backend).
 _ON_CUDA_STREAMS = "code bound to CUDA by work it runs on CUDA streams"
 _CUDA_BOUND_CODE = (
-    (re.compile(r"""\bdevice(_type)?\s*=\s*(f?["'])cuda"""), 'an explicit `device="cuda"`'),
-    (re.compile(r"""torch\.device\(\s*(f?["'])cuda"""), '`torch.device("cuda")`'),
-    (re.compile(r"""\.to\(\s*(f?["'])cuda"""), '`.to("cuda")`'),
-    (re.compile(r"""\.cuda\(\s*\)|\.cuda\(\s*(non_blocking|device)"""), "`.cuda()`"),
-    (re.compile(r"""autocast\(\s*(f?["'])cuda|torch\.cuda\.amp\b"""), '`autocast("cuda")`'),
+    (compile_lazily(r"""\bdevice(_type)?\s*=\s*(f?["'])cuda"""), 'an explicit `device="cuda"`'),
+    (compile_lazily(r"""torch\.device\(\s*(f?["'])cuda"""), '`torch.device("cuda")`'),
+    (compile_lazily(r"""\.to\(\s*(f?["'])cuda"""), '`.to("cuda")`'),
+    (compile_lazily(r"""\.cuda\(\s*\)|\.cuda\(\s*(non_blocking|device)"""), "`.cuda()`"),
+    (compile_lazily(r"""autocast\(\s*(f?["'])cuda|torch\.cuda\.amp\b"""), '`autocast("cuda")`'),
     (
-        re.compile(
+        compile_lazily(
             r"""CUDAGraph\b|torch\.cuda\.(graph|graphs|graph_pool_handle)\b|"""
             r"""cuda\.is_current_stream_capturing\("""
         ),
@@ -332,28 +333,30 @@ _CUDA_BOUND_CODE = (
     ),
     # A raw CUDA stream handle, a CUDA memory pool or pluggable allocator: CUDA's own objects.
     (
-        re.compile(r"""\.cuda_stream\b|cuda\.(MemPool|use_mem_pool)\b|CUDAPluggableAllocator"""),
+        compile_lazily(
+            r"""\.cuda_stream\b|cuda\.(MemPool|use_mem_pool)\b|CUDAPluggableAllocator"""
+        ),
         "a CUDA stream handle or memory pool",
     ),
     # CUDA's own driver API and IPC: `driver.cuMemMap(...)` (virtual memory management),
     # `reductions.rebuild_cuda_tensor` (sharing CUDA tensors between processes).
     (
-        re.compile(
+        compile_lazily(
             r"""\bcu(Mem|Device|Ctx|Stream|Event|Graph|Launch|Module|Init)[A-Z]\w*\(|"""
             r"""\bcuda\.bindings\b|\bcudart\.|rebuild_cuda_tensor"""
         ),
         "the CUDA driver API or CUDA IPC",
     ),
     # Symmetric memory (`torch.distributed._symmetric_memory`): CUDA peer-mapped buffers.
-    (re.compile(r"""SymmetricMemory\b|\bsymmetric_memory\b"""), "CUDA symmetric memory"),
+    (compile_lazily(r"""SymmetricMemory\b|\bsymmetric_memory\b"""), "CUDA symmetric memory"),
     # A CUDA stream or event object of the function's own: its work is ordered on CUDA.
-    (re.compile(r"""\bcuda\.(Stream|Event|ExternalStream)\("""), "a CUDA stream or event"),
+    (compile_lazily(r"""\bcuda\.(Stream|Event|ExternalStream)\("""), "a CUDA stream or event"),
     # The author's own message says so: `logger.info("Expert-pack CUDA extension ...")`.
-    (re.compile(r"""["'][^"'\n]*\bCUDA (extension|kernel)s?\b"""), "a CUDA extension"),
+    (compile_lazily(r"""["'][^"'\n]*\bCUDA (extension|kernel)s?\b"""), "a CUDA extension"),
     # Saving or restoring the CUDA generators' state has no device-neutral form: such code
     # is CUDA's half of an RNG checkpoint (the CPU state is handled beside it).
     (
-        re.compile(r"""cuda\.(get_rng_state|set_rng_state|default_generators)\b"""),
+        compile_lazily(r"""cuda\.(get_rng_state|set_rng_state|default_generators)\b"""),
         "CUDA RNG state bookkeeping",
     ),
 )
@@ -361,14 +364,14 @@ _PINNED_DEVICE_REASONS = frozenset(reason for _, reason in _CUDA_BOUND_CODE[:5])
 # A decorator or marker that skips a test without CUDA (`@require_torch_gpu`,
 # `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`, `@unittest.skipUnless(
 # torch.cuda.device_count() > 1, ...)`, `pytestmark = pytest.mark.cuda`).
-_CUDA_SKIP = re.compile(
+_CUDA_SKIP = compile_lazily(
     r"(skip|require|needs|only)\w*\W[^\n]*\b(cuda|gpu|gpus)\b|"
     r"\b(requires?|needs)_(torch_)?(multi_)?(cuda|gpu)\w*|\bmark\.(cuda|gpu)\b|"
     r"\b(cuda|gpu)_only\b",
     re.IGNORECASE,
 )
 # Only a raise or a skip makes the rest CUDA-only: an early `return` is a fallback path.
-_EARLY_EXIT = re.compile(r"\b(skip|skipTest|SkipTest|raise)\b")
+_EARLY_EXIT = compile_lazily(r"\b(skip|skipTest|SkipTest|raise)\b")
 # Libraries that exist only for NVIDIA GPUs: a module that imports one is CUDA-only.
 CUDA_ONLY_LIBRARIES = frozenset(
     {"cupy", "pycuda", "pynvml", "nvidia", "cuda", "flash_attn", "flashinfer", "cutlass",
@@ -376,7 +379,7 @@ CUDA_ONLY_LIBRARIES = frozenset(
 )  # fmt: skip
 # Names of CUDA-only kernels and libraries, in a folder, file or function name
 # (`flashinfer_autotune.py`, `deep_gemm_wrapper/`, `_process_weights_for_sm90_cutlass`).
-_CUDA_ONLY_NAME = re.compile(
+_CUDA_ONLY_NAME = compile_lazily(
     r"(?<![A-Za-z0-9])(cudagraph|cuda_graph|nccl|pynccl|graph_runner|flashinfer|cutlass|cute|"
     r"deep_gemm|deepgemm|trtllm|tensorrt|cudnn|nvshmem|symm_mem|nunchaku|nvfp4|nvjpeg|nvidia|vmm|"
     r"mscclpp|pymscclpp|custom_all_reduce|sm\d{2,3})"
@@ -384,12 +387,14 @@ _CUDA_ONLY_NAME = re.compile(
     re.IGNORECASE,
 )
 # The same for function names, less NCCL (a `_prewarm_nccl` often serves RCCL/HCCL too).
-_CUDA_ONLY_FUNCTION = re.compile(_CUDA_ONLY_NAME.pattern.replace("nccl|pynccl|", ""), re.I)
+_CUDA_ONLY_FUNCTION = compile_lazily(_CUDA_ONLY_NAME.pattern.replace("nccl|pynccl|", ""), re.I)
 # A module named for CUDA itself (`cuda_graph_wrapper.py`, `custom_cuda_ops.py`).
-_CUDA_MODULE_NAME = re.compile(r"(?<![A-Za-z0-9])cuda(?![A-Za-z])", re.IGNORECASE)
+_CUDA_MODULE_NAME = compile_lazily(r"(?<![A-Za-z0-9])cuda(?![A-Za-z])", re.IGNORECASE)
 # A class named for CUDA (`CUDAGraphRunner`, `CudaGraphWrapper`, `Cuda_IPC`): snake_case
 # words and CamelCase humps, not `barracuda`.
-_CUDA_IDENTIFIER = re.compile(r"(?:^|_)[cC]uda(?=_|\d|$)|(?:^|_|[a-z])(?:CUDA|Cuda)(?=[A-Z_\d]|$)")
+_CUDA_IDENTIFIER = compile_lazily(
+    r"(?:^|_)[cC]uda(?=_|\d|$)|(?:^|_|[a-z])(?:CUDA|Cuda)(?=[A-Z_\d]|$)"
+)
 
 
 def _names_cuda_class(test: str) -> bool:
@@ -403,11 +408,11 @@ def _names_cuda_class(test: str) -> bool:
 
 
 # A class named for a CUDA graph memory pool (`GraphPoolPrecarve`, `CudaGraphPool`).
-_CUDA_GRAPH_POOL = re.compile(r"GraphPool|graph_pool")
+_CUDA_GRAPH_POOL = compile_lazily(r"GraphPool|graph_pool")
 # ROCm runs the `torch.cuda` API: code written only for it is already right there.
-_ROCM = re.compile(r"(?<![A-Za-z0-9])(hip|rocm|amd|aiter|gfx\d+)(?![A-Za-z0-9])", re.IGNORECASE)
+_ROCM = compile_lazily(r"(?<![A-Za-z0-9])(hip|rocm|amd|aiter|gfx\d+)(?![A-Za-z0-9])", re.IGNORECASE)
 # Branch tests that pick CUDA (or ROCm) specifically, beyond "is an accelerator there".
-_CUDA_SPECIFIC_TEST = re.compile(
+_CUDA_SPECIFIC_TEST = compile_lazily(
     r"is_cuda|==\s*[\"']cuda[\"':]|get_device_capability|version\.cuda|is_sm\d+|"
     r"is_blackwell|is_hopper|is_ampere|startswith\(\s*[\"']cuda|[\"']cuda[\"']\s+in\b",
     re.IGNORECASE,
@@ -660,7 +665,7 @@ def _probes_cuda_capability(context: FileContext, function: cst.FunctionDef) -> 
 
 
 # What a docstring says a function wraps: a CUDA-only kernel library or a CUDA kernel.
-_CUDA_KERNEL_DOC = re.compile(
+_CUDA_KERNEL_DOC = compile_lazily(
     _CUDA_ONLY_FUNCTION.pattern + r"|\bCUDA (extension|kernel)s?\b|\bCuTe\b", re.IGNORECASE
 )
 
@@ -715,7 +720,7 @@ def _is_cuda_skip_guard(context: FileContext, statement: cst.If) -> bool:
 
 
 # A test that fails unless the device in hand is CUDA (not merely available).
-_CUDA_IDENTITY_EXIT = re.compile(
+_CUDA_IDENTITY_EXIT = compile_lazily(
     r"\bnot\s+[\w.]*\bis_cuda\b|\.type\s*!=\s*[\"']cuda[\"']|version\.cuda\s+is\s+None\b"
 )
 
@@ -775,8 +780,8 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
 # `_cuda_source("diffusion/residual_gate_add.cuh")`, `load(sources=["ops.cu"])`), or an
 # inline CUDA build (`load_inline(..., cuda_sources=...)`): the module JIT-compiles CUDA
 # kernels, which run where `torch.cuda` is the device API (CUDA, or ROCm through hipify).
-_CUDA_SOURCE_FILE = re.compile(r"""["']([\w./-]*\w\.cuh?)["']""")
-_INLINE_CUDA_BUILD = re.compile(r"""\bcuda_sources\s*=|\bload_inline\(""")
+_CUDA_SOURCE_FILE = compile_lazily(r"""["']([\w./-]*\w\.cuh?)["']""")
+_INLINE_CUDA_BUILD = compile_lazily(r"""\bcuda_sources\s*=|\bload_inline\(""")
 
 
 def _compiled_cuda_source(context: FileContext) -> str | None:
@@ -811,7 +816,7 @@ def _compiled_cuda_source(context: FileContext) -> str | None:
 # A class that loads or imports the CUDA driver or runtime itself (`ctypes.CDLL(
 # "libcuda.so.1")`, `from cuda.bindings import driver`): its streams, mappings and handles
 # are CUDA's. (Per class: a utility module may use the driver in one helper only.)
-_CUDA_DRIVER = re.compile(r"libcuda(rt)?\.so|\bcuda\.bindings\b")
+_CUDA_DRIVER = compile_lazily(r"libcuda(rt)?\.so|\bcuda\.bindings\b")
 
 
 def _keyed_by_cuda_devices(value: cst.BaseExpression) -> bool:
@@ -853,16 +858,16 @@ def _imported_root(small: cst.BaseSmallStatement) -> str | None:
 # A flag or platform probe named for one backend (`_is_hip`, `is_hip()`, `is_cuda()`,
 # `current_platform.is_rocm()`, `IS_CUDA`): true only on that backend. Availability
 # (`torch.cuda.is_available()`) is weaker: other accelerators may still be there.
-_BACKEND_FLAG = re.compile(r"^_*is_(cuda|hip|rocm)(_alike|_runtime|_platform)?$", re.IGNORECASE)
+_BACKEND_FLAG = compile_lazily(r"^_*is_(cuda|hip|rocm)(_alike|_runtime|_platform)?$", re.IGNORECASE)
 # A flag or probe for an AMD GPU architecture (`is_gfx95_supported()`, `_is_gfx950`,
 # `is_gfx942`): true only on ROCm, where `torch.cuda` is HIP.
-_ROCM_ARCH_FLAG = re.compile(r"^_*is_gfx\d+\w*$", re.IGNORECASE)
+_ROCM_ARCH_FLAG = compile_lazily(r"^_*is_gfx\d+\w*$", re.IGNORECASE)
 # Libraries that exist only for AMD GPUs: code that needs one runs on ROCm, where
 # `torch.cuda` is HIP and right.
 # (`mori`: ROCm's MoE dispatch/combine and RDMA library.)
 ROCM_ONLY_LIBRARIES = frozenset({"aiter", "amdsmi", "pyrsmi", "rocm_smi", "hip", "mori"})
 # A predicate on NVIDIA architectures (`_blackwell_or_newer(dev)`, `is_sm100_supported()`).
-_ARCH_PREDICATE = re.compile(
+_ARCH_PREDICATE = compile_lazily(
     r"(?<![A-Za-z0-9])(blackwell|hopper|ampere|sm\d{2,3})(?![A-Za-z])", re.IGNORECASE
 )
 
@@ -985,7 +990,7 @@ def _exit_guard(context: FileContext, statement: cst.If, raise_only: bool) -> st
     return None
 
 
-_SKIP_CALL = re.compile(r"(^|\.)(skip|skipTest)$")
+_SKIP_CALL = compile_lazily(r"(^|\.)(skip|skipTest)$")
 
 
 def _how_body_exits(body: cst.BaseSuite) -> str | None:
@@ -1531,12 +1536,12 @@ def _class_body(node: cst.ClassDef) -> Sequence[cst.CSTNode]:
 
 # Class attributes that declare where the class's code runs (`capabilities = {
 # KernelBackend.TRITON: {CapabilityRequirement.CUDA}}`, `supported_devices = ("cuda",)`).
-_CAPABILITY_ATTRIBUTE = re.compile(
+_CAPABILITY_ATTRIBUTE = compile_lazily(
     r"capabilit|supported_(devices|platforms|backends|device_types)|device_types?$|"
     r"^_*(requires?|required)_(device|platform)s?$",
     re.IGNORECASE,
 )
-_DEVICE_WORD = re.compile(
+_DEVICE_WORD = compile_lazily(
     r"(?<![A-Za-z0-9])(cuda|hip|rocm|cpu|mps|npu|xpu|hpu|mlu|musa|mtia|tpu|xla|neuron|"
     r"privateuse1|any|all)(?![A-Za-z0-9])",
     re.IGNORECASE,
@@ -1579,7 +1584,7 @@ def _constructor_refuses_other_backends(context: FileContext, node: cst.ClassDef
 
 # A project module named for a memory subsystem that only CUDA has (virtual memory
 # management, CUDA IPC, NVSHMEM): what it exports works on CUDA devices only.
-_CUDA_SUBSYSTEM_MODULE = re.compile(
+_CUDA_SUBSYSTEM_MODULE = compile_lazily(
     r"(?<![A-Za-z0-9])(vmm|cumem|cuda_ipc|nvshmem)(?![A-Za-z0-9])", re.IGNORECASE
 )
 
@@ -1880,7 +1885,7 @@ GUARD_NOTE = (
     " (the enclosing `torch.cuda` availability test still skips other accelerators: "
     "drop it from the condition)"
 )
-_AVAILABILITY = re.compile(r"cuda\.(is_available|is_initialized)\(")
+_AVAILABILITY = compile_lazily(r"cuda\.(is_available|is_initialized)\(")
 
 
 def _is_cuda_availability(
@@ -1923,14 +1928,14 @@ LEFT_OUT_OWN_FALLBACK = "past its own answer without CUDA"
 # The setting that reports every one of them (what `--statistics` prints beside the counts).
 SHOWS_LEFT_OUT = 'portability = "strict"'
 
-_LOGGING_CALL = re.compile(
+_LOGGING_CALL = compile_lazily(
     r"^(logger|logging|log|_logger|LOGGER)\.\w+$|^(print|warnings\.warn|print_rank_0|"
     r"log_info_on_rank0|logger\.\w+_once)$"
 )
 
 
 # A function whose name says it logs or prints (`log_torch_cuda_memory`, `print_memory`).
-_LOGGING_FUNCTION = re.compile(r"^_*(log|print|report|dump)(_|$)", re.IGNORECASE)
+_LOGGING_FUNCTION = compile_lazily(r"^_*(log|print|report|dump)(_|$)", re.IGNORECASE)
 
 
 def in_logging_function(ancestors: Sequence[cst.CSTNode]) -> bool:

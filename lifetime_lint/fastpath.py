@@ -105,6 +105,9 @@ def main(prog_name: str | None = None) -> None:
         raise
     finally:
         generated_code.save()
+        traversal = sys.modules.get("lifetime_lint.traversal")
+        if traversal is not None:  # the run walked a tree: keep the child orders it read
+            traversal.save_child_fields()
 
 
 # -- the key and where memos live ------------------------------------------------------------

@@ -16,12 +16,13 @@ merge base, the diff, and one `ls-files` (untracked files, and the index's links
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+from lifetime_lint.lazy_regex import compile_lazily
+
+_HUNK = compile_lazily(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 # An index entry as `ls-files --stage` prints it: mode, object name, stage, a tab, the name.
-_STAGED = re.compile(r"(\d{6}) [0-9a-f]{40,64} \d\t")
+_STAGED = compile_lazily(r"(\d{6}) [0-9a-f]{40,64} \d\t")
 ALL_LINES = None  # marks an untracked file: every line is new
 
 

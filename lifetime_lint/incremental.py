@@ -21,7 +21,6 @@ parse. Guards (size, nesting depth) run on the whole text every time, as in
 from __future__ import annotations
 
 import io
-import re
 import threading
 import tokenize
 from bisect import bisect_left, bisect_right
@@ -31,6 +30,7 @@ from itertools import accumulate
 
 import libcst as cst
 
+from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.parsing import (
     IDENTITY,
     ParsedSource,
@@ -41,7 +41,7 @@ from lifetime_lint.parsing import (
 )
 from lifetime_lint.traversal import NodeOffsets, _TokenRangeState
 
-_FIRST_NEWLINE = re.compile(r"\r\n?|\n")
+_FIRST_NEWLINE = compile_lazily(r"\r\n?|\n")
 
 
 @dataclass

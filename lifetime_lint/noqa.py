@@ -17,10 +17,12 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-_LINE_NOQA = re.compile(
+from lifetime_lint.lazy_regex import compile_lazily
+
+_LINE_NOQA = compile_lazily(
     r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE
 )
-_FILE_NOQA = re.compile(
+_FILE_NOQA = compile_lazily(
     r"^#\s*lifetime-lint\s*:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?\s*$",
     re.IGNORECASE,
 )

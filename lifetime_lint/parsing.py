@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from lifetime_lint.lazy_regex import compile_lazily
+
 # LibCST takes about 10 s and 300 MB per MB of source (design notes), superlinearly more
 # beyond; the largest file in the six pinned corpora is 0.33 MB.
 MAX_SOURCE_BYTES = 1 << 20
@@ -43,10 +45,10 @@ MAX_SOURCE_BYTES = 1 << 20
 MAX_NESTING = 500
 
 # The screen: text that could hold an expression deeper than MAX_NESTING.
-_LONG_LINE = re.compile(r"^[^\r\n]{" + str(2 * MAX_NESTING) + ",}", re.MULTILINE)
+_LONG_LINE = compile_lazily(r"^[^\r\n]{" + str(2 * MAX_NESTING) + ",}", re.MULTILINE)
 # A run of lines that each begin like the middle of an expression (an operator, a dot, a
 # bracket, a keyword operator)...
-_RUN_OF_LINES_STARTING_MID_EXPRESSION = re.compile(
+_RUN_OF_LINES_STARTING_MID_EXPRESSION = compile_lazily(
     r"^(?:[ \t\f]*(?:[-+*/%&|^@.~<>=(\[{}\])]|and\b|or\b|not\b|if\b|else\b|lambda\b)"
     r"[^\r\n]*(?:\r\n|\r|\n)){" + str(MAX_NESTING // 2) + "}",
     re.MULTILINE,
@@ -54,15 +56,15 @@ _RUN_OF_LINES_STARTING_MID_EXPRESSION = re.compile(
 # ... or that each end like it (or with a backslash), searched in the reversed text, where
 # they begin with it: a pattern that fails at the first character of most lines is what
 # keeps the screen at a small fraction of the parse.
-_REVERSED_RUN_OF_LINES_ENDING_MID_EXPRESSION = re.compile(
+_REVERSED_RUN_OF_LINES_ENDING_MID_EXPRESSION = compile_lazily(
     r"^(?:[ \t\f]*(?:[-+*/%&|^@.~<>=(\[{\\]|dna\b|ro\b|ton\b)[^\r\n]*(?:\n\r|\r|\n)){"
     + str(MAX_NESTING // 2)
     + "}",
     re.MULTILINE,
 )
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_LONE_CR = re.compile(r"\r(?!\n)")
+_LINE_BREAK = compile_lazily(r"\r\n|\r|\n")
+_LONE_CR = compile_lazily(r"\r(?!\n)")
 
 
 class ParseRefused(Exception):

@@ -15,10 +15,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from lifetime_lint.lazy_regex import compile_lazily
+
 # Files that mark a project's root (the search for its settings stops there).
 _ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py")
 _RUFF_FILES = (".ruff.toml", "ruff.toml")
-_DISTRIBUTION = re.compile(r"^\s*lifetime[-_.]lint(?![\w.-])", re.IGNORECASE)
+_DISTRIBUTION = compile_lazily(r"^\s*lifetime[-_.]lint(?![\w.-])", re.IGNORECASE)
 
 FUTURE, STDLIB, THIRD_PARTY, FIRST_PARTY, LOCAL_FOLDER = range(5)
 SECTION_NAMES = {

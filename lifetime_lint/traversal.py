@@ -24,13 +24,18 @@ from __future__ import annotations
 import ast
 import dis
 import inspect
-import re
+import marshal
+import os
 import textwrap
+from hashlib import blake2b
 from itertools import accumulate
+from types import CodeType
 from typing import Callable
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
+
+from lifetime_lint.lazy_regex import compile_lazily
 
 # The helpers `_visit_and_replace_children` uses; their second argument names the field.
 _VISIT_HELPERS = frozenset(
@@ -63,14 +68,101 @@ def child_fields(node_type: type[cst.CSTNode]) -> tuple[str, ...] | None:
     return fields
 
 
+# -- the orders read from byte code, kept across processes -----------------------------------
+# Reading one type's order from its byte code costs ~0.3 ms (`dis` builds an object per
+# instruction); a one-file run reads ~70 types, a cold run's parent all ~250. The answer
+# depends only on what `_child_fields_from_code` reads (the instructions and the names and
+# string constants they refer to), so it is kept under a digest of exactly that, beside this
+# module's byte code, in a file named by the interpreter's cache tag and magic number (the
+# opcodes' meaning). A changed LibCST changes the digest: a miss, read afresh.
+
+_KEPT_FORMAT = 1
+_MAX_KEPT = 4096
+_kept: dict[bytes, tuple[str, ...]] | None = None  # read on first use
+_kept_used: set[bytes] = set()
+_kept_added = False
+
+
+def _kept_path() -> str:
+    import sys
+    from importlib.util import MAGIC_NUMBER, cache_from_source
+
+    folder = os.path.dirname(cache_from_source(__file__))
+    tag = f"{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}"
+    return os.path.join(folder, f"child-fields.{tag}.marshal")
+
+
+def _code_digest(code: CodeType) -> bytes:
+    """A digest of everything `_child_fields_from_code` reads of `code` (non-string
+    constants by type only: the reading asks of a constant only whether it is a string)."""
+    constants = tuple(c if isinstance(c, str) else type(c).__name__ for c in code.co_consts)
+    material = (code.co_code, code.co_names, code.co_varnames, code.co_cellvars,
+                code.co_freevars, constants)  # fmt: skip
+    return blake2b(repr(material).encode("utf-8", "surrogatepass"), digest_size=20).digest()
+
+
+def _load_kept() -> dict[bytes, tuple[str, ...]]:
+    try:
+        with open(_kept_path(), "rb") as handle:
+            fmt, entries = marshal.load(handle)
+    except (OSError, EOFError, ValueError, TypeError, ImportError, NotImplementedError):
+        return {}
+    return entries if fmt == _KEPT_FORMAT and isinstance(entries, dict) else {}
+
+
+def save_child_fields() -> None:
+    """Write the orders read in this process, if any were new (atomically; nothing under
+    `PYTHONDONTWRITEBYTECODE`, as for byte code). An unwritable place is only a slower start."""
+    global _kept_added
+    import sys
+
+    if _kept is None or not _kept_added or sys.dont_write_bytecode:
+        return
+    _kept_added = False
+    entries = _kept
+    if len(entries) > _MAX_KEPT:
+        entries = {key: value for key, value in entries.items() if key in _kept_used}
+    try:
+        path = _kept_path()
+    except (ImportError, NotImplementedError, ValueError):
+        return
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temporary, "wb") as handle:
+            marshal.dump((_KEPT_FORMAT, entries), handle)
+        os.replace(temporary, path)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+
+
 def _child_fields_from_code(node_type: type[cst.CSTNode]) -> tuple[str, ...] | None:
     """`child_fields_from_source`'s answer read from the byte code: each load of a visit
     helper, then of its first argument (a local), then its second, a string constant: the
     field (calls in the order the source has them; no call: no field). None where any
     helper call reads otherwise: the source decides then."""
+    global _kept, _kept_added
     code = getattr(node_type._visit_and_replace_children, "__code__", None)
     if code is None:
         return None
+    if _kept is None:
+        _kept = _load_kept()
+    key = _code_digest(code)
+    _kept_used.add(key)
+    kept = _kept.get(key)
+    if isinstance(kept, tuple) and all(isinstance(name, str) for name in kept):
+        return kept
+    fields = _read_child_fields_from_code(code)
+    if fields is not None:
+        _kept[key] = fields
+        _kept_added = True
+    return fields
+
+
+def _read_child_fields_from_code(code: CodeType) -> tuple[str, ...] | None:
     names: list[str] = []
     instructions = list(dis.get_instructions(code))
     for index, instruction in enumerate(instructions):
@@ -245,7 +337,7 @@ def _visit(
     on_leave(node)
 
 
-_ATTRIBUTE_HOOK = re.compile(r"^(visit|leave)_[A-Za-z]+_[a-z_]+$")
+_ATTRIBUTE_HOOK = compile_lazily(r"^(visit|leave)_[A-Za-z]+_[a-z_]+$")
 _HOOKS: dict[type, bool] = {}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ from lifetime_lint.analysis.uses import NameUses, Use, uses_for
 from lifetime_lint.devices import LEFT_OUT_SCOPE, Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
+from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.rule import SHOWS_BELOW_BAR, Option, Rule
 from lifetime_lint.traversal import visit, walk
 
@@ -950,14 +950,14 @@ class AccumulateThenConcat(Rule):
 
 
 # Loop structure that gives few chunks: model axes and counts (issue 12: low significance).
-_MODEL_AXIS = re.compile(
+_MODEL_AXIS = compile_lazily(
     r"(layers?|blocks?|heads?|modules?|experts?|convs?|branch(es)?|stages?|levels?|scales?|"
     r"resolutions?|towers?|resnets?|attentions?|attns?|projs?|projections?|embeddings?|"
     r"embedders?|norms?|children|parameters|named_parameters|params|buffers|"
     r"encoders?|decoders?|adapters?|loras?|down_blocks|up_blocks|mid_blocks|samplers?|"
     r"axes|axes_dims?|dims|hidden_states|tokenizers?|mods|quantizers?|codebooks?)$"
 )
-_MODEL_COUNT = re.compile(
+_MODEL_COUNT = compile_lazily(
     r"^(num|n)_?(layers|heads|blocks|experts|stages|levels|scales|groups|kv_heads|"
     r"attention_heads|hidden_layers|axes|dims|encoders|branches|quantizers|codebooks|"
     r"mask_tokens|queries|classes|feature_levels)"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -13,6 +12,7 @@ from lifetime_lint.analysis.cfg import CFG, DefSite, Node, TooLarge, build, iter
 from lifetime_lint.analysis.dataflow import Dataflow, solve
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.imports import dotted_name
+from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.rule import FileContext, Rule
 
 # -- autograd facts -----------------------------------------------------------------------
@@ -28,8 +28,8 @@ _AUTOGRAD_CALLS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
 # name), or an `_AUTOGRAD_CALLS` name reached from `torch` (`autograd.grad`).
 # (A comment ends at its line break, so the pattern cannot split one: no backtracking.)
 _BLANK = r"(?:[ \t\f\r\n\\]|#[^\r\n]*[\r\n])*"
-_BACKWARD_ATTRIBUTE = re.compile(rf"\.{_BLANK}(?:manual_)?backward\b")
-_AUTOGRAD_ATTRIBUTE = re.compile(rf"autograd{_BLANK}\.{_BLANK}(?:grad|backward)\b")
+_BACKWARD_ATTRIBUTE = compile_lazily(rf"\.{_BLANK}(?:manual_)?backward\b")
+_AUTOGRAD_ATTRIBUTE = compile_lazily(rf"autograd{_BLANK}\.{_BLANK}(?:grad|backward)\b")
 # Import bindings under which a shorter name can mean an `_AUTOGRAD_CALLS` function.
 _AUTOGRAD_BINDINGS = _AUTOGRAD_CALLS | {"torch.autograd"}
 

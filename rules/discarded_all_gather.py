@@ -15,6 +15,7 @@ from lifetime_lint.devices import in_multi_backend_dispatch
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, import_bindings_under, reference_to, target_problem
 from lifetime_lint.imports import dotted_name
+from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.rule import Option, Rule
 from lifetime_lint.traversal import visit
 
@@ -551,7 +552,7 @@ def _ranks_of_another_group(ranks: _Ranks, call: cst.Call, guards: Sequence[_Gua
 
 
 # Names of parallel dimensions in rank names (`pp_rank`, `tp_rank_in_group`, `cfg_rank`).
-_DIMENSION_RANK = re.compile(
+_DIMENSION_RANK = compile_lazily(
     r"^_?(pp|tp|dp|sp|cp|ep|cfg|pipeline|tensor|data|sequence|expert)_rank"
 )
 
@@ -722,7 +723,9 @@ def _is_async(call: cst.Call, kind: str) -> bool:
     return kind in (LIST, INTO) and len([a for a in call.args if a.keyword is None]) >= 4
 
 
-_BACKEND_WORDS = re.compile(r"\b(hccl|backend|get_backend|torch_npu|npu|is_npu)\b", re.IGNORECASE)
+_BACKEND_WORDS = compile_lazily(
+    r"\b(hccl|backend|get_backend|torch_npu|npu|is_npu)\b", re.IGNORECASE
+)
 
 
 def _backend_dispatch(context, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -766,7 +769,7 @@ def _allocation_before(
     return None
 
 
-_ALLOCATORS = re.compile(
+_ALLOCATORS = compile_lazily(
     r"^(empty|zeros|ones|full|empty_like|zeros_like|ones_like|full_like|rand_like|randn_like|"
     r"empty_strided|new_empty|new_zeros|new_ones|new_full|clone)$"
 )
@@ -840,15 +843,15 @@ class _Guard:
     given: str | None = None
 
 
-_RANK_NAME = re.compile(
+_RANK_NAME = compile_lazily(
     r"^_?(rank|global_rank|group_rank|rank_in_group|my_rank|cur_rank|"
     r"current_rank|world_rank|[a-z0-9]+_rank|rank_id|rank_idx)$"
 )
-_NOT_RANK = re.compile(
+_NOT_RANK = compile_lazily(
     r"(^|_)(local|node|src|dst|root|target|master|leader|peer|next|prev|"
     r"last|first|num|max|min)(_|$)"
 )
-_ROOT_VALUE = re.compile(
+_ROOT_VALUE = compile_lazily(
     r"^_?(dst|root|src|master|leader|target|main)(_?rank|_?idx|_?id)?$|"
     r"^_?[a-z0-9]+_(dst|root|src)$"
 )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -25,6 +24,7 @@ from lifetime_lint.fixes import (
     reference_to,
     target_problem,
 )
+from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.rule import Option, Rule
 
 
@@ -94,7 +94,7 @@ QUERIES = frozenset({
     "device_count", "current_device", "memory_allocated", "max_memory_allocated",
     "memory_reserved", "max_memory_reserved", "memory_stats", "mem_get_info",
 })  # fmt: skip
-_TORCH_SEED = re.compile(r"(?<![\w.])torch\.manual_seed\(")
+_TORCH_SEED = compile_lazily(r"(?<![\w.])torch\.manual_seed\(")
 LEFT_OUT_REDUNDANT_SEED = "seeding beside torch.manual_seed"
 
 DEFAULT_BANNED = (

@@ -40,6 +40,7 @@ import libcst as cst
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis.cfg import DefSite, Node
 from lifetime_lint.imports import attribute_names
+from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.traversal import walk
 
 if TYPE_CHECKING:  # Python 3.9 has no typing.TypeGuard; annotations are not evaluated
@@ -124,7 +125,7 @@ def live_source(
 
 
 # Callee words of work whose output outgrows its input (upsamplers, decoders, renderers).
-_EXPANDING = re.compile(r"(upsampl|upscal|decod|render|generat|synthes|vocod|interpolat)")
+_EXPANDING = compile_lazily(r"(upsampl|upscal|decod|render|generat|synthes|vocod|interpolat)")
 
 
 def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
@@ -154,9 +155,9 @@ def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
 
 # Callables named for work that keeps its input's size: attention (the output is the
 # query's size), layers and blocks of a stack, norms, projections.
-_SIZE_KEEPING = re.compile(r"(attention|attn|layer|block|norm|mlp|proj)")
+_SIZE_KEEPING = compile_lazily(r"(attention|attn|layer|block|norm|mlp|proj)")
 # Functions named for an allocation of a given shape (`randn_tensor`, `zeros_like`).
-_ALLOCATION = re.compile(r"^_?(randn|rand|randint|zeros|ones|empty|full)(_tensor|_like)?$")
+_ALLOCATION = compile_lazily(r"^_?(randn|rand|randint|zeros|ones|empty|full)(_tensor|_like)?$")
 _BUILTINS = frozenset({"float", "int", "len", "min", "max", "abs", "range", "zip", "enumerate"})
 
 
@@ -229,9 +230,9 @@ def batch_loop(facts: F.FunctionFacts, loop: cst.CSTNode, header: Node | None) -
     return fact.is_tensor and not fact.element_of
 
 
-_IMAGE_WORD = re.compile(r"^(image|images|img|imgs|picture|photo)\d*$")
-_VIDEO_WORD = re.compile(r"^(video|videos|vid|frames?|temporal|motion|movie|clip)\d*$")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_IMAGE_WORD = compile_lazily(r"^(image|images|img|imgs|picture|photo)\d*$")
+_VIDEO_WORD = compile_lazily(r"^(video|videos|vid|frames?|temporal|motion|movie|clip)\d*$")
+_CAMEL = compile_lazily(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
 def image_model(context, function: cst.FunctionDef, owner: cst.ClassDef | None) -> str | None:
@@ -319,14 +320,14 @@ def _words(path: str, owner: cst.ClassDef | None) -> set[str]:
     return words
 
 
-_LIGHT_FILES = re.compile(
+_LIGHT_FILES = compile_lazily(
     r"(^|/)(scheduling_[^/]*|processing_[^/]*|image_processing_[^/]*|video_processing_[^/]*|"
     r"feature_extraction_[^/]*|tokenization_[^/]*)\.py$|(^|/)(schedulers|preprocess|"
     r"preprocessing|processors|data_preprocess|dataset|datasets|eval|evaluation|metrics)/"
 )
 # diffusers' attention processors (`AttnProcessor2_0`) run the network: not preprocessing.
-_ATTENTION = re.compile(r"(attn|attention)", re.IGNORECASE)
-_LIGHT_CLASS = re.compile(
+_ATTENTION = compile_lazily(r"(attn|attention)", re.IGNORECASE)
+_LIGHT_CLASS = compile_lazily(
     r"(scheduler|processor|tokenizer|featureextractor|preprocess)", re.IGNORECASE
 )
 
@@ -365,7 +366,7 @@ _LOAD_WORDS = frozenset(
     ["load", "loading", "loader", "weights", "checkpoint", "convert", "conversion", "repack",
      "quantize", "dequantize"]
 )  # fmt: skip
-_LOAD_FOLDERS = re.compile(
+_LOAD_FOLDERS = compile_lazily(
     r"(^|/)(quantization|quantizers|model_loader|loaders?|lora|checkpoints?)/"
 )
 _WEIGHT_WORDS = frozenset(["weight", "weights", "qweight", "qzeros", "scales", "w13", "w2", "w1"])
@@ -390,7 +391,7 @@ def load_time(path: str, function: str, names: Iterable[str]) -> str | None:
 
 # Model families whose tensors are a few MiB: audio, speech and music models (by the file's
 # folder or name).
-_AUDIO_DOMAIN = re.compile(
+_AUDIO_DOMAIN = compile_lazily(
     r"(^|[/_])(audio|tts|speech|vocoder|codec|voice|voicechat|asr|whisper|music|wav2vec)"
 )
 
@@ -565,7 +566,7 @@ def _last_name(node: cst.BaseExpression) -> str:
     return ""
 
 
-_NETWORK_PART = re.compile(
+_NETWORK_PART = compile_lazily(
     r"^(vision|visual|vit|backbone|tower|decoder|vae|vision_tower|vision_model|vision_encoder|"
     r"visual_encoder|image_encoder|text_encoder|audio_encoder|[a-z_]+_(tower|encoder|backbone))$"
 )
@@ -946,7 +947,7 @@ def _cpu_literal(expr: cst.BaseExpression) -> bool:
     )
 
 
-_DTYPES = re.compile(r"^(float|half|bfloat|double|int|uint|long|bool|complex)\d*$|^float8")
+_DTYPES = compile_lazily(r"^(float|half|bfloat|double|int|uint|long|bool|complex)\d*$|^float8")
 
 
 def _dtype_argument(context, arg: cst.Arg) -> bool:

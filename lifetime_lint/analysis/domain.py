@@ -41,12 +41,14 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from lifetime_lint.lazy_regex import compile_lazily
+
 VIDEO_DOMAIN, LARGE_DOMAIN, SMALL_DOMAIN, UNKNOWN_DOMAIN = "video", "large", "small", "unknown"
 UNJUDGED_DOMAIN = "unjudged"
 
 MEMO_KEY = "analysis.domain"
 
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD = compile_lazily(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Words of video/image generation and of long-context language models.
 _LARGE_WORDS = frozenset(
@@ -83,10 +85,10 @@ _GENERATION_WORDS = frozenset(
 )  # fmt: skip
 # Words of language modelling: a multimodal LLM reads videos, it does not generate them.
 _LANGUAGE_WORDS = frozenset(["vocab", "lm", "logits"])
-_CAMEL = re.compile(r"[A-Z]+[0-9]*(?=[A-Z][a-z]|$)|[A-Z]?[a-z]+[0-9]*|[0-9]+[A-Za-z]*|[A-Z]+")
+_CAMEL = compile_lazily(r"[A-Z]+[0-9]*(?=[A-Z][a-z]|$)|[A-Z]?[a-z]+[0-9]*|[0-9]+[A-Za-z]*|[A-Z]+")
 # The structure of 5-D video tensors: a 5-name unpack of a shape, a 3-D convolution, a
 # frame count or a temporal patch size.
-_VIDEO_STRUCTURE = re.compile(
+_VIDEO_STRUCTURE = compile_lazily(
     r"^[ \t]*\(?[ \t]*\w+(?:[ \t]*,[ \t]*\w+){4}[ \t]*,?[ \t]*\)?[ \t]*=[ \t]*[\w.\[\]]+"
     r"\.(?:shape|size\(\))"
     r"|[Cc]onv3[dD]"

@@ -73,6 +73,8 @@ from lifetime_lint.analysis.domain import (
     VIDEO_DOMAIN,
 )
 from lifetime_lint.config import GLOBAL_KEYS, KEY_VALIDATORS
+from lifetime_lint.lazy_regex import compile_lazily
+from lifetime_lint.traversal import visit
 
 LOW, MEDIUM, HIGH = "low", "medium", "high"
 LEVELS = (LOW, MEDIUM, HIGH)
@@ -272,7 +274,7 @@ def token_domain(domain: str, image_model: bool, against_cache: bool, names_vide
 # `IPAdapterPlusImageProjectionBlock`; a name of video too (`image2video`) is no image model.
 _IMAGE_NAME = frozenset(["image", "images", "img", "imgs", "t2i", "i2i"])
 _VIDEO_NAME = frozenset(["video", "videos", "vid", "frame", "frames", "temporal", "i2v", "t2v"])
-_NAME_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_NAME_WORD = compile_lazily(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
 def image_named(path: str, owner: str | None) -> bool:
@@ -293,7 +295,7 @@ def autoencoder_named(path: str, owner: str | None) -> bool:
     return any("vae" in part.lower() or "autoencoder" in part.lower() for part in parts)
 
 
-_ATTENTION_WORK = re.compile(r"attn|attention", re.IGNORECASE)
+_ATTENTION_WORK = compile_lazily(r"attn|attention", re.IGNORECASE)
 
 
 def at_autoencoder_bottleneck(across: F.Work) -> F.Work:
@@ -343,7 +345,7 @@ def _is_collective(name: str) -> bool:
 # models, text encoders, segmentation and detection heads, image post-processing, perceiver
 # resamplers over a few hundred learned latents), by their file, folder or class name: an
 # activation there is small.
-_SMALL_DOMAINS = re.compile(
+_SMALL_DOMAINS = compile_lazily(
     r"(audio|speech|vocoder|tts|music|codec|whisper|wav2vec|asr|mel|sam2|sam3|detr|bert|"
     r"segment|detect|image_?process|perceiver|resampler|(^|[^a-z])sam([^a-z]|$))",
     re.IGNORECASE,
@@ -409,7 +411,7 @@ def _called_names(node: cst.CSTNode) -> set[str]:
             if isinstance(call.func, cst.Name):
                 names.add(call.func.value)
 
-    node.visit(Calls())
+    visit(node, Calls())  # read-only: LibCST's own visit rebuilds every node it passes
     return names
 
 
