@@ -397,10 +397,14 @@ class AccumulateThenConcat(Rule):
 
         # decide: how much holding these chunks is worth.
         header = _header_node(facts, loop_statement)
-        origin = S.name_origin(name.value, F._largest(c.origin for c in chunks))  # type: ignore[union-attr]
+        # A name says "decoded output" of pieces the dataflow cannot size (concatenations,
+        # allocations) only where the function decodes (`_decodes`).
+        found_origin = F._largest(c.origin for c in chunks)  # type: ignore[union-attr]
+        names_count = _decodes(function) or found_origin not in _UNSIZED
+        origin = _named_origin(name.value, found_origin, names_count)
         for expr in chunk_exprs:
             if isinstance(expr, cst.Name):
-                origin = S.name_origin(expr.value, origin)
+                origin = _named_origin(expr.value, origin, names_count)
         origin = _encoder_output(function, origin)
         # What the producing call is named for, where that says the chunks are small
         # (`patchify_video_latents(x)`, `self.input_embeddings(ids)`); `decode_latents`
@@ -418,7 +422,9 @@ class AccumulateThenConcat(Rule):
             return
         origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop_statement)
-        level, generic = _accumulation_level(origin, work, _decode_path(function, named))
+        level, generic = _accumulation_level(
+            origin, work, _decode_path(function, named if names_count else [])
+        )
         # The specific reasons below say more than "outside a decoder's output assembly".
         structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP) else generic
         structure = structure or self._chunk_structure(
@@ -1186,6 +1192,64 @@ _DECODE_WORDS = frozenset(
         "upscale",
     }
 )
+
+
+def _decodes(function: cst.FunctionDef) -> bool:
+    """The function assembles or makes decoded output: it is named for decoding or merging
+    tiles (`tiled_decode`, `tile_merge`), or it calls a decoder (`self.vae.decode(z)`,
+    `self.decoder(tile)`). Where neither holds, a list's name alone (`input_rows`,
+    `images_in_this_batch`) does not make a concatenation of unknown pieces decoded output:
+    token rows and per-image features are named that way too."""
+    if _words(function.name.value) & _DECODE_WORDS:
+        return True
+    return any(
+        _words(_last_name(call.func)) & _DECODER_CALL_WORDS for call in _calls_in(function.body)
+    )
+
+
+_DECODER_CALL_WORDS = frozenset({"decode", "decoder", "vae", "decoded"})
+
+
+# Origins of chunks whose size the dataflow does not know: a concatenation or a buffer of
+# computed shape.
+_UNSIZED = (F.CONCATENATION, F.ALLOCATION)
+
+
+def _named_origin(name: str, origin: str, names_count: bool) -> str:
+    """`significance.name_origin`, except that a name does not lift chunks of unknown size
+    to decoded output where nothing else says they are (`names_count` false)."""
+    named = S.name_origin(name, origin)
+    if named == F.DECODED and origin in _UNSIZED and not names_count:
+        return origin
+    return named
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    collector = _CallCollector()
+    node.visit(collector)
+    return collector.calls
+
+
+class _CallCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.calls: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a nested function's calls are its own
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def _last_name(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Name):
+        return node.value
+    return ""
 
 
 def _decode_path(function: cst.FunctionDef, names: Sequence[str]) -> bool:
