@@ -41,7 +41,9 @@ class AccumulateThenConcat(Rule):
     block and read after it, where the list outlives the rebinding only past a swallowed
     exception; the fix is then unsafe); the loop-carried running form
     `out = torch.cat([out, chunk], dim)`; and `torch.cat` / `stack` of a list comprehension
-    whose element runs a model (`[self._decode(z).sample for z in ...]`). Views of tensors
+    whose element runs a model (`[self._decode(z).sample for z in ...]`). A list of slots
+    (`out = [None] * n`, `[None for _ in range(n)]`) filled by index in the loop (`out[i] =
+    chunk`) counts as grown, without a fix (the slots may be filled in any order). Views of tensors
     made in the iteration count as chunks (`result_row.append(tile[..., :n])` after `tile =
     self.blend_h(...)`: each view keeps its blended tile alive). Reads that neither
     keep nor hand out chunks do not hide it: `len(chunks)`, `if not chunks: raise`,
@@ -53,7 +55,9 @@ class AccumulateThenConcat(Rule):
     activations are gone, so every chunk plus the output is the peak), `medium` for
     activation-sized chunks so merged in a decoder's output assembly (a function named for
     decoding, tiles, merging, blending or upsampling, or a list named for frames or video:
-    temporal tiles, blended frame groups), `low` for activation-sized chunks elsewhere (the
+    temporal tiles, blended frame groups; a list's name counts for chunks of unknown size,
+    concatenations or buffers, only in a function that decodes or calls a decoder, so that
+    `input_rows` of token ids is not decoded output), `low` for activation-sized chunks elsewhere (the
     loop's own inputs and work are of the same order), `low` when each chunk comes from
     model-level work in
     the same loop (that call's own activations usually exceed the concatenation: measured
@@ -339,7 +343,7 @@ class AccumulateThenConcat(Rule):
                     continue
                 return  # this list or another one: a rewrite could change the other
             role = _role(use, self.context)
-            if role in ("append", "extend"):
+            if role in ("append", "extend", "store"):
                 grows.append(use)
             elif role == "cat":
                 concat = use.ancestors[-2]
@@ -350,6 +354,12 @@ class AccumulateThenConcat(Rule):
             else:
                 return  # the list escapes: a rewrite could change behaviour
         if init is None or not grows or not cats:
+            return
+        # Slots filled by index (`out = [None] * n; out[i] = chunk`): only into a list made
+        # for it (`xs[-1] = ...` into an appended list rewrites one chunk); no fix (the
+        # writer takes chunks in order, the slots may be filled in any order).
+        by_index = _is_placeholder_list(site.value)
+        if any(_role(grow, self.context) == "store" for grow in grows) and not by_index:
             return
         cats.sort(key=lambda pair: self.context.span(pair[1])[0])
         if cats[0][1] is not call:
@@ -478,10 +488,14 @@ class AccumulateThenConcat(Rule):
         )
         kinds = [c.kind for c in chunks]  # type: ignore[union-attr]
         fix = None
-        if not any(role == "element" for _, role in reads) and all(
-            _child_index(use.ancestors, block) is not None
-            and _child_index(use.ancestors, block) < min(cat_positions)  # type: ignore[operator]
-            for use, _ in reads
+        if (
+            not by_index
+            and not any(role == "element" for _, role in reads)
+            and all(
+                _child_index(use.ancestors, block) is not None
+                and _child_index(use.ancestors, block) < min(cat_positions)  # type: ignore[operator]
+                for use, _ in reads
+            )
         ):
             # `len(chunks)` / `if not chunks:` work on the writer until `result()` empties it.
             fix = self._accumulate_fix(
@@ -989,13 +1003,13 @@ def _role(use: Use, context) -> str:
         if (
             isinstance(assign, cst.Assign)
             and len(assign.targets) == 1
-            and _is_empty_list(assign.value)
+            and _starts_empty(assign.value)
         ):
             return "init"
         return "rebind"
     if isinstance(parent, cst.AnnAssign) and parent.target is use.node:
         value = parent.value
-        return "init" if value is not None and _is_empty_list(value) else "rebind"
+        return "init" if value is not None and _starts_empty(value) else "rebind"
     if isinstance(parent, cst.Attribute) and parent.value is use.node and len(chain) >= 3:
         method_call, line = chain[-2], chain[-3]
         if (
@@ -1030,6 +1044,17 @@ def _role(use: Use, context) -> str:
         return "truth"
     if isinstance(parent, (cst.If, cst.While, cst.IfExp)) and parent.test is use.node:
         return "truth"
+    if (
+        isinstance(parent, cst.Subscript)
+        and parent.value is use.node
+        and len(chain) >= 3
+        and isinstance(chain[-2], cst.AssignTarget)
+        and isinstance(chain[-3], cst.Assign)
+        and len(chain[-3].targets) == 1
+        and _index_subscript(parent)
+    ):
+        # `out[i] = chunk` into `out = [None] * n`: the slot holds the chunk, as an append.
+        return "store"
     if isinstance(parent, cst.Subscript) and parent.value is use.node and len(chain) >= 3:
         # `xs[0].shape`, `xs[-1].size(2)`: an element's metadata, not the element.
         attribute = chain[-2]
@@ -1087,7 +1112,7 @@ def _list_family(facts: F.FunctionFacts, sites) -> tuple[DefSite, dict[int, DefS
             and not site.unpacked
             and site.node is not None
             and site.value is not None
-            and _is_empty_list(site.value)
+            and _starts_empty(site.value)
             and (init is None or init is site)
         ):
             init = site
@@ -1550,6 +1575,44 @@ def _import_bound(context, func: cst.BaseExpression) -> tuple[str, ...]:
     return ()
 
 
+def _starts_empty(node: cst.BaseExpression) -> bool:
+    """A list that holds no tensor yet: `[]`, `list()`, or slots to fill by index."""
+    return _is_empty_list(node) or _is_placeholder_list(node)
+
+
+def _is_placeholder_list(node: cst.BaseExpression) -> bool:
+    """`[None] * n` or `[None for _ in range(n)]`: slots a loop fills by index
+    (`out[i] = chunk`) before the concatenation."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        return any(_is_none_list(side) for side in (node.left, node.right))
+    return (
+        isinstance(node, cst.ListComp)
+        and isinstance(node.elt, cst.Name)
+        and node.elt.value == "None"
+        and node.for_in.inner_for_in is None
+        and not node.for_in.ifs
+    )
+
+
+def _is_none_list(node: cst.BaseExpression) -> bool:
+    return (
+        isinstance(node, cst.List)
+        and len(node.elements) == 1
+        and isinstance(node.elements[0], cst.Element)
+        and isinstance(node.elements[0].value, cst.Name)
+        and node.elements[0].value.value == "None"
+    )
+
+
+def _index_subscript(subscript: cst.Subscript) -> bool:
+    """`xs[i]`: one element, not a slice (`xs[a:b] = ...` replaces several)."""
+    return (
+        len(subscript.slice) == 1
+        and isinstance(subscript.slice[0], cst.SubscriptElement)
+        and isinstance(subscript.slice[0].slice, cst.Index)
+    )
+
+
 def _is_empty_list(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.List) and not node.elements:
         return True
@@ -1563,6 +1626,10 @@ def _is_empty_list(node: cst.BaseExpression) -> bool:
 
 def _grown_value(use: Use) -> cst.BaseExpression | None:
     parent = use.ancestors[-1]
+    if isinstance(parent, cst.Subscript):  # `out[i] = chunk`
+        assign = use.ancestors[-3]
+        assert isinstance(assign, cst.Assign)
+        return assign.value
     if isinstance(parent, cst.Attribute):
         call = use.ancestors[-2]
         assert isinstance(call, cst.Call)
