@@ -1228,7 +1228,18 @@ def _decodes(function: cst.FunctionDef) -> bool:
     if _words(function.name.value) & _DECODE_WORDS:
         return True
     return any(
-        _words(_last_name(call.func)) & _DECODER_CALL_WORDS for call in _calls_in(function.body)
+        _words(_last_name(call.func)) & _DECODER_CALL_WORDS and not _text_decoder(call.func)
+        for call in _calls_in(function.body)
+    )
+
+
+def _text_decoder(func: cst.BaseExpression) -> bool:
+    """`self.tokenizer.decode(ids)`, `processor.batch_decode(...)`: text, not pixels."""
+    if not isinstance(func, cst.Attribute):
+        return False
+    receiver = _words(_last_name(func.value))
+    return bool(receiver & {"tokenizer", "processor", "tok", "text", "codec"}) or any(
+        word.startswith("token") for word in receiver
     )
 
 
@@ -1279,9 +1290,9 @@ def _last_name(node: cst.BaseExpression) -> str:
 
 def _decode_path(function: cst.FunctionDef, names: Sequence[str]) -> bool:
     """The accumulation assembles a decoder's output: the function is named for decoding
-    or merging tiles, or the list is named for decoded frames (`video`, `frames`)."""
-    words = set(function.name.value.lower().strip("_").split("_"))
-    return bool(words & _DECODE_WORDS) or any(
+    or merging tiles or calls a decoder before the merge (`_decodes`), or the list is named
+    for decoded frames (`video`, `frames`)."""
+    return _decodes(function) or any(
         S.name_origin(name, F.CONCATENATION) == F.DECODED for name in names
     )
 
