@@ -49,7 +49,7 @@ DEFAULT_CACHE_DIR = ".lifetime_lint_cache"
 # The first line of a CACHEDIR.TAG (bford.info/cachedir): backup tools, and file discovery
 # (`files.is_cache_folder`), pass over a folder holding one.
 CACHEDIR_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
-_FORMAT = 2  # bump when the entry layout changes
+_FORMAT = 3  # bump when the entry layout changes (3: fix entries keep the added imports)
 
 
 @dataclass
@@ -62,6 +62,8 @@ class FixEntry:
     diff: bytes | None
     fixes_applied: int
     fixed_by_code: dict[str, int]
+    # The imports the fixes added (`--fix`/`--diff` name them in the closing summary).
+    added_imports: list[str]
 
 
 @functools.cache
@@ -203,6 +205,7 @@ class Cache:
                 else _string(payload["diff"]).encode("latin-1"),
                 fixes_applied=int(payload["fixes_applied"]),
                 fixed_by_code={str(k): int(v) for k, v in payload["fixed_by_code"].items()},
+                added_imports=[_string(item) for item in payload["added_imports"]],
             )
         except Exception:  # any unreadable entry is a miss
             return None
@@ -217,6 +220,7 @@ class Cache:
             "diff": None if entry.diff is None else entry.diff.decode("latin-1"),
             "fixes_applied": entry.fixes_applied,
             "fixed_by_code": entry.fixed_by_code,
+            "added_imports": entry.added_imports,
         })  # fmt: skip
 
     def _read(self, key: str) -> Any:

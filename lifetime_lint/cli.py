@@ -371,9 +371,10 @@ def check(
     try:
         if stdin:
             sys.exit(_check_stdin(stdin_filename, resolver, rules, run, force_exclude))
+        # `--diff` writes nothing but its report: replayed as a `check` is. `--fix` writes.
         memo = _memo_inputs(caches, resolver, above, no_cache or stdin or bool(
             output_file or diff_base or baseline_path or write_baseline_path or add_noqa
-            or profile_path or min_bytes or mode.fixing))  # fmt: skip
+            or profile_path or min_bytes or mode.apply))  # fmt: skip
         try:
             files, missing = discover(paths or ["."], resolver.for_path,
                                       force_exclude=force_exclude,
@@ -426,8 +427,9 @@ def check(
 
 class _MemoInputs:
     """What this `check` read, for the run memo (`fastpath`) when its output may be
-    replayed: only in a process that records one, and never for fixes, stdin, an output
-    file, a diff base, a baseline, --add-noqa or a profile."""
+    replayed: only in a process that records one, and never for `--fix` (a `--diff`
+    writes nothing, so it may be), stdin, an output file, a diff base, a baseline,
+    --add-noqa or a profile."""
 
     def __init__(self, cache_root: str) -> None:
         from lifetime_lint.files import Seen

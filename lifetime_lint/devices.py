@@ -784,6 +784,11 @@ def _compiled_cuda_source(context: FileContext) -> str | None:
     count (not docstrings or comments that mention a `.cu` file)."""
     if ".cu" not in context.source and "cuda_sources" not in context.source:
         return None
+    # Each call's text is a piece of the module's text: none can match where the whole
+    # text does not (`torch.cuda` holds ".cu"; this spares a code generation per call).
+    text = context.parsed_text
+    if not (_CUDA_SOURCE_FILE.search(text) or _INLINE_CUDA_BUILD.search(text)):
+        return None
     found: list[str] = []
 
     def enter(node: cst.CSTNode) -> None:

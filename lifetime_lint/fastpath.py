@@ -1,7 +1,8 @@
 """The `lifetime-lint` entry point, and its fast path: a repeated `check` replayed.
 
-A plain `check` (no fixing, no stdin, no output file, no diff base, baseline or profile)
-whose inputs are unchanged prints what the last identical run printed: this module keeps
+A plain `check`, or a `--diff` (which writes nothing; not `--fix`), without stdin, an
+output file, a diff base, a baseline or a profile, whose inputs are unchanged prints what
+the last identical run printed: this module keeps
 a *run memo* per invocation (the arguments, the folder, the environment, which streams
 are terminals, the interpreter) in the cache folder, holding the output that run wrote
 (stdout and stderr chunks, in order), its exit status, and everything its result depended
@@ -90,6 +91,10 @@ def main(prog_name: str | None = None) -> None:
             raise SystemExit(_replay(memo))
         if _may_record(args):
             _RECORDER = _Recorder(material, started_ns)
+    from lifetime_lint import generated_code
+
+    if args[:1] != ["profile"]:  # `profile` runs the user's program here: leave it stock
+        generated_code.install()  # before LibCST's node classes are defined
     from lifetime_lint.cli import main as cli_main
 
     try:
@@ -98,6 +103,8 @@ def main(prog_name: str | None = None) -> None:
         if _RECORDER is not None:
             _RECORDER.finish(exit.code)
         raise
+    finally:
+        generated_code.save()
 
 
 # -- the key and where memos live ------------------------------------------------------------

@@ -184,7 +184,8 @@ class Checker:
         self.cache.store_fix(
             self.cache.fix_key(key, path, self.mode.unsafe),
             FixEntry(result.original_diagnostics, result.diagnostics, result.fixed_text,
-                     result.diff, result.fixes_applied, dict(result.fixed_by_code)),
+                     result.diff, result.fixes_applied, dict(result.fixed_by_code),
+                     list(result.added_imports)),
         )  # fmt: skip
         if (
             result.written
@@ -218,6 +219,7 @@ class Checker:
             fixed_text=entry.fixed_text,
             found=entry.found,
             left_out=left_out,
+            added_imports=list(entry.added_imports),
         )
         if self.mode.diff_only:
             result.diff = entry.diff

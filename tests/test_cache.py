@@ -297,3 +297,28 @@ def test_dependency_declarations_are_part_of_the_key(tmp_path, declaration):
     if name == "pyproject.toml":
         (tmp_path / name).write_text('[project]\nname = "demo"\ndependencies = []\n')
     assert _check_json(tmp_path) == undeclared
+
+
+def test_a_cached_fix_reports_the_imports_it_adds(tmp_path):
+    """A second `--diff` (and a `--fix` after a `--diff`) served from the cache prints the
+    same closing summary as the run that computed the fixes, the added imports included."""
+    import subprocess
+    import sys
+
+    (tmp_path / "decode.py").write_text(DECODE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIFETIME_LINT_")}
+    full = "import sys; from lifetime_lint.cli import main; sys.argv[0] = 'lifetime-lint'; main()"
+
+    def run(*args):
+        done = subprocess.run([sys.executable, "-c", full, "check", "--unsafe-fixes",
+                               "--cache-dir", str(tmp_path / "cache"), *args, "."],
+                              cwd=tmp_path, capture_output=True, text=True, env=env)  # fmt: skip
+        return done.returncode, done.stdout, done.stderr
+
+    first, second = run("--diff"), run("--diff")
+    assert first == second
+    assert first[0] == 1 and "+from lifetime_lint.runtime import reclaim" in first[1]
+    assert "decode.py: added `from lifetime_lint.runtime import reclaim`" in first[2]
+    fixed = run("--fix")  # served from the `--diff` entry
+    assert "decode.py: added `from lifetime_lint.runtime import reclaim`" in fixed[2]
+    assert "reclaim()" in (tmp_path / "decode.py").read_text()

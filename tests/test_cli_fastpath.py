@@ -230,7 +230,7 @@ def test_a_file_error_is_never_replayed(tree):
 @pytest.mark.parametrize(
     "args",
     [
-        ("check", "--diff", "."),
+        ("check", "--fix", "."),
         ("check", "--no-cache", "."),
         ("check", "--show-files", "."),
         ("check", "--diff-base", "HEAD", "."),
@@ -396,3 +396,28 @@ def test_a_file_edited_during_the_run_is_not_recorded(tree):
         (tree / DEFAULT_CACHE_DIR / fastpath.RUNS_FOLDER).iterdir()
     )
     assert_same(tree, args, hit=False)
+
+
+def test_a_repeated_diff_is_replayed_and_a_fix_never_is(tree):
+    """`--diff` writes nothing but its report, so its second run replays it (issue 14:
+    the second `--diff` parses nothing); `--fix` writes files and always runs in full."""
+    original = (tree / "pkg" / "decode.py").read_bytes()
+    diff = ("check", "--diff", "--unsafe-fixes", ".")
+    out, _, code = recorded_then_hit(tree, *diff)
+    assert code == 1 and out.startswith(b"--- pkg/decode.py") and b"+    reclaim()" in out
+    # The project does not depend on lifetime-lint: the safe run withholds that fix.
+    _, err, code = recorded_then_hit(tree, "check", "--diff", "pkg")
+    assert code == 0 and b"need --unsafe-fixes" in err
+    assert (tree / "pkg" / "decode.py").read_bytes() == original
+    # An edit is a miss: a replayed diff is never stale.
+    (tree / "pkg" / "decode.py").write_bytes(original.replace(b"video, peak", b"peak, video"))
+    settle()
+    out, _, _ = assert_same(tree, diff, hit=False)
+    assert b"     return peak, video" in out
+    assert_same(tree, diff, hit=True)
+    for _ in range(2):
+        (tree / "pkg" / "decode.py").write_bytes(original)
+        settle()
+        *_, heavy = fast(tree, "check", "--fix", "--exit-zero", "--unsafe-fixes", ".")
+        assert heavy, "a --fix always runs the full CLI"
+        assert b"reclaim()" in (tree / "pkg" / "decode.py").read_bytes()
