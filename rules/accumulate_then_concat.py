@@ -54,10 +54,11 @@ class AccumulateThenConcat(Rule):
     decoded tiles or frames merged by light work (blending, cropping: the tiles' decoder
     activations are gone, so every chunk plus the output is the peak), `medium` for
     activation-sized chunks so merged in a decoder's output assembly (a function named for
-    decoding, tiles, merging, blending or upsampling, or a list named for frames or video:
-    temporal tiles, blended frame groups; a list's name counts for chunks of unknown size,
-    concatenations or buffers, only in a function that decodes or calls a decoder, so that
-    `input_rows` of token ids is not decoded output), `low` for activation-sized chunks elsewhere (the
+    decoding, tiles, merging, blending or upsampling, or one that calls a decoder before
+    the loop, not a tokenizer's `decode`; or a list named for frames or video: temporal
+    tiles, blended frame groups; a list's name counts for chunks of unknown size,
+    concatenations or buffers, only in such a function, so that `input_rows` of token ids
+    is not decoded output), `low` for activation-sized chunks elsewhere (the
     loop's own inputs and work are of the same order), `low` when each chunk comes from
     model-level work in
     the same loop (that call's own activations usually exceed the concatenation: measured
@@ -410,7 +411,8 @@ class AccumulateThenConcat(Rule):
         # A name says "decoded output" of pieces the dataflow cannot size (concatenations,
         # allocations) only where the function decodes (`_decodes`).
         found_origin = F._largest(c.origin for c in chunks)  # type: ignore[union-attr]
-        names_count = _decodes(function) or found_origin not in _UNSIZED
+        decoded_before = self._decoded_before(function, loop_statement)
+        names_count = decoded_before or found_origin not in _UNSIZED
         origin = _named_origin(name.value, found_origin, names_count)
         for expr in chunk_exprs:
             if isinstance(expr, cst.Name):
@@ -433,7 +435,7 @@ class AccumulateThenConcat(Rule):
         origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop_statement)
         level, generic = _accumulation_level(
-            origin, work, _decode_path(function, named if names_count else [])
+            origin, work, decoded_before or _decode_path(function, named if names_count else [])
         )
         # The specific reasons below say more than "outside a decoder's output assembly".
         structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP) else generic
@@ -507,6 +509,15 @@ class AccumulateThenConcat(Rule):
                     fix.message, fix.edits, Applicability.UNSAFE, fix.orphan_import_candidates
                 )
         self.report(call, message, fix, significance=level)
+
+    def _decoded_before(self, function: cst.FunctionDef, loop: cst.CSTNode) -> bool:
+        """The function is named for decoding (`_decodes`), or calls a decoder before the
+        accumulating loop (a pipeline that generates latents and decodes after the merge
+        concatenates latents, not decoded output)."""
+        if _words(function.name.value) & _DECODE_WORDS:
+            return True
+        start = self.context.span(loop)[0]
+        return any(self.context.span(call)[0] < start for call in _decoder_calls(function))
 
     def _load_nodes(self, facts: F.FunctionFacts) -> dict[int, Node]:
         """The CFG node of every name the function reads (by node identity)."""
@@ -1219,18 +1230,13 @@ _DECODE_WORDS = frozenset(
 )
 
 
-def _decodes(function: cst.FunctionDef) -> bool:
-    """The function assembles or makes decoded output: it is named for decoding or merging
-    tiles (`tiled_decode`, `tile_merge`), or it calls a decoder (`self.vae.decode(z)`,
-    `self.decoder(tile)`). Where neither holds, a list's name alone (`input_rows`,
-    `images_in_this_batch`) does not make a concatenation of unknown pieces decoded output:
-    token rows and per-image features are named that way too."""
-    if _words(function.name.value) & _DECODE_WORDS:
-        return True
-    return any(
-        _words(_last_name(call.func)) & _DECODER_CALL_WORDS and not _text_decoder(call.func)
+def _decoder_calls(function: cst.FunctionDef) -> list[cst.Call]:
+    """Calls of a decoder in the function (not a tokenizer's or processor's `decode`)."""
+    return [
+        call
         for call in _calls_in(function.body)
-    )
+        if _words(_last_name(call.func)) & _DECODER_CALL_WORDS and not _text_decoder(call.func)
+    ]
 
 
 def _text_decoder(func: cst.BaseExpression) -> bool:
@@ -1290,9 +1296,9 @@ def _last_name(node: cst.BaseExpression) -> str:
 
 def _decode_path(function: cst.FunctionDef, names: Sequence[str]) -> bool:
     """The accumulation assembles a decoder's output: the function is named for decoding
-    or merging tiles or calls a decoder before the merge (`_decodes`), or the list is named
-    for decoded frames (`video`, `frames`)."""
-    return _decodes(function) or any(
+    or merging tiles, or the list is named for decoded frames (`video`, `frames`)."""
+    words = set(function.name.value.lower().strip("_").split("_"))
+    return bool(words & _DECODE_WORDS) or any(
         S.name_origin(name, F.CONCATENATION) == F.DECODED for name in names
     )
 
