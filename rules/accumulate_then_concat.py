@@ -41,7 +41,9 @@ class AccumulateThenConcat(Rule):
     block and read after it, where the list outlives the rebinding only past a swallowed
     exception; the fix is then unsafe); the loop-carried running form
     `out = torch.cat([out, chunk], dim)`; and `torch.cat` / `stack` of a list comprehension
-    whose element runs a model (`[self._decode(z).sample for z in ...]`). Views of tensors
+    whose element runs a model (`[self._decode(z).sample for z in ...]`). A list of slots
+    (`out = [None] * n`, `[None for _ in range(n)]`) filled by index in the loop (`out[i] =
+    chunk`) counts as grown, without a fix (the slots may be filled in any order). Views of tensors
     made in the iteration count as chunks (`result_row.append(tile[..., :n])` after `tile =
     self.blend_h(...)`: each view keeps its blended tile alive). Reads that neither
     keep nor hand out chunks do not hide it: `len(chunks)`, `if not chunks: raise`,
@@ -52,8 +54,11 @@ class AccumulateThenConcat(Rule):
     decoded tiles or frames merged by light work (blending, cropping: the tiles' decoder
     activations are gone, so every chunk plus the output is the peak), `medium` for
     activation-sized chunks so merged in a decoder's output assembly (a function named for
-    decoding, tiles, merging, blending or upsampling, or a list named for frames or video:
-    temporal tiles, blended frame groups), `low` for activation-sized chunks elsewhere (the
+    decoding, tiles, merging, blending or upsampling, or one that calls a decoder before
+    the loop, not a tokenizer's `decode`; or a list named for frames or video: temporal
+    tiles, blended frame groups; a list's name counts for chunks of unknown size,
+    concatenations or buffers, only in such a function, so that `input_rows` of token ids
+    is not decoded output), `low` for activation-sized chunks elsewhere (the
     loop's own inputs and work are of the same order), `low` when each chunk comes from
     model-level work in
     the same loop (that call's own activations usually exceed the concatenation: measured
@@ -339,7 +344,7 @@ class AccumulateThenConcat(Rule):
                     continue
                 return  # this list or another one: a rewrite could change the other
             role = _role(use, self.context)
-            if role in ("append", "extend"):
+            if role in ("append", "extend", "store"):
                 grows.append(use)
             elif role == "cat":
                 concat = use.ancestors[-2]
@@ -350,6 +355,12 @@ class AccumulateThenConcat(Rule):
             else:
                 return  # the list escapes: a rewrite could change behaviour
         if init is None or not grows or not cats:
+            return
+        # Slots filled by index (`out = [None] * n; out[i] = chunk`): only into a list made
+        # for it (`xs[-1] = ...` into an appended list rewrites one chunk); no fix (the
+        # writer takes chunks in order, the slots may be filled in any order).
+        by_index = _is_placeholder_list(site.value)
+        if any(_role(grow, self.context) == "store" for grow in grows) and not by_index:
             return
         cats.sort(key=lambda pair: self.context.span(pair[1])[0])
         if cats[0][1] is not call:
@@ -397,10 +408,15 @@ class AccumulateThenConcat(Rule):
 
         # decide: how much holding these chunks is worth.
         header = _header_node(facts, loop_statement)
-        origin = S.name_origin(name.value, F._largest(c.origin for c in chunks))  # type: ignore[union-attr]
+        # A name says "decoded output" of pieces the dataflow cannot size (concatenations,
+        # allocations) only where the function decodes (`_decodes`).
+        found_origin = F._largest(c.origin for c in chunks)  # type: ignore[union-attr]
+        decoded_before = self._decoded_before(function, loop_statement)
+        names_count = decoded_before or found_origin not in _UNSIZED
+        origin = _named_origin(name.value, found_origin, names_count)
         for expr in chunk_exprs:
             if isinstance(expr, cst.Name):
-                origin = S.name_origin(expr.value, origin)
+                origin = _named_origin(expr.value, origin, names_count)
         origin = _encoder_output(function, origin)
         # What the producing call is named for, where that says the chunks are small
         # (`patchify_video_latents(x)`, `self.input_embeddings(ids)`); `decode_latents`
@@ -418,7 +434,9 @@ class AccumulateThenConcat(Rule):
             return
         origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop_statement)
-        level, generic = _accumulation_level(origin, work, _decode_path(function, named))
+        level, generic = _accumulation_level(
+            origin, work, decoded_before or _decode_path(function, named if names_count else [])
+        )
         # The specific reasons below say more than "outside a decoder's output assembly".
         structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP) else generic
         structure = structure or self._chunk_structure(
@@ -472,10 +490,14 @@ class AccumulateThenConcat(Rule):
         )
         kinds = [c.kind for c in chunks]  # type: ignore[union-attr]
         fix = None
-        if not any(role == "element" for _, role in reads) and all(
-            _child_index(use.ancestors, block) is not None
-            and _child_index(use.ancestors, block) < min(cat_positions)  # type: ignore[operator]
-            for use, _ in reads
+        if (
+            not by_index
+            and not any(role == "element" for _, role in reads)
+            and all(
+                _child_index(use.ancestors, block) is not None
+                and _child_index(use.ancestors, block) < min(cat_positions)  # type: ignore[operator]
+                for use, _ in reads
+            )
         ):
             # `len(chunks)` / `if not chunks:` work on the writer until `result()` empties it.
             fix = self._accumulate_fix(
@@ -487,6 +509,15 @@ class AccumulateThenConcat(Rule):
                     fix.message, fix.edits, Applicability.UNSAFE, fix.orphan_import_candidates
                 )
         self.report(call, message, fix, significance=level)
+
+    def _decoded_before(self, function: cst.FunctionDef, loop: cst.CSTNode) -> bool:
+        """The function is named for decoding (`_decodes`), or calls a decoder before the
+        accumulating loop (a pipeline that generates latents and decodes after the merge
+        concatenates latents, not decoded output)."""
+        if _words(function.name.value) & _DECODE_WORDS:
+            return True
+        start = self.context.span(loop)[0]
+        return any(self.context.span(call)[0] < start for call in _decoder_calls(function))
 
     def _load_nodes(self, facts: F.FunctionFacts) -> dict[int, Node]:
         """The CFG node of every name the function reads (by node identity)."""
@@ -983,13 +1014,13 @@ def _role(use: Use, context) -> str:
         if (
             isinstance(assign, cst.Assign)
             and len(assign.targets) == 1
-            and _is_empty_list(assign.value)
+            and _starts_empty(assign.value)
         ):
             return "init"
         return "rebind"
     if isinstance(parent, cst.AnnAssign) and parent.target is use.node:
         value = parent.value
-        return "init" if value is not None and _is_empty_list(value) else "rebind"
+        return "init" if value is not None and _starts_empty(value) else "rebind"
     if isinstance(parent, cst.Attribute) and parent.value is use.node and len(chain) >= 3:
         method_call, line = chain[-2], chain[-3]
         if (
@@ -1024,6 +1055,17 @@ def _role(use: Use, context) -> str:
         return "truth"
     if isinstance(parent, (cst.If, cst.While, cst.IfExp)) and parent.test is use.node:
         return "truth"
+    if (
+        isinstance(parent, cst.Subscript)
+        and parent.value is use.node
+        and len(chain) >= 3
+        and isinstance(chain[-2], cst.AssignTarget)
+        and isinstance(chain[-3], cst.Assign)
+        and len(chain[-3].targets) == 1
+        and _index_subscript(parent)
+    ):
+        # `out[i] = chunk` into `out = [None] * n`: the slot holds the chunk, as an append.
+        return "store"
     if isinstance(parent, cst.Subscript) and parent.value is use.node and len(chain) >= 3:
         # `xs[0].shape`, `xs[-1].size(2)`: an element's metadata, not the element.
         attribute = chain[-2]
@@ -1081,7 +1123,7 @@ def _list_family(facts: F.FunctionFacts, sites) -> tuple[DefSite, dict[int, DefS
             and not site.unpacked
             and site.node is not None
             and site.value is not None
-            and _is_empty_list(site.value)
+            and _starts_empty(site.value)
             and (init is None or init is site)
         ):
             init = site
@@ -1186,6 +1228,70 @@ _DECODE_WORDS = frozenset(
         "upscale",
     }
 )
+
+
+def _decoder_calls(function: cst.FunctionDef) -> list[cst.Call]:
+    """Calls of a decoder in the function (not a tokenizer's or processor's `decode`)."""
+    return [
+        call
+        for call in _calls_in(function.body)
+        if _words(_last_name(call.func)) & _DECODER_CALL_WORDS and not _text_decoder(call.func)
+    ]
+
+
+def _text_decoder(func: cst.BaseExpression) -> bool:
+    """`self.tokenizer.decode(ids)`, `processor.batch_decode(...)`: text, not pixels."""
+    if not isinstance(func, cst.Attribute):
+        return False
+    receiver = _words(_last_name(func.value))
+    return bool(receiver & {"tokenizer", "processor", "tok", "text", "codec"}) or any(
+        word.startswith("token") for word in receiver
+    )
+
+
+_DECODER_CALL_WORDS = frozenset({"decode", "decoder", "vae", "decoded"})
+
+
+# Origins of chunks whose size the dataflow does not know: a concatenation or a buffer of
+# computed shape.
+_UNSIZED = (F.CONCATENATION, F.ALLOCATION)
+
+
+def _named_origin(name: str, origin: str, names_count: bool) -> str:
+    """`significance.name_origin`, except that a name does not lift chunks of unknown size
+    to decoded output where nothing else says they are (`names_count` false)."""
+    named = S.name_origin(name, origin)
+    if named == F.DECODED and origin in _UNSIZED and not names_count:
+        return origin
+    return named
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    collector = _CallCollector()
+    node.visit(collector)
+    return collector.calls
+
+
+class _CallCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.calls: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a nested function's calls are its own
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def _last_name(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Name):
+        return node.value
+    return ""
 
 
 def _decode_path(function: cst.FunctionDef, names: Sequence[str]) -> bool:
@@ -1486,6 +1592,44 @@ def _import_bound(context, func: cst.BaseExpression) -> tuple[str, ...]:
     return ()
 
 
+def _starts_empty(node: cst.BaseExpression) -> bool:
+    """A list that holds no tensor yet: `[]`, `list()`, or slots to fill by index."""
+    return _is_empty_list(node) or _is_placeholder_list(node)
+
+
+def _is_placeholder_list(node: cst.BaseExpression) -> bool:
+    """`[None] * n` or `[None for _ in range(n)]`: slots a loop fills by index
+    (`out[i] = chunk`) before the concatenation."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        return any(_is_none_list(side) for side in (node.left, node.right))
+    return (
+        isinstance(node, cst.ListComp)
+        and isinstance(node.elt, cst.Name)
+        and node.elt.value == "None"
+        and node.for_in.inner_for_in is None
+        and not node.for_in.ifs
+    )
+
+
+def _is_none_list(node: cst.BaseExpression) -> bool:
+    return (
+        isinstance(node, cst.List)
+        and len(node.elements) == 1
+        and isinstance(node.elements[0], cst.Element)
+        and isinstance(node.elements[0].value, cst.Name)
+        and node.elements[0].value.value == "None"
+    )
+
+
+def _index_subscript(subscript: cst.Subscript) -> bool:
+    """`xs[i]`: one element, not a slice (`xs[a:b] = ...` replaces several)."""
+    return (
+        len(subscript.slice) == 1
+        and isinstance(subscript.slice[0], cst.SubscriptElement)
+        and isinstance(subscript.slice[0].slice, cst.Index)
+    )
+
+
 def _is_empty_list(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.List) and not node.elements:
         return True
@@ -1499,6 +1643,10 @@ def _is_empty_list(node: cst.BaseExpression) -> bool:
 
 def _grown_value(use: Use) -> cst.BaseExpression | None:
     parent = use.ancestors[-1]
+    if isinstance(parent, cst.Subscript):  # `out[i] = chunk`
+        assign = use.ancestors[-3]
+        assert isinstance(assign, cst.Assign)
+        return assign.value
     if isinstance(parent, cst.Attribute):
         call = use.ancestors[-2]
         assert isinstance(call, cst.Call)
