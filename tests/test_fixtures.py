@@ -19,12 +19,20 @@ UPDATE = os.environ.get("LIFETIME_LINT_UPDATE_FIXTURES") == "1"
 _SUFFIXES = (".fixed.py", ".unsafe.py")
 
 
-def _cases() -> list[Path]:
-    return sorted(path for path in FIXTURES.glob("*/*.py") if not path.name.endswith(_SUFFIXES))
+def _cases() -> list[tuple[Path, str]]:
+    """Each input once with its own settings, and again under each `<stem>@<variant>.toml`."""
+    cases = []
+    for path in sorted(FIXTURES.glob("*/*.py")):
+        if path.name.endswith(_SUFFIXES):
+            continue
+        cases.append((path, path.stem))
+        for variant in sorted(path.parent.glob(f"{path.stem}@*.toml")):
+            cases.append((path, variant.stem))
+    return cases
 
 
-def _settings(case: Path) -> Settings:
-    config = case.with_suffix(".toml")
+def _settings(case: Path, name: str) -> Settings:
+    config = case.with_name(name + ".toml")
     settings = load_settings(str(config), all_rules()) if config.exists() else Settings()
     settings.root = str(case.parent)
     # A fixture folder tests its own rule only, so other rules' findings do not leak in.
@@ -70,14 +78,18 @@ def _compare(path: Path, actual: str, expected_default: str | None = None) -> No
     assert actual == expected, f"{path.name} differs"
 
 
-@pytest.mark.parametrize("case", _cases(), ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_fixture(case: Path) -> None:
+@pytest.mark.parametrize(
+    ("case", "name"), _cases(), ids=[f"{p.parent.name}/{n}" for p, n in _cases()]
+)
+def test_fixture(case: Path, name: str) -> None:
+    """`name` is the case's stem, or `<stem>@<variant>` for the input under another config;
+    the expected files carry the same name."""
     assert case.parent.name in {rule.code for rule in all_rules()}, "folder must be a rule code"
     text = case.read_text(encoding="utf-8")
-    linter = Linter(_settings(case))
+    linter = Linter(_settings(case, name))
     diagnostics, error = linter.lint_text(str(case), text)
     assert error is None, error.message
-    _compare(case.with_suffix(".expected"), _render(diagnostics))
+    _compare(case.with_name(name + ".expected"), _render(diagnostics))
 
     if case.stem.startswith("negative"):
         assert diagnostics == [], "a negative case must not report"
@@ -85,9 +97,9 @@ def test_fixture(case: Path) -> None:
         assert diagnostics, "a positive case must report"
 
     safe = _fix(linter, case, text, unsafe=False)
-    _compare(case.with_name(case.stem + ".fixed.py"), safe, text)
+    _compare(case.with_name(name + ".fixed.py"), safe, text)
     unsafe = _fix(linter, case, text, unsafe=True)
-    _compare(case.with_name(case.stem + ".unsafe.py"), unsafe, safe)
+    _compare(case.with_name(name + ".unsafe.py"), unsafe, safe)
 
     for fixed, allow_unsafe in ((safe, False), (unsafe, True)):
         if _python_parses(text):  # newer syntax than this Python (match on 3.9): LibCST only
