@@ -62,7 +62,9 @@ class AccumulateThenConcat(Rule):
     loop's own inputs and work are of the same order), `low` when each chunk comes from
     model-level work in
     the same loop (that call's own activations usually exceed the concatenation: measured
-    unchanged on Wan's untiled decode), for latent-sized results (encode paths,
+    unchanged on Wan's untiled decode; a collective such as `single_all_to_all(chunk)` is
+    not such work, it allocates only what it moves, and the message calls it a collective),
+    for latent-sized results (encode paths,
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
     batch: `z.split(1)`, `unbind()`, iterating a tensor), for chunks copied to the host
@@ -1325,7 +1327,11 @@ def _accumulation_level(origin: str, work: F.Work, decode_path: bool) -> tuple[s
         return S.LOW, _MODEL_IN_LOOP
     if size == S.LARGE:
         return S.HIGH, None
-    if work.level >= F.PEAK and work.kind not in ("concatenation", "torch-op", "collective"):
+    if (
+        work.level >= F.PEAK
+        and work.kind not in ("concatenation", "torch-op", "collective")
+        and not C.is_collective(work)
+    ):
         # A network's peak-level layer (an MLP, a conv stack) runs over each batch in the
         # loop: its hidden activations outgrow activation-sized outputs.
         return S.LOW, _PEAK_IN_LOOP
@@ -1579,6 +1585,8 @@ def _describe_work(work: F.Work) -> str:
     """What the chunks are held across, for the message."""
     if work.level <= F.LIGHT:
         return "iterations"
+    if C.is_collective(work):  # rated model-level for what it waits on, not for its bytes
+        return f"collective (`{'.'.join(work.parts)}`)" if work.parts else "collective"
     level = F.LEVEL_NAMES[work.level]
     if work.parts:
         return f"{level}-level work (`{'.'.join(work.parts)}`)"

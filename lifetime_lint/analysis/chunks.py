@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from lifetime_lint.analysis import facts as F
+from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import DefSite, Node
 from lifetime_lint.imports import attribute_names
 from lifetime_lint.lazy_regex import compile_lazily
@@ -575,8 +576,23 @@ _NETWORK_PART = compile_lazily(
 def runs_a_network(work: F.Work) -> bool:
     """A call into a whole encoder that the work facts rate lighter than a model
     (`self.vision.forward_features(x)`, `self.vision_tower(pixels)`): its activations, not
-    the concatenation of its outputs, set the peak."""
+    the concatenation of its outputs, set the peak. A collective is none: the work facts rate
+    it model-level for what it waits on, but it allocates only its output, the size of what
+    it moves (`single_all_to_all(chunk)` in DeepSpeed's FPDT)."""
+    if is_collective(work):
+        return False
     return work.level >= F.MODEL or any(_NETWORK_PART.match(part) for part in work.parts)
+
+
+def is_collective(work: F.Work) -> bool:
+    """A collective, or a loop whose heaviest work is one (a loop's work keeps the parts of
+    its heaviest call, not its kind)."""
+    if work.kind == "collective":
+        return True
+    if work.kind != "loop" or not work.parts:
+        return False
+    last = work.parts[-1].lower()
+    return last in T.COLLECTIVES or any(word in last for word in T.COLLECTIVE_WORDS)
 
 
 def callee_name(facts: F.FunctionFacts, expr: cst.BaseExpression, node: Node | None) -> str:
