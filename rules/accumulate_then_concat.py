@@ -437,8 +437,13 @@ class AccumulateThenConcat(Rule):
         origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop_statement)
         level, generic = _accumulation_level(
-            origin, work, decoded_before or _decode_path(function, named if names_count else [])
+            origin,
+            work,
+            decoded_before or _decode_path(function, named if names_count else []),
+            _generates_segments(facts, loop_statement),
+            C.sequence_chunks(loop_statement),
         )
+        raising, generic = (generic, None) if generic in _RAISING else (None, generic)
         # The specific reasons below say more than "outside a decoder's output assembly".
         structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP) else generic
         structure = structure or self._chunk_structure(
@@ -479,6 +484,7 @@ class AccumulateThenConcat(Rule):
         if scoped is None:
             return
         level = scoped
+        structure = structure or raising  # why it clears the bar
         written = self.context.source_of(call.func)
         across = _describe_work(work)
         also = f" (and {len(cats) - 1} more)" if len(cats) > 1 else ""
@@ -660,7 +666,14 @@ class AccumulateThenConcat(Rule):
         origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop)
         named = [out] + ([elements[1].value] if isinstance(elements[1], cst.Name) else [])
-        level, generic = _accumulation_level(origin, work, _decode_path(function, named))
+        level, generic = _accumulation_level(
+            origin,
+            work,
+            _decode_path(function, named),
+            _generates_segments(facts, loop),
+            C.sequence_chunks(loop),
+        )
+        raising, generic = (generic, None) if generic in _RAISING else (None, generic)
         structure = (
             _small_loop(
                 loop, self.settings["min-constant-count"], self._index(function), facts, header
@@ -675,6 +688,7 @@ class AccumulateThenConcat(Rule):
         if scoped is None:
             return
         level = scoped
+        structure = structure or raising
         written = self.context.source_of(call.func)
         message = (
             f"`{out} = {written}([{out}, ...])` in a loop ({S.describe(origin)}; across the "
@@ -851,7 +865,7 @@ class AccumulateThenConcat(Rule):
         origin = S.name_origin(list_name or "", F._origin_of_work(work))
         if S.size_class(origin) == S.TINY:
             return
-        level, reason = _accumulation_level(origin, work, True)
+        level, reason = _accumulation_level(origin, work, True, False, False)
         reason = reason or C.light_owner(self.context.path, facts.owner)
         if reason is not None:
             level = S.LOW
@@ -976,10 +990,99 @@ class AccumulateThenConcat(Rule):
             elif isinstance(parent, cst.Del):
                 continue
             else:
+                # Used otherwise: perhaps buffers filled in place (`xs[i].add_(...)`).
+                self._filled_in_place(node, node.value, function, name)
                 return
         if len(cats) != 1 or len(uses) < 2:
             return
         self._comprehension(cats[0], node.value, function, name)
+
+    def _filled_in_place(
+        self, assign: cst.Assign, buffers: cst.ListComp, function: cst.FunctionDef, name: str
+    ) -> None:
+        """`grads = [torch.zeros(chunk_shape) for _ in range(n)]`, each `grads[i].add_(...)`
+        in a loop, then `torch.cat(grads)`: every buffer and the result are alive at the
+        concatenation (twice the output) where one preallocated output, filled through
+        views (`out.chunk(n)`), needs no concatenation. Reported without a fix: the views
+        must be the buffers' exact shapes, which a rewrite cannot prove."""
+        element = buffers.elt
+        clause = buffers.for_in
+        if not (
+            isinstance(element, cst.Call)
+            and C.allocation_call(element)
+            and clause.inner_for_in is None
+            and not clause.ifs
+        ):
+            return
+        facts = F.facts_for(self.context, function)
+        if facts is None or name in facts.cfg.captured or name in facts.cfg.declared:
+            return
+        cats: list[cst.Call] = []
+        updates: list[Use] = []
+        for use in self._index(function).of(name):
+            if any(a is assign for a in use.ancestors):
+                continue
+            if use.nested:
+                return
+            chain = use.ancestors
+            parent = chain[-1] if chain else None
+            call = chain[-2] if len(chain) >= 2 else None
+            if (
+                isinstance(parent, cst.Arg)
+                and isinstance(call, cst.Call)
+                and call.args
+                and call.args[0] is parent
+                and _kind_of(self.context, call) is not None
+            ):
+                cats.append(call)
+            elif _updated_in_place(use):
+                updates.append(use)
+            else:
+                return  # read, rebound or handed out: not this pattern
+        if len(cats) != 1 or not updates:
+            return
+        concat = cats[0]
+        found = [_innermost_loop(use.ancestors, function) for use in updates]
+        loops = [loop for loop in found if loop is not None]
+        if len(loops) != len(found):
+            return  # a buffer written outside any loop
+        statement = self.context.ancestors[-1] if self.context.ancestors else None
+        start = self.context.span(assign)[0]
+        end = self.context.span(concat)[0]
+        if not all(start < self.context.span(loop)[0] < end for loop in loops):
+            return
+        at = next((n for n in facts.cfg.nodes if n.statement in (assign, statement)), None)
+        origin = C.shaped_like(facts, element, self._load_nodes(facts), at)
+        if S.size_class(origin) == S.TINY:
+            return
+        origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
+        work = F.Work(F.NONE, "none")
+        for loop in dict.fromkeys(loops):
+            loop_work = _loop_work(facts, _header_node(facts, loop), loop)
+            work = loop_work if loop_work.level > work.level else work
+        level, reason = _accumulation_level(
+            origin, work, False, False, any(C.sequence_chunks(loop) for loop in loops)
+        )
+        raising, reason = (reason, None) if reason in _RAISING else (None, reason)
+        reason = reason or C.light_owner(self.context.path, facts.owner)
+        if reason is not None:
+            level = S.LOW
+        scoped, reason = self._scoped(level, reason)
+        if scoped is None:
+            return
+        level = scoped
+        reason = reason or raising
+        written = self.context.source_of(concat.func)
+        self.report(
+            concat,
+            f"`{name}` holds buffers ({S.describe(origin)}) filled in place across the "
+            f"loop's {_describe_work(work)} until `{written}({name}, ...)`: all buffers and "
+            f"the result are alive together (about twice the output); allocate one output "
+            f"and fill views of it (`out.chunk(n)`) instead"
+            + (f"; {reason}" if reason else "")
+            + f" (significance: {level})",
+            significance=level,
+        )
 
 
 # Loop structure that gives few chunks: model axes and counts (issue 12: low significance).
@@ -1311,7 +1414,47 @@ _OUTSIDE_DECODE = (
 )
 
 
-def _accumulation_level(origin: str, work: F.Work, decode_path: bool) -> tuple[str, str | None]:
+_SEGMENTS = (
+    "each chunk is a generated segment (the loop runs model-level generation and decodes "
+    "per iteration): the kept output grows with the segment count while each iteration's "
+    "work is one segment's, so with several segments the concatenation sets the peak"
+)
+
+_ENCODER_CALL_WORDS = frozenset({"encode", "encoder", "encoding"})
+
+
+def _generates_segments(facts: F.FunctionFacts, loop: cst.CSTNode) -> bool:
+    """Each iteration generates what it keeps (a long video made segment by segment: a
+    denoising loop or `diffuse` helper, then the segment's decode): the loop body calls a
+    decoder and also model-level work that is neither a decoder nor an encoder. A loop
+    that only decodes slices of latents made before it (Wan's per-frame decode, chunked
+    `decode_latents`) keeps its decoder's activations as its peak; it is not one."""
+    decodes = generates = False
+    for call in _calls_in(loop):
+        words = _words(_last_name(call.func))
+        if words & _DECODER_CALL_WORDS:
+            decodes = decodes or not _text_decoder(call.func)
+            continue
+        if words & _ENCODER_CALL_WORDS:
+            continue
+        work = facts.work(call)
+        if work.level >= F.MODEL and not C.is_collective(work):
+            generates = True
+    return decodes and generates
+
+
+_SEQUENCE = (
+    "the loop walks one tensor in chunks, so each iteration's inputs and work are one "
+    "chunk's while the kept chunks add up to the whole"
+)
+
+# Reasons that explain a level above `low` (shown in the message; they lower nothing).
+_RAISING = (_SEGMENTS, _SEQUENCE)
+
+
+def _accumulation_level(
+    origin: str, work: F.Work, decode_path: bool, segments: bool, in_chunks: bool
+) -> tuple[str, str | None]:
     """LL002's significance: the concatenation's peak is every chunk plus the output, and it
     is the function's peak only where nothing in the loop needs more. Decoded tiles merged by
     light work (blending, copying: the tiles were decoded earlier): `high`; activation-sized
@@ -1323,6 +1466,10 @@ def _accumulation_level(origin: str, work: F.Work, decode_path: bool) -> tuple[s
     size = S.size_class(origin)
     if size not in (S.LARGE, S.ACTIVATION_SIZED):
         return S.LOW, None
+    if size == S.LARGE and segments:
+        # Decoded segments of a long output, each generated and decoded in its own
+        # iteration: the per-iteration peak is one segment's, the kept output all of them.
+        return S.MEDIUM, _SEGMENTS
     if C.runs_a_network(work):
         return S.LOW, _MODEL_IN_LOOP
     if size == S.LARGE:
@@ -1336,9 +1483,12 @@ def _accumulation_level(origin: str, work: F.Work, decode_path: bool) -> tuple[s
         # loop: its hidden activations outgrow activation-sized outputs.
         return S.LOW, _PEAK_IN_LOOP
     # Activation-sized chunks merged by light work: worth it where they are a decoder's
-    # output (temporal tiles of a video VAE, blended frame groups); elsewhere the loop's
-    # own inputs and work are as large as the chunks.
-    return (S.MEDIUM, None) if decode_path else (S.LOW, _OUTSIDE_DECODE)
+    # output (temporal tiles of a video VAE, blended frame groups) or the chunks of one
+    # sequence walked chunk by chunk; elsewhere the loop's own inputs and work are as large
+    # as the chunks.
+    if decode_path:
+        return S.MEDIUM, None
+    return (S.MEDIUM, _SEQUENCE) if in_chunks else (S.LOW, _OUTSIDE_DECODE)
 
 
 def _smaller_by_name(callee: str, origin: str) -> str:
@@ -1748,6 +1898,22 @@ def _innermost_loop(
         if inside and isinstance(node, (cst.For, cst.While)):
             found = node
     return found
+
+
+def _updated_in_place(use: Use) -> bool:
+    """`xs[i].add_(...)`, `xs[i].copy_(...)`, `xs[i] += ...`: one element written in place."""
+    chain = use.ancestors
+    if len(chain) < 3 or not isinstance(chain[-1], cst.Subscript):
+        return False
+    subscript, above = chain[-1], chain[-2]
+    if not _index_subscript(subscript):
+        return False
+    if isinstance(above, cst.AugAssign):
+        return above.target is subscript
+    if isinstance(above, cst.Attribute) and isinstance(chain[-3], cst.Call):
+        method = above.attr.value
+        return chain[-3].func is above and method.endswith("_") and not method.startswith("_")
+    return False
 
 
 def _loop_targets(chain: Sequence[cst.CSTNode]) -> set[str]:

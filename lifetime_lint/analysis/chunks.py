@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from lifetime_lint.analysis import facts as F
+from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import DefSite, Node
 from lifetime_lint.imports import attribute_names
@@ -983,3 +984,154 @@ def _module_name(context, expr: cst.BaseExpression) -> bool:
     return bool(qualified) and qualified.split(".", 1)[0] in (
         "torch", "numpy", "PIL", "cv2", "math", "einops", "torchvision"
     )  # fmt: skip
+
+
+# Words of a loop count that says the loop walks chunks (`num_chunks`, `n_chunk`).
+_CHUNK_COUNT_WORDS = frozenset({"chunk", "chunks"})
+
+
+def sequence_chunks(loop: cst.CSTNode) -> bool:
+    """The loop walks one tensor in chunks: its count is named for chunks (`range(num_chunks)`),
+    it iterates a split of a tensor (`for piece in x.chunk(n)`), or its body slices by the
+    loop's index (`x[st:ed]` after `st = i * chunk_size`, `cos[:, n * i : n * (i + 1)]`) or
+    consumes a tensor head first (`x = x[chunk_size:]`). Each iteration's inputs and work are
+    then one chunk's, while the chunks kept for the concatenation add up to the whole
+    sequence: at the concatenation every chunk and the output are alive, twice the whole,
+    which is what the chunking was there to avoid (DeepSpeed FPDT's chunked attention and
+    loss over 256K-2M tokens). Networks in the loop are decided before this is asked."""
+    if not isinstance(loop, cst.For):
+        return False
+    iterable = loop.iter
+    if _is_call(iterable, "enumerate") and iterable.args:
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Call) and _split_call(iterable):
+        return _last_name(iterable.func) != "unbind"  # `unbind`: one item per step
+    if _is_call(iterable, "range"):
+        for arg in iterable.args:
+            if any(_CHUNK_COUNT_WORDS & set(n.lower().split("_")) for n in _names(arg.value)):
+                return True
+    indices, _, _ = _parts(loop.target)
+    derived = {name.value for name in indices}
+    if not derived:
+        return False
+    assigns: list[cst.Assign] = []
+    subscripts: list[cst.Subscript] = []
+    walk(
+        loop.body,
+        lambda n: (
+            assigns.append(n)
+            if isinstance(n, cst.Assign)
+            else subscripts.append(n)
+            if isinstance(n, cst.Subscript)
+            else None
+        ),
+        lambda n: None,
+    )
+    for _ in range(2):  # `st = i * size` then `ed = st + size`
+        for assign in assigns:
+            if _names(assign.value) & derived:
+                for target in assign.targets:
+                    if isinstance(target.target, cst.Name):
+                        derived.add(target.target.value)
+    for subscript in subscripts:
+        for element in subscript.slice:
+            piece = element.slice
+            if not isinstance(piece, cst.Slice):
+                continue
+            bounds = [b for b in (piece.lower, piece.upper) if b is not None]
+            if any(_names(bound) & derived for bound in bounds) and not _one_item(piece):
+                return True
+    for assign in assigns:  # `x = x[chunk_size:]`: the head was this iteration's chunk
+        value = assign.value
+        if (
+            len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+            and isinstance(value, cst.Subscript)
+            and isinstance(value.value, cst.Name)
+            and value.value.value == assign.targets[0].target.value
+            and len(value.slice) == 1
+            and isinstance(value.slice[0].slice, cst.Slice)
+            and value.slice[0].slice.lower is not None
+            and value.slice[0].slice.upper is None
+        ):
+            return True
+    return False
+
+
+def _one_item(piece: cst.Slice) -> bool:
+    """`x[i : i + 1]`: one sample of a batch loop, not a chunk of a sequence."""
+    upper, lower = piece.upper, piece.lower
+    return (
+        isinstance(upper, cst.BinaryOperation)
+        and isinstance(upper.operator, cst.Add)
+        and isinstance(upper.right, cst.Integer)
+        and upper.right.evaluated_value == 1
+        and lower is not None
+        and _EMPTY.code_for_node(upper.left) == _EMPTY.code_for_node(lower)
+    )
+
+
+_EMPTY = cst.Module(body=[])
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+    walk(node, lambda n: found.add(n.value) if isinstance(n, cst.Name) else None, lambda n: None)
+    return found
+
+
+def allocation_call(call: cst.Call) -> bool:
+    """`torch.zeros(...)`, `torch.empty_like(x)`, `x.new_zeros(...)`: a fresh buffer."""
+    last = _last_name(call.func)
+    if last.startswith("new_"):  # `x.new_zeros(shape)`
+        last = last[4:]
+    return bool(_ALLOCATION.match(last))
+
+
+def shaped_like(
+    facts: F.FunctionFacts, call: cst.Call, loads: dict[int, Node], at: Node | None
+) -> str:
+    """The origin of a buffer shaped after a tensor (`torch.zeros((n, x.shape[1],
+    x.shape[2]))`, `torch.zeros_like(x)`, `x.new_zeros(...)`): that tensor's, the largest
+    where several are named; `ALLOCATION` (size unknown) when none is."""
+    shaped: list[cst.Name] = []
+    if _last_name(call.func).endswith("_like") and call.args:
+        first = call.args[0].value
+        if isinstance(first, cst.Name):
+            shaped.append(first)
+    if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name):
+        if _last_name(call.func).startswith("new_"):
+            shaped.append(call.func.value)
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Attribute) and (
+            node.attr.value == "shape" or node.attr.value.endswith("_shape")
+        ):
+            base = node.value  # `x.shape`, `chunks[0].chunk_shape`
+            while isinstance(base, (cst.Subscript, cst.Attribute)):
+                base = base.value
+            if isinstance(base, cst.Name):
+                shaped.append(base)
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "size"
+            and isinstance(node.func.value, cst.Name)
+        ):
+            shaped.append(node.func.value)
+
+    for arg in call.args:
+        walk(arg.value, enter, lambda n: None)
+    origins = []
+    for name in shaped:
+        node = loads.get(id(name)) or at  # a comprehension's names: at its statement
+        if node is None:
+            continue
+        fact = facts.expression(name, node)
+        if fact.is_tensor:  # an element of a container (`ctx.saved_tensors[0]`) too
+            origins.append(fact.origin)
+        elif fact.kind in (F.UNKNOWN, F.VIEW):
+            # Something with a `.shape` the facts cannot follow (`ctx.saved_tensors[0]`):
+            # an array of data, sized as its name says.
+            origins.append(S.name_origin(name.value, F.ACTIVATION))
+    return F._largest(origins) if origins else F.ALLOCATION
