@@ -43,7 +43,12 @@ class AccumulateThenConcat(Rule):
     `out = torch.cat([out, chunk], dim)`; and `torch.cat` / `stack` of a list comprehension
     whose element runs a model (`[self._decode(z).sample for z in ...]`). A list of slots
     (`out = [None] * n`, `[None for _ in range(n)]`) filled by index in the loop (`out[i] =
-    chunk`) counts as grown, without a fix (the slots may be filled in any order). Views of tensors
+    chunk`) counts as grown, without a fix (the slots may be filled in any order). So does a
+    list of buffers allocated up front and filled in place in a loop (`grads =
+    [torch.zeros(shape) for _ in range(n)]`, `grads[i].add_(...)`, then `torch.cat(grads)`),
+    reported without a fix (one output filled through its views, `out.chunk(n)`, needs no
+    concatenation, but a rewrite cannot prove the views' shapes); its size class is that of
+    the tensor its shape is taken from (`x.shape[1]`, `chunks[0].chunk_shape`). Views of tensors
     made in the iteration count as chunks (`result_row.append(tile[..., :n])` after `tile =
     self.blend_h(...)`: each view keeps its blended tile alive). Reads that neither
     keep nor hand out chunks do not hide it: `len(chunks)`, `if not chunks: raise`,
@@ -58,12 +63,22 @@ class AccumulateThenConcat(Rule):
     the loop, not a tokenizer's `decode`; or a list named for frames or video: temporal
     tiles, blended frame groups; a list's name counts for chunks of unknown size,
     concatenations or buffers, only in such a function, so that `input_rows` of token ids
-    is not decoded output), `low` for activation-sized chunks elsewhere (the
+    is not decoded output; or a loop that walks one tensor in chunks: a count named for
+    chunks, `range(num_chunks)`, a split of a tensor, slices by the loop's index, `x[st:ed]`
+    after `st = i * size`, not one sample `x[i : i + 1]`, or a tensor consumed head first,
+    `x = x[size:]`: each iteration's inputs and work are one chunk's while the kept chunks
+    add up to the whole sequence, as in DeepSpeed FPDT's chunked attention over 256K-2M
+    tokens), `low` for activation-sized chunks elsewhere (the
     loop's own inputs and work are of the same order), `low` when each chunk comes from
     model-level work in
     the same loop (that call's own activations usually exceed the concatenation: measured
     unchanged on Wan's untiled decode; a collective such as `single_all_to_all(chunk)` is
     not such work, it allocates only what it moves, and the message calls it a collective),
+    except decoded segments generated in the loop (`medium`: the loop body calls a decoder
+    and other model-level work, a denoising transformer or a `diffuse` helper, as a long
+    video made segment by segment in Wan-Animate, Cosmos Transfer or Helios: each
+    iteration's peak is one segment's, the kept video grows with the segment count; a loop
+    that only decodes slices of latents made before it stays `low`),
     for latent-sized results (encode paths,
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
