@@ -86,3 +86,32 @@ def test_new_forms_clear_the_bar_and_their_negatives_do_not() -> None:
     assert _levels("positive_sequence_chunks") == ["medium", "medium"]
     assert _levels("negative_segments_decoded_only") == []
     assert _levels("negative_sequence_chunks") == []
+
+
+def _loop(source: str):
+    import libcst as cst
+
+    module = cst.parse_module(source)
+    statement = module.body[0]
+    assert isinstance(statement, cst.For)
+    return statement
+
+
+@pytest.mark.parametrize(
+    ("source", "walks"),
+    [
+        ("for i in range(num_chunks):\n    out[i] = f(x[i])\n", True),
+        ("for start in range(0, n, chunk_size):\n    out.append(f(x[start:]))\n", True),
+        ("for piece in x.chunk(4, dim=1):\n    out.append(f(piece))\n", True),
+        ("for i in range(n):\n    out.append(f(x[:c]))\n    x = x[c:]\n", True),
+        # a window of neighbours, one sample per step, items of an unbind, slices by index
+        ("for i in range(-num_chunks_before, num_chunks_after + 1):\n    out.append(x)\n", False),
+        ("for i, n in enumerate(lengths):\n    out.append(f(k[i : i + 1, :n]))\n", False),
+        ("for item in x.unbind(0):\n    out.append(f(item))\n", False),
+        ("for g in range(o.shape[1]):\n    out.append(f(w[g * r : (g + 1) * r]))\n", False),
+    ],
+)
+def test_sequence_chunks_needs_a_walk_from_the_start(source: str, walks: bool) -> None:
+    from lifetime_lint.analysis import chunks
+
+    assert chunks.sequence_chunks(_loop(source)) is walks

@@ -160,7 +160,9 @@ def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
 _SIZE_KEEPING = compile_lazily(r"(attention|attn|layer|block|norm|mlp|proj)")
 # Functions named for an allocation of a given shape (`randn_tensor`, `zeros_like`).
 _ALLOCATION = compile_lazily(r"^_?(randn|rand|randint|zeros|ones|empty|full)(_tensor|_like)?$")
-_BUILTINS = frozenset({"float", "int", "len", "min", "max", "abs", "range", "zip", "enumerate"})
+_BUILTINS = frozenset(
+    {"float", "int", "len", "min", "max", "abs", "range", "zip", "enumerate", "slice"}
+)
 
 
 def moved_from_container(
@@ -991,14 +993,16 @@ _CHUNK_COUNT_WORDS = frozenset({"chunk", "chunks"})
 
 
 def sequence_chunks(loop: cst.CSTNode) -> bool:
-    """The loop walks one tensor in chunks: its count is named for chunks (`range(num_chunks)`),
-    it iterates a split of a tensor (`for piece in x.chunk(n)`), or its body slices by the
-    loop's index (`x[st:ed]` after `st = i * chunk_size`, `cos[:, n * i : n * (i + 1)]`) or
-    consumes a tensor head first (`x = x[chunk_size:]`). Each iteration's inputs and work are
-    then one chunk's, while the chunks kept for the concatenation add up to the whole
-    sequence: at the concatenation every chunk and the output are alive, twice the whole,
-    which is what the chunking was there to avoid (DeepSpeed FPDT's chunked attention and
-    loss over 256K-2M tokens). Networks in the loop are decided before this is asked."""
+    """The loop walks one tensor in chunks from its start: its count or step is named for
+    chunks (`range(num_chunks)`, `range(0, n, chunk_size)`; not a window of neighbours such
+    as `range(-before, after + 1)`), it iterates a split of a tensor (`for piece in
+    x.chunk(n)`), or it consumes a tensor head first (`x = x[chunk_size:]`). Each
+    iteration's inputs and work are then one chunk's, while the chunks kept for the
+    concatenation add up to the whole sequence: at the concatenation every chunk and the
+    output are alive, twice the whole, which is what the chunking was there to avoid
+    (DeepSpeed FPDT's chunked attention and loss over 256K-2M tokens). Networks in the loop,
+    and chunks computed from slices of a tensor alive across the loop (`live_source`), are
+    decided before this is asked."""
     if not isinstance(loop, cst.For):
         return False
     iterable = loop.iter
@@ -1006,41 +1010,23 @@ def sequence_chunks(loop: cst.CSTNode) -> bool:
         iterable = iterable.args[0].value
     if isinstance(iterable, cst.Call) and _split_call(iterable):
         return _last_name(iterable.func) != "unbind"  # `unbind`: one item per step
-    if _is_call(iterable, "range"):
-        for arg in iterable.args:
-            if any(_CHUNK_COUNT_WORDS & set(n.lower().split("_")) for n in _names(arg.value)):
-                return True
-    indices, _, _ = _parts(loop.target)
-    derived = {name.value for name in indices}
-    if not derived:
-        return False
+    if _is_call(iterable, "range") and iterable.args:
+        args = [arg.value for arg in iterable.args]
+        start = args[0] if len(args) > 1 else None
+        from_zero = start is None or (isinstance(start, cst.Integer) and start.value == "0")
+        counts = args[1:] if len(args) > 1 else args
+        if from_zero and any(
+            _CHUNK_COUNT_WORDS & set(name.lower().split("_"))
+            for count in counts
+            for name in _names(count)
+        ):
+            return True
     assigns: list[cst.Assign] = []
-    subscripts: list[cst.Subscript] = []
     walk(
         loop.body,
-        lambda n: (
-            assigns.append(n)
-            if isinstance(n, cst.Assign)
-            else subscripts.append(n)
-            if isinstance(n, cst.Subscript)
-            else None
-        ),
+        lambda n: assigns.append(n) if isinstance(n, cst.Assign) else None,
         lambda n: None,
     )
-    for _ in range(2):  # `st = i * size` then `ed = st + size`
-        for assign in assigns:
-            if _names(assign.value) & derived:
-                for target in assign.targets:
-                    if isinstance(target.target, cst.Name):
-                        derived.add(target.target.value)
-    for subscript in subscripts:
-        for element in subscript.slice:
-            piece = element.slice
-            if not isinstance(piece, cst.Slice):
-                continue
-            bounds = [b for b in (piece.lower, piece.upper) if b is not None]
-            if any(_names(bound) & derived for bound in bounds) and not _one_item(piece):
-                return True
     for assign in assigns:  # `x = x[chunk_size:]`: the head was this iteration's chunk
         value = assign.value
         if (
@@ -1056,22 +1042,6 @@ def sequence_chunks(loop: cst.CSTNode) -> bool:
         ):
             return True
     return False
-
-
-def _one_item(piece: cst.Slice) -> bool:
-    """`x[i : i + 1]`: one sample of a batch loop, not a chunk of a sequence."""
-    upper, lower = piece.upper, piece.lower
-    return (
-        isinstance(upper, cst.BinaryOperation)
-        and isinstance(upper.operator, cst.Add)
-        and isinstance(upper.right, cst.Integer)
-        and upper.right.evaluated_value == 1
-        and lower is not None
-        and _EMPTY.code_for_node(upper.left) == _EMPTY.code_for_node(lower)
-    )
-
-
-_EMPTY = cst.Module(body=[])
 
 
 def _names(node: cst.CSTNode) -> set[str]:
