@@ -63,12 +63,12 @@ class AccumulateThenConcat(Rule):
     the loop, not a tokenizer's `decode`; or a list named for frames or video: temporal
     tiles, blended frame groups; a list's name counts for chunks of unknown size,
     concatenations or buffers, only in such a function, so that `input_rows` of token ids
-    is not decoded output; or a loop that walks one tensor in chunks: a count named for
-    chunks, `range(num_chunks)`, a split of a tensor, slices by the loop's index, `x[st:ed]`
-    after `st = i * size`, not one sample `x[i : i + 1]`, or a tensor consumed head first,
-    `x = x[size:]`: each iteration's inputs and work are one chunk's while the kept chunks
-    add up to the whole sequence, as in DeepSpeed FPDT's chunked attention over 256K-2M
-    tokens), `low` for activation-sized chunks elsewhere (the
+    is not decoded output; or a loop that walks one tensor in chunks from its start: a
+    count or step named for chunks, `range(num_chunks)`, `range(0, n, chunk_size)`, not a
+    window of neighbours such as `range(-before, after + 1)`; a split of a tensor; or a
+    tensor consumed head first, `x = x[size:]`: each iteration's inputs and work are one
+    chunk's while the kept chunks add up to the whole sequence, as in DeepSpeed FPDT's
+    chunked attention over 256K-2M tokens), `low` for activation-sized chunks elsewhere (the
     loop's own inputs and work are of the same order), `low` when each chunk comes from
     model-level work in
     the same loop (that call's own activations usually exceed the concatenation: measured
