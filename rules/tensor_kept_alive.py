@@ -29,6 +29,7 @@ from lifetime_lint.analysis.domain import (
     mentions_video,
     runs_against_cache,
     short_stream,
+    short_stream_classes,
     short_stream_input,
 )
 from lifetime_lint.analysis.tables import FEED_FORWARD_SUBMODULES, MODEL_CALLS
@@ -136,7 +137,13 @@ class TensorKeptAlive(Rule):
     `encoder_hidden_states`, `context`) or its dataflow: an attention's output has its
     query's tokens, so in LTX-2's block the audio-to-video output is video-sized and the
     video-to-audio one audio-sized (measured on an H200: 96 MiB and 1 MiB off the block's
-    peak). A sublayer over the short stream is not the block's peak.
+    peak). A sublayer over the short stream is not the block's peak. So is a whole class
+    of the short stream: one the file builds only into an attribute named for that stream
+    and calls only on that stream (HunyuanVideo's token refiner, `self.context_embedder =
+    TokenRefiner(...)` called on `encoder_hidden_states`: its blocks' generic `x`, `attn`
+    and `mlp` run over the prompt's few hundred tokens), and a class built only by such
+    classes (the refiner's blocks). The same class also built for the video tokens
+    (`self.patch_refiner = TokenRefiner(...)` called on `hidden_states`) keeps its size.
     Findings in tests, examples, benchmarks and scripts (the non-library globs the
     portability rules share) are `low`: small inputs, run once.
     The default run reports `medium` and `high`; `min-significance = "low"` under
@@ -529,7 +536,7 @@ class _Analysis:
             elif S.size_class(origin) == S.ACTIVATION_SIZED:
                 # The short stream by dataflow: the video-to-audio attention's output has
                 # audio queries; `und_norm` is the understanding (text) stream.
-                origin = self._short_stream_origin(real) or origin
+                origin = self._owner_stream() or self._short_stream_origin(real) or origin
                 if origin == F.ACTIVATION and _read_only_broadcast(facts.function, name):
                     origin = S.BROADCAST_TABLE  # `token_types[:, :, None, None, :]`
             if S.size_class(origin) == S.TINY:
@@ -593,6 +600,15 @@ class _Analysis:
         if streams == {TEXT_STREAM}:
             return S.TEXT_STREAM
         return None
+
+    def _owner_stream(self) -> str | None:
+        """`S.TEXT_STREAM` or `S.AUDIO_STREAM` when the function's class serves only a short
+        stream (`domain.short_stream_classes`: a token refiner built as `self.txt_in` and called
+        on the prompt embeddings, and the blocks only it builds)."""
+        if self._owner_name is None:
+            return None
+        stream = short_stream_classes(self.context.module, self.context.memo).get(self._owner_name)
+        return {AUDIO_STREAM: S.AUDIO_STREAM, TEXT_STREAM: S.TEXT_STREAM}.get(stream or "")
 
     def _names_video(self) -> bool:
         """Whether the function's own code names video (`video`, `frames`): its pixels are
