@@ -178,7 +178,8 @@ class TensorKeptAlive(Rule):
       (`cache = cache_list[i]`) counts once the slot is overwritten (`cache_list[i] = new`):
       from there the local is the only owner. A container whose tensors keep their own
       names (`inputs = {"encoder_hidden_states": (prompt_embeds,)}`, or a helper's feature
-      dict whose items the function takes out, `clip = features["clip"]`) is not reported
+      dict whose items the function takes out, `clip = features["clip"]`, or a list of
+      slices of a bound tensor, `cat_k.append(k_pad[:, i : i + n])`) is not reported
       while those names (or views of them) may still be bound at the work it is held
       across: `del` frees at most the container. Once they are rebound or deleted, or for
       an element only the container holds (a model output put in it, `tiles.append(tile)`

@@ -1416,6 +1416,8 @@ class FunctionFacts:
     def element_holders(self, site: DefSite) -> tuple[DefSite, ...] | None:
         """The other bindings that hold every element of a container binding, or None when
         the container alone holds some element (or what it holds is not known).
+        An element that is a view of a binding (`cat_k.append(k_pad[:, i : i + n])`) is
+        held by that binding: it shares its storage.
 
         `inputs = {"encoder_hidden_states": (prompt_embeds,)}` holds tensors that keep their
         own names; so does `features = self.extract(batch)` whose items the function takes
@@ -1476,11 +1478,16 @@ class FunctionFacts:
         fact = self.expression(value, node)
         if not (fact.is_tensor or fact.kind == CONTAINER):
             return True  # (a shape, a string, None: no storage to free)
-        if not isinstance(value, cst.Name):
+        if isinstance(value, cst.Name):
+            sites = [
+                s for s in self.reaching(node, value.value) if s.kind not in ("unbound", "deleted")
+            ]
+        elif fact.kind == VIEW and fact.tensor and fact.sources:
+            # `cat_k.append(k_pad[:, i : i + n])`: a view shares the storage of the bindings
+            # it is a view of; while they stay bound, the container frees none of it.
+            sites = [s for s in fact.sources if s.kind not in ("unbound", "deleted")]
+        else:
             return False  # a fresh element: the container is its only holder
-        sites = [
-            s for s in self.reaching(node, value.value) if s.kind not in ("unbound", "deleted")
-        ]
         if not sites or any(self._per_iteration(s, container, node) for s in sites):
             return False
         holders.extend(sites)
