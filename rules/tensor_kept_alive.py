@@ -114,7 +114,9 @@ class TensorKeptAlive(Rule):
     (`self.ff_context(norm_encoder_hidden_states)` in a dual-stream block: a few hundred
     text tokens) is one other sublayer whatever its name, and a projection of the
     conditioning stays conditioning-sized through nested sublayers
-    (`self.norm_k(self.add_k_proj(context_img))`: 257 image tokens); one over ids or sizes is light,
+    (`self.norm_k(self.add_k_proj(context_img))`: 257 image tokens), and a sublayer over a
+    noise level returns an embedding, not an activation (`vec = self.time_in(timestep)`: one
+    vector per sample); one over ids or sizes is light,
     one over decoded frames sets the peak; an all-reduce (`dist.all_reduce(x)`,
     `tensor_model_parallel_all_reduce(x)`) reduces into its input and allocates nothing,
     nor does a gather of sizes, nor an object collective (`all_gather_object`, or a helper

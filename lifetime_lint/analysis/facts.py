@@ -546,7 +546,8 @@ class FunctionFacts:
 
     def _conditioning_input(self, call: cst.Call, node: Node) -> str | None:
         """`k = self.to_k(encoder_hidden_states)`: a sublayer keeps its input's token
-        count, so a projection of conditioning (text tokens) is conditioning-sized."""
+        count, so a projection of conditioning (text tokens) is conditioning-sized, and so is
+        one of a noise level (`self.time_in(timestep)`)."""
         from lifetime_lint.analysis.significance import name_origin  # (it imports this module)
 
         first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
@@ -557,6 +558,11 @@ class FunctionFacts:
             return CONDITIONING if inner.is_tensor and inner.origin == CONDITIONING else None
         if not isinstance(first, cst.Name):
             return None
+        if _is_denoiser_keyword(first.value):
+            # `vec = self.time_in(timestep)`, `self.time_embedder(timesteps_proj)`: an
+            # embedding of the noise level, one vector per sample (or per token), not tokens
+            # x hidden of the stream.
+            return CONDITIONING
         fact = self._name_value(first.value, node)  # (tensor-ness is the call's; size the input's)
         origin = name_origin(first.value, fact.origin if fact.is_tensor else ACTIVATION)
         return CONDITIONING if origin == CONDITIONING else None
