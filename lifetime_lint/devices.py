@@ -1028,6 +1028,8 @@ def _past_cuda_exit(
             backend = _exit_guard(context, statement, raise_only=False)
             if backend:
                 return _bound_reason(backend, f"past `{_header(context, statement)}`")
+            if _exits_unless_rocm_probe(context, statement):
+                return _bound_reason("ROCm", f"past `{_header(context, statement)}`")
             if _answers_without_cuda(context, statement, outer):
                 return f"{OWN_FALLBACK} (past `{_header(context, statement)}`)"
             library = _exits_unless_library_flag(context, statement)
@@ -1062,6 +1064,40 @@ def _past_cuda_exit(
                             backend, f"past `{validator.name.value}()`, which raises without it"
                         )
     return None
+
+
+def _exits_unless_rocm_probe(context: FileContext, statement: cst.If) -> bool:
+    """`if not hasattr(amd_knobs, "use_async_copy"): return False`, `if not
+    is_hip_runtime(): raise ...`, `if rocm_info is None: return`: an early exit (no
+    `else`) unless a probe named for ROCm, HIP or AMD holds or exists. Past it the code
+    runs on ROCm only, where `torch.cuda` is HIP and right."""
+    if statement.orelse is not None or _how_body_exits(statement.body) is None:
+        return False
+    return _fails_unless_rocm_probe(context, statement.test)
+
+
+def _fails_unless_rocm_probe(context: FileContext, test: cst.BaseExpression) -> bool:
+    """`test` is true whenever a ROCm-named probe is false or None (`not probe`, `probe is
+    None`, or either side of an `or`)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _fails_unless_rocm_probe(context, test.left) or _fails_unless_rocm_probe(
+            context, test.right
+        )
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        probe = test.expression
+        if isinstance(probe, cst.BooleanOperation) and isinstance(probe.operator, cst.Or):
+            return False  # `not (a or rocm)`: past it either may hold
+    elif (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Is)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    ):
+        probe = test.left
+    else:
+        return False
+    return _ROCM.search(context.code_for(probe)) is not None
 
 
 def _none_unless_cuda(
