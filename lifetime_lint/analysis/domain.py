@@ -466,6 +466,102 @@ def _class_streams(module: cst.Module) -> dict[str, str]:
     return streams
 
 
+_PARAMETER_STREAMS_KEY = "domain.parameter_streams"
+
+
+def parameter_streams(module: cst.Module, memo: dict) -> dict[tuple[str, str], str]:
+    """`(class, parameter)` -> stream for the parameters of a class's `forward` that every
+    call of its instances passes the same short stream, by name, memoised per file: in
+    `self.cross_attn = CrossAttention(dim)` called only as `self.cross_attn(x, context)`, the
+    `y` of `CrossAttention.forward(self, x, y)` holds the text context (a few hundred tokens),
+    so its projections are no video-sized activations. A class that is also built anywhere
+    else (a module-level function, a container module, an attribute never called) is left
+    out: some of its calls are not seen."""
+    table = memo.get(_PARAMETER_STREAMS_KEY)
+    if table is None:
+        table = _parameter_streams(module)
+        memo[_PARAMETER_STREAMS_KEY] = table
+    return table
+
+
+def _parameter_streams(module: cst.Module) -> dict[tuple[str, str], str]:
+    forwards: dict[str, list[str]] = {}  # class -> the names of forward's parameters
+    for statement in module.body:
+        if not isinstance(statement, cst.ClassDef):
+            continue
+        for item in statement.body.body:
+            if isinstance(item, cst.FunctionDef) and item.name.value == "forward":
+                params = item.params
+                if params.star_arg is not None and isinstance(params.star_arg, cst.Param):
+                    break  # `*args`: positions do not map to names
+                names = [p.name.value for p in (*params.posonly_params, *params.params)]
+                forwards[statement.name.value] = names[1:]  # (without `self`)
+    if not forwards:
+        return {}
+    built_into: dict[str, set[tuple[str, str] | None]] = {}  # class -> (owner, attribute)
+    calls: dict[tuple[str, str], list[cst.Call]] = {}  # (owner, attribute) -> its calls
+
+    class Scan(cst.CSTVisitor):
+        def __init__(self, owner: str | None) -> None:
+            self.owner = owner
+            self.assigned: dict[int, str] = {}
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            attribute = _self_attribute(node.targets[0].target) if len(node.targets) == 1 else None
+            if attribute is not None and isinstance(node.value, cst.Call):
+                self.assigned[id(node.value)] = attribute  # (direct builds only)
+
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if isinstance(func, cst.Name) and func.value in forwards:
+                attribute = self.assigned.get(id(call))
+                site = (self.owner, attribute) if self.owner and attribute else None
+                built_into.setdefault(func.value, set()).add(site)
+                return
+            attribute = _self_attribute(func)
+            if self.owner is not None and attribute is not None:
+                calls.setdefault((self.owner, attribute), []).append(call)
+
+    for statement in module.body:
+        owner = statement.name.value if isinstance(statement, cst.ClassDef) else None
+        statement.visit(Scan(owner))
+
+    streams: dict[tuple[str, str], str] = {}
+    for name, sites in built_into.items():
+        if None in sites:
+            continue
+        seen: dict[str, set[str | None]] = {}
+        names = forwards[name]
+        every_call_seen = True
+        for site in sites:
+            site_calls = calls.get(site)  # type: ignore[arg-type]
+            if not site_calls:
+                every_call_seen = False
+                break
+            for call in site_calls:
+                if any(a.star for a in call.args):
+                    every_call_seen = False
+                    break
+                passed: dict[str, cst.BaseExpression] = {}
+                positional = [a.value for a in call.args if a.keyword is None]
+                for parameter, value in zip(names, positional):
+                    passed[parameter] = value
+                for arg in call.args:
+                    if arg.keyword is not None:
+                        passed[arg.keyword.value] = arg.value
+                for parameter in names:
+                    given = passed.get(parameter)
+                    seen.setdefault(parameter, set()).add(
+                        None if given is None else _named_stream(given, _STREAM_DEPTH)
+                    )
+        if not every_call_seen:
+            continue
+        for parameter, found in seen.items():
+            if len(found) == 1 and (stream := next(iter(found))) == TEXT_STREAM:
+                streams[(name, parameter)] = stream
+    return streams
+
+
 def _self_attribute(expr: cst.BaseExpression) -> str | None:
     """`attr` of `self.attr`, else None."""
     if (

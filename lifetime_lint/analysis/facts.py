@@ -34,6 +34,7 @@ import libcst as cst
 from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import CFG, DefSite, Node, TooLarge, build, iter_children
 from lifetime_lint.analysis.dataflow import Dataflow, solve
+from lifetime_lint.analysis.domain import parameter_streams
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.traversal import walk
 
@@ -384,6 +385,14 @@ class FunctionFacts:
         self._kernel_dsl: bool | None = None
         self._mark_dynamic_aliases()
 
+    def _text_stream_parameter(self, name: str) -> bool:
+        """Whether `name` is a parameter of a `forward` that every call in this file passes
+        the text stream (`domain.parameter_streams`)."""
+        if self.owner is None or self.function.name.value != "forward":
+            return False
+        streams = parameter_streams(self.context.module, self.context.memo)
+        return (self.owner.name.value, name) in streams
+
     def _reads_text(self, call: cst.Call, node: Node) -> bool:
         """A module call over strings (`self.byte5(byte5_texts)`): a text encoder."""
         first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
@@ -477,6 +486,10 @@ class FunctionFacts:
                 return ValueFact(VIEW, ACTIVATION, (), tensor=True)  # the caller owns it
             if site.annotation is not None and _annotation_is_scalar(site.annotation):
                 return _METADATA  # `stage_axis: int`: the signature's word
+            if self._text_stream_parameter(site.name):
+                # `y` of `CrossAttention.forward(self, x, y)`, called only as
+                # `self.cross_attn(x, context)`: the caller's text context.
+                return ValueFact(VIEW, CONDITIONING, (), tensor=True)
             return _UNKNOWN
         if kind in ("unbound", "deleted", "import", "def", "class", "except", "match"):
             return _UNKNOWN
