@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from fnmatch import translate
+from typing import Any
 
 import libcst as cst
 
@@ -2214,6 +2215,11 @@ def _argument_for(
     return None
 
 
+_REBINDING_STATEMENTS = frozenset((cst.AssignTarget, cst.AugAssign, cst.AnnAssign))
+_REBINDING_LOOPS = frozenset((cst.For, cst.CompFor, cst.NamedExpr))
+_NEW_SCOPES = frozenset((cst.FunctionDef, cst.Lambda, cst.ClassDef))
+
+
 def _parameter_returned_as_given(function: cst.FunctionDef) -> str | None:
     """The parameter every `return` of `function` hands back unchanged (never rebound in
     it), or None."""
@@ -2222,24 +2228,25 @@ def _parameter_returned_as_given(function: cst.FunctionDef) -> str | None:
     rebound: set[str] = set()
     others = False
 
-    def enter(node: cst.CSTNode) -> None:
+    # Exact types (these LibCST classes have no subclasses): isinstance() against LibCST's
+    # ABC-based classes is slow, and this runs on every node of every local callee.
+    def enter(node: Any) -> None:
         nonlocal others
-        if isinstance(node, cst.Return):
-            if isinstance(node.value, cst.Name) and node.value.value in parameters:
+        kind = type(node)
+        if kind is cst.Return:
+            if type(node.value) is cst.Name and node.value.value in parameters:
                 returned.add(node.value.value)
             else:
                 others = True
-        elif isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)):
+        elif kind in _REBINDING_STATEMENTS:
             target = node.target
-            if isinstance(target, cst.Name):
+            if type(target) is cst.Name:
                 rebound.add(target.value)
-        elif isinstance(node, (cst.For, cst.CompFor, cst.NamedExpr)) and isinstance(
-            node.target, cst.Name
-        ):
+        elif kind in _REBINDING_LOOPS and type(node.target) is cst.Name:
             rebound.add(node.target.value)
 
     def descend(node: cst.CSTNode) -> bool:
-        return not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
+        return type(node) not in _NEW_SCOPES
 
     for statement in function.body.body:
         walk(statement, enter, lambda node: None, descend)
