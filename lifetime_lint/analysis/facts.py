@@ -410,6 +410,8 @@ class FunctionFacts:
         values in registers or shared memory, not tensors a `del` could free. Known by a
         decorator from such a package (`@triton.jit`, `@helion.kernel`) or by calls into
         its language module (`hl.tile(...)`, `tl.load(...)`) in the body."""
+        if self._kernel_dsl is None and not _imports_a_kernel_package(self.context):
+            self._kernel_dsl = False  # every name below resolves through an import
         if self._kernel_dsl is None:
             found = any(
                 _is_kernel_dsl_name(self.context.qualified_name(_decorator_callee(d)) or "")
@@ -2183,6 +2185,25 @@ def _dimension_of(value: cst.BaseExpression) -> str | None:
 def _decorator_callee(decorator: cst.Decorator) -> cst.BaseExpression:
     expr = decorator.decorator
     return expr.func if isinstance(expr, cst.Call) else expr
+
+
+_KERNEL_ROOTS = frozenset(package.split(".")[0] for package in _KERNEL_PACKAGES)
+
+
+def _imports_a_kernel_package(context) -> bool:
+    """Whether an import of the file binds a name into a kernel package (`triton`, `numba`,
+    `cuda`, ...), memoised per file. A qualified name starts with the first word of the
+    import binding it resolves through, so without one no name here can be a kernel
+    DSL's, and the functions' calls need not be resolved one by one."""
+    found = context.memo.get(_KERNEL_IMPORTS_KEY)
+    if found is None:
+        found = context.memo[_KERNEL_IMPORTS_KEY] = any(
+            binding.qualified.split(".")[0] in _KERNEL_ROOTS for binding in context.imports.bindings
+        )
+    return found
+
+
+_KERNEL_IMPORTS_KEY = "facts.imports_a_kernel_package"
 
 
 def _is_kernel_dsl_name(qualified: str) -> bool:
