@@ -125,7 +125,16 @@ def _may_name_a_device_function(
     name = func.value
     if name in wanted or context.imports.is_bound_locally(name):
         return True
-    return "import *" in context.source or name in _assigned_names(context)
+    return _has_star_import_text(context) or name in _assigned_names(context)
+
+
+def _has_star_import_text(context: FileContext) -> bool:
+    """Whether the file's text has `import *`, searched once per file (memoised), not once
+    per call of a bare name."""
+    found = context.memo.get("devices.star_import_text")
+    if found is None:
+        found = context.memo["devices.star_import_text"] = "import *" in context.source
+    return found
 
 
 # A name followed by `=` (not `==`): where a bare name may be bound to a device function.

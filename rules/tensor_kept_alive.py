@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 from fnmatch import fnmatchcase
+from typing import Any
 
 import libcst as cst
 
@@ -39,7 +40,7 @@ from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import Option, Rule
 from lifetime_lint.rules.autograd_history_kept import held_by_autograd
-from lifetime_lint.traversal import walk
+from lifetime_lint.traversal import LEAF_TYPES, child_nodes, walk
 
 
 def _validate_patterns(value: list[str]) -> str | None:
@@ -329,9 +330,28 @@ class TensorKeptAlive(Rule):
         patterns = list(options["heavy-calls"]) + list(options["extend-heavy-calls"])
         self._heavy_patterns = tuple(p.lower() for p in patterns)
         self._submodules_are_heavy: bool = options["submodules-are-heavy"]
+        # Per enclosing function (innermost last): whether an assignment statement or a
+        # walrus occurs anywhere below it. A function without one binds nothing a `del`
+        # could release, so its facts are never built (about half of all functions).
+        self._assigns: list[bool] = []
 
     # -- trigger -----------------------------------------------------------------------
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._assigns.append(False)
+
+    def _note_assignment(self, node: cst.CSTNode) -> None:
+        # Mark every enclosing function (an outer one is marked if an inner one is).
+        assigns = self._assigns
+        at = len(assigns) - 1
+        while at >= 0 and not assigns[at]:
+            assigns[at] = True
+            at -= 1
+
+    visit_Assign = visit_AnnAssign = visit_AugAssign = visit_NamedExpr = _note_assignment
+
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self._assigns and not self._assigns.pop():
+            return  # no assignment below it: no binding of `_ASSIGNED` kinds to report
         if _is_compiled(node):
             return
         facts = F.facts_for(self.context, node, self.max_nodes)
@@ -1245,13 +1265,14 @@ def _read_only_broadcast(function: cst.FunctionDef, name: str) -> bool:
     stack: list[cst.CSTNode] = [function.body]
     targets: set[int] = set()
     while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For)):
-            bound = node.targets if isinstance(node, cst.Assign) else [node]
+        node: Any = stack.pop()  # (its type is tested exactly below)
+        kind = type(node)  # (exact types: isinstance against LibCST's ABCs is slow)
+        if kind in _BINDING_STATEMENTS:
+            bound = node.targets if kind is cst.Assign else [node]
             for target in bound:
                 for inner in _bound_names(target.target):
                     targets.add(id(inner))
-        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+        elif kind is cst.Subscript and type(node.value) is cst.Name:
             if node.value.value == name:
                 nones = sum(
                     isinstance(element.slice, cst.Index)
@@ -1261,12 +1282,17 @@ def _read_only_broadcast(function: cst.FunctionDef, name: str) -> bool:
                 )
                 if nones >= _BROADCAST_AXES:
                     broadcast.add(id(node.value))
-        if isinstance(node, cst.Name) and node.value == name and id(node) not in targets:
+        elif kind is cst.Name and node.value == name and id(node) not in targets:
             reads += 1
             if id(node) not in broadcast:
                 return False
-        stack.extend(reversed(node.children))
+        # (LibCST's `children` rebuilds; whitespace and comment leaves hold no name)
+        stack.extend(child for child in reversed(child_nodes(node)) if type(child) not in _LEAVES)
     return reads > 0
+
+
+_BINDING_STATEMENTS = frozenset((cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For))
+_LEAVES = frozenset(LEAF_TYPES)
 
 
 def _bound_names(target: cst.BaseExpression) -> list[cst.Name]:

@@ -115,13 +115,15 @@ def domain_of_source(source: str) -> str:
     counts: Counter[str] = Counter()
     table_positions = False
     words = _WORD.findall(source)
-    for word in words:
+    # Each distinct identifier once, weighted by how often it occurs (the same counts).
+    occurrences = Counter(words)
+    for word, times in occurrences.items():
         lowered = word.lower()
         if not table_positions and lowered.endswith(_TABLE_POSITIONS):
             table_positions = True
         for part in lowered.split("_"):
             if part in _LARGE_WORDS or part in _SMALL_WORDS or part == "alibi":
-                counts[part] += 1
+                counts[part] += times
     large = sum(counts[w] for w in _LARGE_WORDS)
     small = sum(counts[w] for w in _SMALL_WORDS)
     if small >= _EVIDENCE and small > large:
@@ -130,30 +132,30 @@ def domain_of_source(source: str) -> str:
     if table_positions and generation < _EVIDENCE and not any(counts[w] for w in _OPEN_POSITIONS):
         return SMALL_DOMAIN  # a legacy text model: sequences capped by its position table
     if large >= _EVIDENCE:
-        return VIDEO_DOMAIN if _shows_video(source, words) else LARGE_DOMAIN
+        return VIDEO_DOMAIN if _shows_video(source, occurrences) else LARGE_DOMAIN
     return UNKNOWN_DOMAIN if len(words) >= _LONG_FILE else UNJUDGED_DOMAIN
 
 
-def _shows_video(source: str, words: list[str]) -> bool:
+def _shows_video(source: str, occurrences: Counter[str]) -> bool:
     """Whether a generation file handles video: 5-D structure and video words, or many video
     words, with more words of generation than of language modelling. A width named for a
     latent (`latent_size`, `latent_dim`: an encoder's hidden size, as an LLM's NaViT
     image/video tower names it) is no word of generation."""
     video = generation = language = 0
-    for word in words:
+    for word, times in occurrences.items():  # each distinct identifier, with its count
         parts = word.split("_")
         for at, part in enumerate(parts):
             pieces = [part] if part.islower() or part.isupper() else _CAMEL.findall(part)
             for piece in pieces:
                 lowered = piece.lower()
                 if lowered in _VIDEO_WORDS:
-                    video += 1
+                    video += times
                 elif lowered in _GENERATION_WORDS:
                     if at + 1 < len(parts) and parts[at + 1].lower() in _WIDTH_WORDS:
                         continue  # `latent_size = config.hidden_size`
-                    generation += 1
+                    generation += times
                 elif lowered in _LANGUAGE_WORDS:
-                    language += 1
+                    language += times
     if generation < _GENERATION_EVIDENCE or language >= generation:
         return False
     if video >= _VIDEO_WORDS_ALONE:
@@ -166,7 +168,7 @@ def _shows_video(source: str, words: list[str]) -> bool:
 def mentions_video(text: str) -> bool:
     """Whether source text (a function's) names video: `video`, `frames`, `num_frames`,
     `VideoDecoder`."""
-    for word in _WORD.findall(text):
+    for word in set(_WORD.findall(text)):  # (each distinct identifier once)
         for part in word.split("_"):
             pieces = [part] if part.islower() or part.isupper() else _CAMEL.findall(part)
             if any(piece.lower() in _VIDEO_WORDS for piece in pieces):

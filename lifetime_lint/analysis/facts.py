@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from fnmatch import translate
+from typing import Any
 
 import libcst as cst
 
@@ -418,6 +419,8 @@ class FunctionFacts:
         values in registers or shared memory, not tensors a `del` could free. Known by a
         decorator from such a package (`@triton.jit`, `@helion.kernel`) or by calls into
         its language module (`hl.tile(...)`, `tl.load(...)`) in the body."""
+        if self._kernel_dsl is None and not _imports_a_kernel_package(self.context):
+            self._kernel_dsl = False  # every name below resolves through an import
         if self._kernel_dsl is None:
             found = any(
                 _is_kernel_dsl_name(self.context.qualified_name(_decorator_callee(d)) or "")
@@ -2229,6 +2232,25 @@ def _decorator_callee(decorator: cst.Decorator) -> cst.BaseExpression:
     return expr.func if isinstance(expr, cst.Call) else expr
 
 
+_KERNEL_ROOTS = frozenset(package.split(".")[0] for package in _KERNEL_PACKAGES)
+
+
+def _imports_a_kernel_package(context) -> bool:
+    """Whether an import of the file binds a name into a kernel package (`triton`, `numba`,
+    `cuda`, ...), memoised per file. A qualified name starts with the first word of the
+    import binding it resolves through, so without one no name here can be a kernel
+    DSL's, and the functions' calls need not be resolved one by one."""
+    found = context.memo.get(_KERNEL_IMPORTS_KEY)
+    if found is None:
+        found = context.memo[_KERNEL_IMPORTS_KEY] = any(
+            binding.qualified.split(".")[0] in _KERNEL_ROOTS for binding in context.imports.bindings
+        )
+    return found
+
+
+_KERNEL_IMPORTS_KEY = "facts.imports_a_kernel_package"
+
+
 def _is_kernel_dsl_name(qualified: str) -> bool:
     return any(qualified == p or qualified.startswith(p + ".") for p in _KERNEL_PACKAGES)
 
@@ -2259,6 +2281,11 @@ def _argument_for(
     return None
 
 
+_REBINDING_STATEMENTS = frozenset((cst.AssignTarget, cst.AugAssign, cst.AnnAssign))
+_REBINDING_LOOPS = frozenset((cst.For, cst.CompFor, cst.NamedExpr))
+_NEW_SCOPES = frozenset((cst.FunctionDef, cst.Lambda, cst.ClassDef))
+
+
 def _parameter_returned_as_given(function: cst.FunctionDef) -> str | None:
     """The parameter every `return` of `function` hands back unchanged (never rebound in
     it), or None."""
@@ -2267,24 +2294,25 @@ def _parameter_returned_as_given(function: cst.FunctionDef) -> str | None:
     rebound: set[str] = set()
     others = False
 
-    def enter(node: cst.CSTNode) -> None:
+    # Exact types (these LibCST classes have no subclasses): isinstance() against LibCST's
+    # ABC-based classes is slow, and this runs on every node of every local callee.
+    def enter(node: Any) -> None:
         nonlocal others
-        if isinstance(node, cst.Return):
-            if isinstance(node.value, cst.Name) and node.value.value in parameters:
+        kind = type(node)
+        if kind is cst.Return:
+            if type(node.value) is cst.Name and node.value.value in parameters:
                 returned.add(node.value.value)
             else:
                 others = True
-        elif isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)):
+        elif kind in _REBINDING_STATEMENTS:
             target = node.target
-            if isinstance(target, cst.Name):
+            if type(target) is cst.Name:
                 rebound.add(target.value)
-        elif isinstance(node, (cst.For, cst.CompFor, cst.NamedExpr)) and isinstance(
-            node.target, cst.Name
-        ):
+        elif kind in _REBINDING_LOOPS and type(node.target) is cst.Name:
             rebound.add(node.target.value)
 
     def descend(node: cst.CSTNode) -> bool:
-        return not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
+        return type(node) not in _NEW_SCOPES
 
     for statement in function.body.body:
         walk(statement, enter, lambda node: None, descend)
