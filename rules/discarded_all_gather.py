@@ -162,6 +162,7 @@ class DiscardedAllGather(Rule):
     def __init__(self, context, options) -> None:
         super().__init__(context, options)
         self._pending: dict[int, list[_Candidate]] = {}
+        self._wrappers: dict[str, str] | None = None  # module functions that return a gather
 
     # -- triggers ---------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
@@ -193,7 +194,22 @@ class DiscardedAllGather(Rule):
                     return WRAPPER
             elif isinstance(call.func, cst.Name) and call.func.value == entry and qualified is None:
                 return WRAPPER
+        if isinstance(call.func, cst.Name) and qualified is None and "gather" in call.func.value:
+            return self._module_wrapper(call.func.value)
         return None
+
+    def _module_wrapper(self, name: str) -> str | None:
+        """For a function of this module that fills a list with a collective and returns it
+        (mmengine's `all_gather_object(data, group) -> gather_list`): the kind its callers
+        get back (`WRAPPED_OBJECT` for `all_gather_object`, `RETURNED` for tensors)."""
+        if self._wrappers is None:
+            self._wrappers = {}
+            for statement in self.context.module.body:
+                if isinstance(statement, cst.FunctionDef):
+                    kind = _returned_gather(self.context, statement)
+                    if kind is not None:
+                        self._wrappers[statement.name.value] = kind
+        return self._wrappers.get(name)
 
     # -- analysis ---------------------------------------------------------------------
     def _check(self, function: cst.FunctionDef, candidate: _Candidate) -> None:
@@ -254,7 +270,7 @@ class DiscardedAllGather(Rule):
         root = keys.pop()
         where = f"rank {root}" if root != _FLAG else "the root rank"
         given = sorted({guard.given for guard in guards if guard.given is not None})
-        when = f" when `{given[0]}` is given (every rank otherwise)" if given else ""
+        when = f" when {given[0]} (every rank otherwise)" if given else ""
         via = ""
         if through:
             via = " (through " + ", ".join(sorted({f"`{d.name}`" for d in through})) + ")"
@@ -423,6 +439,41 @@ class DiscardedAllGather(Rule):
         )
 
 
+def _returned_gather(context, function: cst.FunctionDef) -> str | None:
+    """The kind of a function whose `return name` gives a list that a buffer collective
+    statement of its own body filled (`dist.all_gather_object(gather_list, data, group)`
+    ... `return gather_list`); None otherwise."""
+    finder = _GatherReturnFinder(context)
+    visit(function.body, finder)
+    kinds = {finder.filled[name] for name in finder.returned if name in finder.filled}
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    return WRAPPED_OBJECT if kind == OBJECT else RETURNED
+
+
+class _GatherReturnFinder(cst.CSTVisitor):
+    def __init__(self, context) -> None:
+        self.context = context
+        self.filled: dict[str, str] = {}  # buffer name -> kind of the collective filling it
+        self.returned: list[str] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a nested function's returns are not this function's
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        if isinstance(node.value, cst.Call):
+            kind = _COLLECTIVES.get(self.context.qualified_name(node.value.func) or "")
+            if kind in BUFFER_KINDS and not _is_async(node.value, kind):
+                first = _arguments(node.value, ("tensor_list", "tensor")).get("tensor_list")
+                if isinstance(first, cst.Name):
+                    self.filled[first.value] = kind
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if isinstance(node.value, cst.Name):
+            self.returned.append(node.value.value)
+
+
 def _sent_tensor(call: cst.Call, kind: str) -> cst.BaseExpression | None:
     """What each rank contributes: `all_gather(buffers, tensor)`, `wrapper(tensor, ...)`."""
     if kind in BUFFER_KINDS:
@@ -453,12 +504,19 @@ def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> 
     if isinstance(sent, cst.Name) and _literal_small_allocation(ranks.binding(sent)):
         # `tmp = torch.zeros(1, device="npu")`: a warm-up or handshake of a few elements.
         return S.LOW, "; each rank sends a tensor of a few elements, so the waste is small"
-    if kind == OBJECT and not tensor:
+    if kind in (OBJECT, WRAPPED_OBJECT) and not tensor:
         if _state_dict(ranks, sent):
             # `model.state_dict()`: every parameter and buffer the rank holds, pickled.
             return S.HIGH, (
                 "; each rank sends a state dict (every weight or optimizer state it holds), "
                 "so each of the others receives all of them"
+            )
+        carried = _tensor_in_object(ranks, sent)
+        if carried is not None:
+            # `[compacted_states, offset, size]` with `compacted_states = pack_..._to_tensor()`
+            return S.MEDIUM, (
+                f"; each rank sends a tensor (`{carried}`) pickled with the object, so each "
+                f"of the others receives world_size of them"
             )
         # `all_gather_object` pickles Python objects: request ids, sets, status records.
         return S.LOW, "; each rank sends a pickled Python object (metadata), so the waste is small"
@@ -479,6 +537,42 @@ def _state_dict(ranks: _Ranks, sent: cst.BaseExpression | None) -> bool:
         and isinstance(sent.func, cst.Attribute)
         and sent.func.attr.value == "state_dict"
     )
+
+
+def _tensor_in_object(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | None:
+    """The element of a list, tuple or dict display sent by `all_gather_object` (or of the
+    one binding of the local sent) that holds a tensor: known to the facts layer, or the
+    result of a call whose name says it returns one (`pack_states_to_tensor(...)`, also
+    under `x if own else None`). Its code, or None."""
+    if isinstance(sent, cst.Name):
+        bound = ranks.binding(sent)
+        sent = bound[0] if bound is not None and bound[1] is None else None
+    if isinstance(sent, (cst.List, cst.Tuple)):
+        elements = [e.value for e in sent.elements if isinstance(e, cst.Element)]
+    elif isinstance(sent, cst.Dict):
+        elements = [e.value for e in sent.elements if isinstance(e, cst.DictElement)]
+    else:
+        return None
+    for element in elements:
+        value: cst.BaseExpression | None = element
+        if isinstance(element, cst.Name):
+            node = ranks.loads.get(id(element))
+            if ranks.facts is not None and node is not None:
+                fact = ranks.facts.expression(element, node)
+                if fact.is_tensor or fact.kind == F.CONTAINER:
+                    return element.value
+            bound = ranks.binding(element)
+            value = bound[0] if bound is not None and bound[1] is None else None
+        if isinstance(value, cst.IfExp):
+            value = value.body
+        if isinstance(value, cst.Call) and _TENSOR_RETURNING.search(_last_name(value.func) or ""):
+            return ranks.context.code_for(element).strip()
+    return None
+
+
+# Callees that say in their name that they return a tensor: `pack_states_to_tensor`,
+# `get_flat_tensors`, `to_tensor` (not `tensor_parallel_size`, `is_tensor`).
+_TENSOR_RETURNING = compile_lazily(r"^(?!is_|has_)(.*_)?tensors?$")
 
 
 _LITERAL_ALLOCATORS = frozenset({"zeros", "ones", "empty", "full", "tensor", "randn", "rand"})
@@ -580,6 +674,7 @@ INTO = "into"  # all_gather_into_tensor(output, tensor)
 OBJECT = "object"  # all_gather_object(object_list, obj)
 RETURNED = "returned"  # functional collectives: the result is the return value
 WRAPPER = "wrapper"
+WRAPPED_OBJECT = "wrapped_object"  # a function of this module returning all_gather_object's list
 BUFFER_KINDS = (LIST, INTO, OBJECT)
 FIXABLE_KINDS = (LIST, INTO)
 
@@ -652,6 +747,7 @@ _ADVICE = {
     INTO: _GATHER_ADVICE,
     OBJECT: "use `dist.gather_object` so the others receive nothing",
     RETURNED: _GATHER_ADVICE,
+    WRAPPED_OBJECT: "gather to that rank (`dist.gather_object`) so the others receive nothing",
     WRAPPER: "gather to that rank (e.g. the group coordinator's `gather`)",
 }
 
@@ -909,14 +1005,20 @@ def _exits(body: cst.BaseSuite) -> bool:
     return False
 
 
-def _root_when(ranks: _Ranks, test: cst.BaseExpression, truth: bool) -> _Guard | None:
-    """The guard that holds when `test` evaluates to `truth`: exactly one rank passes."""
+def _root_when(
+    ranks: _Ranks, test: cst.BaseExpression, truth: bool, depth: int = 2
+) -> _Guard | None:
+    """The guard that holds when `test` evaluates to `truth`: exactly one rank passes.
+    A local flag is followed to the test its one binding computes (`is_collector = rank
+    == 0`; `depth` bounds the chain)."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _root_when(ranks, test.expression, not truth)
+        return _root_when(ranks, test.expression, not truth, depth)
     if isinstance(test, cst.BooleanOperation):
         conjunction = isinstance(test.operator, cst.And)
         if conjunction == truth:  # `a and b` true / `a or b` false: both parts hold
-            return _root_when(ranks, test.left, truth) or _root_when(ranks, test.right, truth)
+            return _root_when(ranks, test.left, truth, depth) or _root_when(
+                ranks, test.right, truth, depth
+            )
         # `if dst is not None and rank != dst: return`: the rest runs on rank dst when a
         # destination is given, on every rank otherwise.
         for given, other in ((test.left, test.right), (test.right, test.left)):
@@ -925,7 +1027,16 @@ def _root_when(ranks: _Ranks, test: cst.BaseExpression, truth: bool) -> _Guard |
                 continue
             found = _root_when(ranks, other, truth)
             if found is not None and found.root == name:
-                return _Guard(found.root, found.rank, given=name)
+                return _Guard(found.root, found.rank, given=f"`{name}` is given")
+        # `is_collector = rank == master_rank or not only_rank_0`: the root alone passes
+        # while the other part, a plain flag, does not hold (every rank passes otherwise).
+        for flag, other in ((test.right, test.left), (test.left, test.right)):
+            condition = _flag_condition(ranks, flag, not truth)
+            if condition is None:
+                continue
+            found = _root_when(ranks, other, truth, depth)
+            if found is not None and found.given is None:
+                return _Guard(found.root, found.rank, given=condition)
         return None
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         left, target = test.left, test.comparisons[0]
@@ -959,7 +1070,37 @@ def _root_when(ranks: _Ranks, test: cst.BaseExpression, truth: bool) -> _Guard |
         return _Guard("0", test)
     if truth and _last_name(test) in _ROOT_FLAGS:
         return _Guard(_FLAG, None)
+    if isinstance(test, cst.Name) and depth > 0:
+        bound = ranks.binding(test)
+        if bound is not None and bound[1] is None and isinstance(bound[0], _TESTS):
+            return _root_when(ranks, bound[0], truth, depth - 1)
     return None
+
+
+_TESTS = (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)
+
+
+def _flag_condition(ranks: _Ranks, flag: cst.BaseExpression, value: bool) -> str | None:
+    """`only_rank_0` (or `not only_rank_0`), a parameter of the function whose default
+    (`only_rank_0: bool = True`) makes it evaluate to `value`: the words for that; None for
+    anything else. A call with the defaults then reads on the root only; a flag without
+    such a default (`if rank == 0 or debug:`) may let every rank read."""
+    while isinstance(flag, cst.UnaryOperation) and isinstance(flag.operator, cst.Not):
+        flag, value = flag.expression, not value
+    if not isinstance(flag, cst.Name):
+        return None
+    parameters = ranks.function.params
+    default = next(
+        (
+            p.default
+            for p in (*parameters.params, *parameters.kwonly_params)
+            if p.name.value == flag.value
+        ),
+        None,
+    )
+    if not isinstance(default, cst.Name) or default.value != ("True" if value else "False"):
+        return None
+    return f"`{flag.value}` is {default.value}, its default"
 
 
 def _given_test(context, test: cst.BaseExpression, truth: bool) -> str | None:
