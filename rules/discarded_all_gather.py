@@ -38,7 +38,14 @@ class DiscardedAllGather(Rule):
     or never read at all. The rank compared may be a local or attribute bound to one
     (`me = dist.get_rank()`: the binding that reaches the test, from the facts layer's
     reaching definitions) or a helper of the same module or class that returns one
-    (`if self._rank() == 0:`, `idx, size = _coordinates(group)`).
+    (`if self._rank() == 0:`, `idx, size = _coordinates(group)`). A local flag is followed
+    to the test it holds (`is_collector = rank == master_rank or not only_rank_0; ... if
+    is_collector:`); a flag in such a test that is a parameter defaulting to the value that
+    singles out the root (`only_rank_0: bool = True`) makes the finding "when
+    `only_rank_0` is True, its default", while a flag without such a default (`if rank ==
+    0 or debug:`) is taken to let every rank read. A function of the same module that fills
+    a list with a collective and returns it (mmengine's `all_gather_object(data, group) ->
+    gather_list`) is followed like the collective it wraps.
 
     Each finding has a significance from what each rank sends (the facts layer's origin of
     the sent tensor, refined by its name): `high` for decoded frames or tiles, `medium` for
@@ -47,7 +54,9 @@ class DiscardedAllGather(Rule):
     of anything the facts layer does not know to be a tensor (pickled request ids, sets,
     status records: metadata), except a state dict (`model.state_dict()`,
     `optimizer.state_dict()`, or a local bound to one: every weight or optimizer state the
-    rank holds), which is `high`. The default run reports
+    rank holds), which is `high`, and a list, tuple or dict that carries a tensor (known
+    to the facts layer, or returned by a call named for one: `[pack_states_to_tensor(p),
+    offset, size]`), which is `medium`. The default run reports
     `medium` and `high`; `min-significance = "low"` under `[tool.lifetime-lint]` shows the
     rest. Calls resolving to
     `torch.distributed.all_gather`, `all_gather_into_tensor`, `all_gather_object`, their
