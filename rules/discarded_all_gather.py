@@ -56,12 +56,16 @@ class DiscardedAllGather(Rule):
     `optimizer.state_dict()`, or a local bound to one: every weight or optimizer state the
     rank holds), which is `high`, and a list, tuple or dict that carries a tensor (known
     to the facts layer, or returned by a call named for one: `[pack_states_to_tensor(p),
-    offset, size]`), which is `medium`. The default run reports
+    offset, size]`), which is `medium`; CUDA IPC handles (`{gpu: reduce_tensor(w)}`)
+    are metadata. The default run reports
     `medium` and `high`; `min-significance = "low"` under `[tool.lifetime-lint]` shows the
     rest. Calls resolving to
     `torch.distributed.all_gather`, `all_gather_into_tensor`, `all_gather_object`, their
-    `torch.distributed._functional_collectives` forms, and configured wrappers (by default
-    any `.all_gather(...)` method, as on a group coordinator).
+    `torch.distributed._functional_collectives` forms, a DTensor's `full_tensor()` (every
+    shard all-gathered on every rank: `param = param.full_tensor()` in a loop over a
+    sharded state dict, read under `if rank == 0:`; the reads are those the binding
+    reaches), and configured wrappers (by default any `.all_gather(...)` method, as on a
+    group coordinator).
 
     Not flagged: results that every rank reads (a CFG-parallel combine, a context-parallel
     unshard, sequence-parallel attention, sizes gathered to build groups; a guard on the
@@ -131,8 +135,8 @@ class DiscardedAllGather(Rule):
     (a vendored copy: `lifetime-lint vendor-runtime`) is offered as unsafe whatever the
     analysis shows, since the fixed code would not import elsewhere.
 
-    No fix for `all_gather_object` (use `dist.gather_object`), functional collectives (they
-    take meshes and are traced by `torch.compile`), wrappers, a root given by a flag
+    No fix for `all_gather_object` (use `dist.gather_object`), `full_tensor()`,
+    functional collectives (they take meshes and are traced by `torch.compile`), wrappers, a root given by a flag
     (`if is_root:`), a root that only holds when a destination is given (`if dst is not
     None and rank != dst: return`: every rank reads when `dst` is None), and results that
     are never read.
@@ -149,7 +153,7 @@ class DiscardedAllGather(Rule):
     code = "LL003"
     name = "discarded-all-gather"
     summary = "`all_gather` result read on one rank only: the others' receive buffers are wasted"
-    triggers = ("all_gather",)
+    triggers = ("all_gather", "full_tensor")
     fix_availability = "sometimes"
     options = (
         Option(
@@ -203,6 +207,13 @@ class DiscardedAllGather(Rule):
                     return WRAPPER
             elif isinstance(call.func, cst.Name) and call.func.value == entry and qualified is None:
                 return WRAPPER
+        if (
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "full_tensor"
+            and not call.args
+            and (qualified is None or not qualified.startswith("torch."))
+        ):
+            return FULL  # `DTensor.full_tensor()`: every shard all-gathered on every rank
         if isinstance(call.func, cst.Name) and qualified is None and "gather" in call.func.value:
             return self._module_wrapper(call.func.value)
         return None
@@ -239,6 +250,9 @@ class DiscardedAllGather(Rule):
             if allocation is None:
                 return  # buffers from elsewhere: not this function's allocation
         reads = _reads_of(uses_for(self.context, function), result, statement, allocation)
+        if reads is None and kind not in BUFFER_KINDS:
+            # `param = param.full_tensor()` in a loop: the reads this binding reaches
+            reads = _reads_of_binding(ranks, result, statement, call)
         if reads is None:
             return
         # decide: every read is on one rank (directly, or through a concatenation).
@@ -266,11 +280,15 @@ class DiscardedAllGather(Rule):
         if kind in BUFFER_KINDS and _ranks_of_another_group(ranks, call, guards):
             return  # `sp_rank == 0` around a world all_gather: one reader per group, not one
         written = self.context.source_of(call.func)
+        fills = f"fills `{result}`"
+        if kind == FULL:
+            written += "()"
+            fills = f"all-gathers every shard into `{result}`"
         level, small = _significance(ranks, _sent_tensor(call, kind), kind)
         if not guards:
             self.report(
                 call,
-                f"`{written}` fills `{result}` on every rank, but nothing reads it: every rank "
+                f"`{written}` {fills} on every rank, but nothing reads it: every rank "
                 f"allocates world_size receive buffers for nothing{small}",
                 statement=statement,
                 significance=level,
@@ -297,7 +315,7 @@ class DiscardedAllGather(Rule):
             )  # fmt: skip
         self.report(
             call,
-            f"`{written}` fills `{result}` on every rank, but only {where} reads it{when}{via}; "
+            f"`{written}` {fills} on every rank, but only {where} reads it{when}{via}; "
             f"{advice}{small}",
             fix,
             statement=statement,
@@ -487,6 +505,8 @@ def _sent_tensor(call: cst.Call, kind: str) -> cst.BaseExpression | None:
     """What each rank contributes: `all_gather(buffers, tensor)`, `wrapper(tensor, ...)`."""
     if kind in BUFFER_KINDS:
         return _arguments(call, ("tensor_list", "tensor")).get("tensor")
+    if kind == FULL and isinstance(call.func, cst.Attribute):
+        return call.func.value
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
     return positional[0] if positional else None
 
@@ -513,6 +533,10 @@ def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> 
     if isinstance(sent, cst.Name) and _literal_small_allocation(ranks.binding(sent)):
         # `tmp = torch.zeros(1, device="npu")`: a warm-up or handshake of a few elements.
         return S.LOW, "; each rank sends a tensor of a few elements, so the waste is small"
+    if kind in (OBJECT, WRAPPED_OBJECT) and _ipc_handles(ranks, sent):
+        # `{gpu_id: reduce_tensor(weight)}`: a CUDA IPC handle (rebuild function and
+        # arguments), not the tensor's bytes; the tensor itself stays shared in place.
+        return S.LOW, "; each rank sends CUDA IPC handles (metadata), so the waste is small"
     if kind in (OBJECT, WRAPPED_OBJECT) and not tensor:
         if _state_dict(ranks, sent):
             # `model.state_dict()`: every parameter and buffer the rank holds, pickled.
@@ -577,6 +601,30 @@ def _tensor_in_object(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | N
         if isinstance(value, cst.Call) and _TENSOR_RETURNING.search(_last_name(value.func) or ""):
             return ranks.context.code_for(element).strip()
     return None
+
+
+_IPC_REDUCTIONS = frozenset(
+    f"torch.multiprocessing.reductions.{name}" for name in ("reduce_tensor", "reduce_storage")
+)
+
+
+def _ipc_handles(ranks: _Ranks, sent: cst.BaseExpression | None, depth: int = 3) -> bool:
+    """Whether what is sent is (a display of) `reduce_tensor(t)` results: the handles
+    `torch.multiprocessing` shares a tensor by, through the one binding of each local."""
+    if sent is None or depth < 0:
+        return False
+    if isinstance(sent, cst.Name):
+        bound = ranks.binding(sent)
+        return bound is not None and bound[1] is None and _ipc_handles(ranks, bound[0], depth - 1)
+    if isinstance(sent, cst.Call):
+        return ranks.context.qualified_name(sent.func) in _IPC_REDUCTIONS
+    if isinstance(sent, (cst.List, cst.Tuple)):
+        values = [e.value for e in sent.elements if isinstance(e, cst.Element)]
+    elif isinstance(sent, cst.Dict):
+        values = [e.value for e in sent.elements if isinstance(e, cst.DictElement)]
+    else:
+        return False
+    return bool(values) and all(_ipc_handles(ranks, v, depth - 1) for v in values)
 
 
 # Callees that say in their name that they return a tensor: `pack_states_to_tensor`,
@@ -683,6 +731,7 @@ INTO = "into"  # all_gather_into_tensor(output, tensor)
 OBJECT = "object"  # all_gather_object(object_list, obj)
 RETURNED = "returned"  # functional collectives: the result is the return value
 WRAPPER = "wrapper"
+FULL = "full_tensor"  # `dtensor.full_tensor()`: the result is the return value
 WRAPPED_OBJECT = "wrapped_object"  # a function of this module returning all_gather_object's list
 BUFFER_KINDS = (LIST, INTO, OBJECT)
 FIXABLE_KINDS = (LIST, INTO)
@@ -756,6 +805,8 @@ _ADVICE = {
     INTO: _GATHER_ADVICE,
     OBJECT: "use `dist.gather_object` so the others receive nothing",
     RETURNED: _GATHER_ADVICE,
+    FULL: "gather the local shards to that rank instead (`dist.gather` of `.to_local()`), so "
+    "the others do not materialise the whole tensor",
     WRAPPED_OBJECT: "gather to that rank (`dist.gather_object`) so the others receive nothing",
     WRAPPER: "gather to that rank (e.g. the group coordinator's `gather`)",
 }
@@ -932,6 +983,29 @@ def _reads_of(
             after_call = False
         chains.append(use.chain)
     return _Reads(chains, after_call)
+
+
+def _reads_of_binding(
+    ranks: _Ranks, name: str, statement: cst.SimpleStatementLine, call: cst.Call
+) -> _Reads | None:
+    """The reads of `name` that the binding `name = <call>` may reach (the facts layer's
+    reaching definitions), for a name bound before too (`param = param.full_tensor()` in
+    a loop over parameters). None when a nested function reads it (unknown when) or a
+    read cannot be placed."""
+    if ranks.facts is None:
+        return None
+    chains: list[tuple[cst.CSTNode, ...]] = []
+    for use in uses_for(ranks.context, ranks.function).of(name):
+        if use.inside(statement) or use.binding or use.deleted:
+            continue
+        if use.nested or isinstance(use.parent, cst.NameItem):
+            return None
+        node = ranks.loads.get(id(use.node))
+        if node is None:
+            return None
+        if any(site.value is call for site in ranks.facts.reaching(node, name)):
+            chains.append(use.chain)
+    return _Reads(chains, True)
 
 
 # -- root guards ---------------------------------------------------------------------------
