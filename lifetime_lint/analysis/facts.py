@@ -475,12 +475,16 @@ class FunctionFacts:
         if kind == "param":
             if site.annotation is not None and _annotation_is_tensor(site.annotation):
                 return ValueFact(VIEW, ACTIVATION, (), tensor=True)  # the caller owns it
+            if site.annotation is not None and _annotation_is_scalar(site.annotation):
+                return _METADATA  # `stage_axis: int`: the signature's word
             return _UNKNOWN
         if kind in ("unbound", "deleted", "import", "def", "class", "except", "match"):
             return _UNKNOWN
         node = site.node
         assert node is not None
         if kind == "for":
+            if _is_range_call(site.value):
+                return _METADATA  # `for start in range(0, n, step)`: an int
             # A loop target borrows an element of the iterable (never owns it).
             element = self.element_of(site.value, node)
             return ValueFact(
@@ -703,7 +707,9 @@ class FunctionFacts:
             return _METADATA
         if all(f.kind == CONTAINER for f in facts):
             contents = [self.contents_fact(s) for s in sites]
-            origin = _largest(c.origin for c in contents)
+            # Contents known to be plain values give the container no size: a list of
+            # `(start, stop)` pairs is not activation-sized.
+            origin = _largest(c.origin for c in contents if c.kind != METADATA)
             return ValueFact(CONTAINER, origin, tuple(sites))
         tensor = any(f.is_tensor for f in facts)
         origin = _largest(f.origin for f in facts if f.is_tensor) if tensor else ACTIVATION
@@ -823,6 +829,8 @@ class FunctionFacts:
                     return self._torch_value(qualified, call, node, unpacked)
                 if qualified.startswith(T.METADATA_MODULES):
                     return _METADATA
+                if qualified in T.RESHAPING_FUNCTIONS:
+                    return self._view_of_first_argument(call, node, False)
         elif isinstance(func, cst.Attribute):
             qualified = context.qualified_name(func)
             if qualified is not None:
@@ -924,14 +932,7 @@ class FunctionFacts:
                 origin = CONCATENATION
             return ValueFact(TENSOR, origin)
         if last in T.TORCH_VIEW_FUNCTIONS or last in T.TORCH_MAYBE_COPY_FUNCTIONS:
-            first = self.expression(call.args[0].value, node) if call.args else _UNKNOWN
-            if first.kind == TENSOR:
-                if last in T.SPLITTING and unpacked:
-                    return ValueFact(VIEW, first.origin, (), tensor=True)
-                return first
-            if first.kind == METADATA:
-                return _METADATA
-            return ValueFact(VIEW, first.origin, first.sources, tensor=True)
+            return self._view_of_first_argument(call, node, last in T.SPLITTING and unpacked)
         if last in T.ALLOCATORS:
             if last.endswith("_like") and call.args:
                 template = call.args[0].value
@@ -970,6 +971,18 @@ class FunctionFacts:
             if fact.is_tensor:
                 origins.append(fact.origin)
         return ValueFact(TENSOR, _largest(origins) if origins else ACTIVATION)
+
+    def _view_of_first_argument(self, call: cst.Call, node: Node, pieces: bool) -> ValueFact:
+        """`torch.reshape(x, ...)`, `rearrange(x, "b l (h d) -> b l h d")`: the storage of the
+        first argument (a view where the layout allows; `pieces`: shared split pieces)."""
+        first = self.expression(call.args[0].value, node) if call.args else _UNKNOWN
+        if first.kind == TENSOR:
+            if pieces:
+                return ValueFact(VIEW, first.origin, (), tensor=True)
+            return first
+        if first.kind == METADATA:
+            return _METADATA
+        return ValueFact(VIEW, first.origin, first.sources, tensor=True)
 
     # -- helpers defined in this file ---------------------------------------------------
     def local_callee(self, call: cst.Call) -> cst.FunctionDef | None:
@@ -1080,6 +1093,8 @@ class FunctionFacts:
             self.shared.resolving.discard(key)
         facts = [fact for _, fact in values]
         result = _combined_returns(facts)
+        if function.returns is not None and _annotation_is_scalar(function.returns.annotation):
+            result = _METADATA  # `-> list[tuple[int, int]]`: the helper's word, not a tensor
         unseen = [fact.kind == UNKNOWN or (fact.kind == VIEW and not fact.tensor) for fact in facts]
         opaque = any(unseen) and all(  # only calls the analysis cannot see into are unknown
             not blind or _from_calls(value, fact) for (value, fact), blind in zip(values, unseen)
@@ -1519,6 +1534,8 @@ class FunctionFacts:
                 given = given + [ValueFact(TENSOR, ACTIVATION)]
         if not given:
             return _UNKNOWN
+        if all(f.kind == METADATA for f in given):
+            return _METADATA  # `runs.append((start, stop))` of ints
         if all(f.is_tensor or f.kind == CONTAINER for f in given):
             origin = _largest(f.origin for f in given)
             if all(self._fresh(f) for f in given):
@@ -1553,6 +1570,8 @@ class FunctionFacts:
         if fact.kind == CONTAINER:
             if fact.sources:
                 return self.contents_of_name(fact.sources[0].name, node)
+            if fact.origin == SMALL:
+                return _UNKNOWN  # a container whose contents are not known to be tensors
             return ValueFact(TENSOR, fact.origin)
         if fact.kind == VIEW and fact.element_of and fact.tensor:
             return ValueFact(TENSOR, fact.origin)  # a row of a list of rows
@@ -2571,6 +2590,44 @@ def _annotation_is_tensor(annotation: cst.BaseExpression) -> bool:
             inner = annotation.slice[0].slice
             return isinstance(inner, cst.Index) and _annotation_is_tensor(inner.value)
     return False
+
+
+_SCALAR_TYPES = frozenset({"int", "float", "str", "bool", "bytes", "complex", "None", "Path"})
+_SCALAR_CONTAINERS = frozenset(
+    {"list", "tuple", "dict", "set", "frozenset", "sequence", "iterable", "iterator", "mapping",
+     "optional", "union", "literal", "deque"}
+)  # fmt: skip
+
+
+def _annotation_is_scalar(annotation: cst.BaseExpression) -> bool:
+    """`int`, `list[tuple[int, int]]`, `Optional[str]`, `dict[str, float]`: numbers,
+    strings and paths (and containers of only those), never a tensor."""
+    if isinstance(annotation, cst.Name):
+        return annotation.value in _SCALAR_TYPES
+    if isinstance(annotation, cst.Attribute):
+        return annotation.attr.value == "Path"
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        return _annotation_is_scalar(annotation.left) and _annotation_is_scalar(annotation.right)
+    if isinstance(annotation, cst.Subscript):
+        outer = (dotted_name(annotation.value) or "").split(".")[-1].lower()
+        if outer == "literal":
+            return True
+        if outer not in _SCALAR_CONTAINERS:
+            return False
+        return all(
+            isinstance(e.slice, cst.Index)
+            and (isinstance(e.slice.value, cst.Ellipsis) or _annotation_is_scalar(e.slice.value))
+            for e in annotation.slice
+        )
+    return False
+
+
+def _is_range_call(iterable: cst.BaseExpression | None) -> bool:
+    return (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Name)
+        and iterable.func.value == "range"
+    )
 
 
 def _annotation_holds_tensors(annotation: cst.BaseExpression) -> bool:

@@ -455,6 +455,8 @@ def name_origin(name: str, origin: str) -> str:
         return F.SMALL  # `video_pos_ids = video_coords.chunk(2)[0]`: positions, not frames
     if origin == F.DECODED and words & _EMBEDDING_WORDS:
         return F.CONDITIONING  # `prefix_embeds = self.decode_prefix(h)`: embeddings, not frames
+    if "encoded" in words and not words & _CONDITIONING_WORDS and origin in _ENCODABLE_ORIGINS:
+        return F.LATENTS  # `encoded_tile = self.encode(tile)`: an encoder's latent, not pixels
     if words & _LATENT_WORDS and origin != F.CONDITIONING:
         # `image_latents`, `tile_latents`, `denoised_video` (a denoiser's prediction): latent
         # space, not pixels, even when the dataflow saw decoded inputs
@@ -599,10 +601,16 @@ _CONDITIONING_WORDS = frozenset(
         "pooled",
     ]
 )
-_MODALITY_WORDS = frozenset(["image", "images", "vision", "visual", "audio", "video", "pixel"])
-_FEATURE_WORDS = frozenset(
-    ["features", "feature", "feats", "feat", "hidden", "states", "tokens", "embeds", "mask"]
+# (`clip`, `siglip`: the image encoders whose features condition video and image models.)
+_MODALITY_WORDS = frozenset(
+    ["image", "images", "vision", "visual", "audio", "video", "pixel", "clip", "siglip"]
 )
+_FEATURE_WORDS = frozenset(
+    ["features", "feature", "feats", "feat", "fea", "hidden", "states", "tokens", "embeds", "mask"]
+)
+# What an `encoded_*` value can be when its size is the encoder's output (not a small model's
+# features, not conditioning).
+_ENCODABLE_ORIGINS = frozenset([F.DECODED, F.MODEL_OUTPUT, F.ACTIVATION, F.CONCATENATION])
 _LATENT_WORDS = frozenset(["latent", "latents", "noise", "pred", "noise_pred", "denoised"])
 _EMBEDDING_WORDS = frozenset(["embeds", "embed", "embedding", "embeddings", "emb"])
 # What a `pixel_values` binding may come from when it is a model's preprocessed input.

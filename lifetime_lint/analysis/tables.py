@@ -141,13 +141,18 @@ TORCH_VIEW_FUNCTIONS = frozenset(
     ]
 )  # fmt: skip
 TORCH_MAYBE_COPY_FUNCTIONS = frozenset({"reshape", "flatten", "ravel"})
+# Library functions that reshape their first argument like `torch.reshape` (a view of it
+# where the layout allows, so the result keeps the argument's storage alive).
+RESHAPING_FUNCTIONS = frozenset({"einops.rearrange"})
 # torch functions that build small tensors from Python data (ids, positions, scalars).
 TORCH_SMALL_FUNCTIONS = frozenset(
     {"tensor", "as_tensor", "arange", "linspace", "logspace", "from_numpy", "scalar_tensor",
      "LongTensor", "IntTensor", "FloatTensor", "BoolTensor"}
 )  # fmt: skip
 # torch functions returning the indices of a mask (integers per hit, not activations).
-INDEX_FUNCTIONS = frozenset({"nonzero", "argwhere", "searchsorted", "bucketize"})
+INDEX_FUNCTIONS = frozenset(
+    {"nonzero", "argwhere", "searchsorted", "bucketize", "unique", "unique_consecutive", "bincount"}
+)  # (`torch.unique` of slot or label ids: at most one entry per distinct id)
 # Concatenations: a new tensor the size of all inputs together.
 CONCATENATIONS = frozenset(
     {"torch.cat", "torch.concat", "torch.concatenate", "torch.stack", "torch.hstack",
