@@ -74,7 +74,9 @@ class DiscardedAllGather(Rule):
     reader per pipeline stage, and every rank of the group reads), buffers that come
     from outside the function (a parameter, an attribute) or that are slices of another
     tensor (`[flat[i * n : (i + 1) * n] for i in ...]`: the data is read through `flat`),
-    asynchronous calls (`async_op=True`), and an `all_gather` in a branch that chooses by backend (the guarded
+    asynchronous calls (`async_op=True`), a wrapper called with a step name first
+    (`dist_wrapper.all_gather("read", read_data)` runs a step on every rank and gathers its
+    outcome), and an `all_gather` in a branch that chooses by backend (the guarded
     path for backends that lack a fast `gather`, such as Ascend's HCCL).
 
     ## Why is this bad?
@@ -240,6 +242,8 @@ class DiscardedAllGather(Rule):
         if _backend_dispatch(self.context, ancestors):
             return
         result, statement, block = site
+        if kind == WRAPPER and _names_a_step(call):
+            return  # `dist_wrapper.all_gather("read", read_data)`: runs a step, not a tensor
         # query: the function's flow facts and where the result is read.
         ranks = _Ranks(self.context, function)
         if ranks.facts is None or _declared_or_parameter(ranks, result):
@@ -499,6 +503,16 @@ class _GatherReturnFinder(cst.CSTVisitor):
     def visit_Return(self, node: cst.Return) -> None:
         if isinstance(node.value, cst.Name):
             self.returned.append(node.value.value)
+
+
+def _names_a_step(call: cst.Call) -> bool:
+    """A wrapper called with a string first (torch.distributed.checkpoint's
+    `_DistWrapper.all_gather("read", read_data)` runs `read_data` on every rank and gathers
+    its result or exception): a named step, not a tensor to gather."""
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    return bool(positional) and isinstance(
+        positional[0], (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+    )
 
 
 def _sent_tensor(call: cst.Call, kind: str) -> cst.BaseExpression | None:
