@@ -29,6 +29,7 @@ from lifetime_lint.analysis.domain import (
     mentions_video,
     runs_against_cache,
     short_stream,
+    short_stream_classes,
     short_stream_input,
 )
 from lifetime_lint.analysis.tables import FEED_FORWARD_SUBMODULES, MODEL_CALLS
@@ -113,7 +114,9 @@ class TensorKeptAlive(Rule):
     (`self.ff_context(norm_encoder_hidden_states)` in a dual-stream block: a few hundred
     text tokens) is one other sublayer whatever its name, and a projection of the
     conditioning stays conditioning-sized through nested sublayers
-    (`self.norm_k(self.add_k_proj(context_img))`: 257 image tokens); one over ids or sizes is light,
+    (`self.norm_k(self.add_k_proj(context_img))`: 257 image tokens), and a sublayer over a
+    noise level returns an embedding, not an activation (`vec = self.time_in(timestep)`: one
+    vector per sample); one over ids or sizes is light,
     one over decoded frames sets the peak; an all-reduce (`dist.all_reduce(x)`,
     `tensor_model_parallel_all_reduce(x)`) reduces into its input and allocates nothing,
     nor does a gather of sizes, nor an object collective (`all_gather_object`, or a helper
@@ -136,7 +139,13 @@ class TensorKeptAlive(Rule):
     `encoder_hidden_states`, `context`) or its dataflow: an attention's output has its
     query's tokens, so in LTX-2's block the audio-to-video output is video-sized and the
     video-to-audio one audio-sized (measured on an H200: 96 MiB and 1 MiB off the block's
-    peak). A sublayer over the short stream is not the block's peak.
+    peak). A sublayer over the short stream is not the block's peak. So is a whole class
+    of the short stream: one the file builds only into an attribute named for that stream
+    and calls only on that stream (HunyuanVideo's token refiner, `self.context_embedder =
+    TokenRefiner(...)` called on `encoder_hidden_states`: its blocks' generic `x`, `attn`
+    and `mlp` run over the prompt's few hundred tokens), and a class built only by such
+    classes (the refiner's blocks). The same class also built for the video tokens
+    (`self.patch_refiner = TokenRefiner(...)` called on `hidden_states`) keeps its size.
     Findings in tests, examples, benchmarks and scripts (the non-library globs the
     portability rules share) are `low`: small inputs, run once.
     The default run reports `medium` and `high`; `min-significance = "low"` under
@@ -171,7 +180,8 @@ class TensorKeptAlive(Rule):
       (`cache = cache_list[i]`) counts once the slot is overwritten (`cache_list[i] = new`):
       from there the local is the only owner. A container whose tensors keep their own
       names (`inputs = {"encoder_hidden_states": (prompt_embeds,)}`, or a helper's feature
-      dict whose items the function takes out, `clip = features["clip"]`) is not reported
+      dict whose items the function takes out, `clip = features["clip"]`, or a list of
+      slices of a bound tensor, `cat_k.append(k_pad[:, i : i + n])`) is not reported
       while those names (or views of them) may still be bound at the work it is held
       across: `del` frees at most the container. Once they are rebound or deleted, or for
       an element only the container holds (a model output put in it, `tiles.append(tile)`
@@ -529,7 +539,7 @@ class _Analysis:
             elif S.size_class(origin) == S.ACTIVATION_SIZED:
                 # The short stream by dataflow: the video-to-audio attention's output has
                 # audio queries; `und_norm` is the understanding (text) stream.
-                origin = self._short_stream_origin(real) or origin
+                origin = self._owner_stream() or self._short_stream_origin(real) or origin
                 if origin == F.ACTIVATION and _read_only_broadcast(facts.function, name):
                     origin = S.BROADCAST_TABLE  # `token_types[:, :, None, None, :]`
             if S.size_class(origin) == S.TINY:
@@ -593,6 +603,15 @@ class _Analysis:
         if streams == {TEXT_STREAM}:
             return S.TEXT_STREAM
         return None
+
+    def _owner_stream(self) -> str | None:
+        """`S.TEXT_STREAM` or `S.AUDIO_STREAM` when the function's class serves only a short
+        stream (`domain.short_stream_classes`: a token refiner built as `self.txt_in` and called
+        on the prompt embeddings, and the blocks only it builds)."""
+        if self._owner_name is None:
+            return None
+        stream = short_stream_classes(self.context.module, self.context.memo).get(self._owner_name)
+        return {AUDIO_STREAM: S.AUDIO_STREAM, TEXT_STREAM: S.TEXT_STREAM}.get(stream or "")
 
     def _names_video(self) -> bool:
         """Whether the function's own code names video (`video`, `frames`): its pixels are

@@ -370,3 +370,159 @@ def _names_in(expr: cst.BaseExpression) -> Iterator[cst.Name]:
     elif isinstance(expr, cst.BinaryOperation):
         yield from _names_in(expr.left)
         yield from _names_in(expr.right)
+
+
+# -- classes whose every instance serves a short stream ----------------------------------------
+# A video DiT file also holds the modules of its text stream: HunyuanVideo's token refiner
+# (`self.context_embedder = HunyuanVideoTokenRefiner(...)`, called on the prompt embeddings)
+# runs its own attention and MLP blocks over a few hundred prompt tokens, with generic names
+# inside (`x`, `attn`, `mlp`) that no name- or dataflow-level stream fact can see.
+
+_CLASS_STREAMS_KEY = "domain.class_streams"
+
+
+def short_stream_classes(module: cst.Module, memo: dict) -> dict[str, str]:
+    """The classes of a module whose every instance works on a short stream, each with its
+    stream (`TEXT_STREAM` or `AUDIO_STREAM`), memoised per file. A class is of the short
+    stream when
+    - every instance the file builds is put into an attribute named for that stream
+      (`self.txt_in = SingleTokenRefiner(...)`, `self.context_embedder = ...`) and every call
+      of that attribute passes that stream as its query (`self.txt_in(encoder_hidden_states,
+      timestep)`), by name; or
+    - it is built, and only inside classes of that stream (a refiner's blocks, built in its
+      `nn.ModuleList`).
+    A class built anywhere else (a module-level function, a main-stream attribute, an
+    attribute called on another value) is not: `self.img_in = TokenRefiner(...)` over the
+    video tokens keeps its activations' size."""
+    table = memo.get(_CLASS_STREAMS_KEY)
+    if table is None:
+        table = _class_streams(module)
+        memo[_CLASS_STREAMS_KEY] = table
+    return table
+
+
+def _class_streams(module: cst.Module) -> dict[str, str]:
+    classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
+    if not classes:
+        return {}
+    builds: dict[str, list[tuple[str | None, str | None]]] = {}  # class -> (builder, attribute)
+    attribute_streams: dict[tuple[str, str], set[str | None]] = {}  # (class, attr) -> queries
+
+    class Scan(cst.CSTVisitor):
+        def __init__(self, owner: str | None) -> None:
+            self.owner = owner
+            self.assigned: dict[int, str] = {}  # id(call) -> the attribute it is assigned to
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if len(node.targets) != 1:
+                return
+            attribute = _self_attribute(node.targets[0].target)
+            if attribute is None:
+                return
+            for call in _built_calls(node.value):
+                self.assigned[id(call)] = attribute
+
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if isinstance(func, cst.Name) and func.value in classes:
+                builds.setdefault(func.value, []).append((self.owner, self.assigned.get(id(call))))
+                return
+            if self.owner is None:
+                return
+            attribute = _self_attribute(func)
+            if attribute is not None:
+                attribute_streams.setdefault((self.owner, attribute), set()).add(
+                    _named_query_stream(call)
+                )
+
+    for statement in module.body:
+        owner = statement.name.value if isinstance(statement, cst.ClassDef) else None
+        statement.visit(Scan(owner))
+
+    streams: dict[str, str] = {}
+    for name, sites in builds.items():
+        found: set[str | None] = set()
+        for builder, attribute in sites:
+            if builder is None or attribute is None or stream_named(attribute) is None:
+                found.add(None)
+                continue
+            queries = attribute_streams.get((builder, attribute), {None})
+            found |= queries if queries == {stream_named(attribute)} else {None}
+        if len(found) == 1 and (stream := found.pop()) in (TEXT_STREAM, AUDIO_STREAM):
+            streams[name] = stream
+    changed = True
+    while changed:  # built only by classes of one short stream
+        changed = False
+        for name, sites in builds.items():
+            if name in streams:
+                continue
+            builders = {
+                streams.get(builder) if builder is not None and builder != name else None
+                for builder, _ in sites
+            }
+            if len(builders) == 1 and (stream := builders.pop()) is not None:
+                streams[name] = stream
+                changed = True
+    return streams
+
+
+def _self_attribute(expr: cst.BaseExpression) -> str | None:
+    """`attr` of `self.attr`, else None."""
+    if (
+        isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value in _MODULE_RECEIVERS
+    ):
+        return expr.attr.value
+    return None
+
+
+def _built_calls(value: cst.BaseExpression) -> Iterator[cst.Call]:
+    """The constructor calls an attribute's value is built from: `Cls(...)`, or the items of
+    a container module (`nn.ModuleList([Cls(...) for _ in range(n)])`, `nn.Sequential(...)`)."""
+    if isinstance(value, cst.Call):
+        yield value
+        for arg in value.args:
+            yield from _built_calls(arg.value)
+    elif isinstance(value, (cst.List, cst.Tuple)):
+        for element in value.elements:
+            yield from _built_calls(element.value)
+    elif isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+        yield from _built_calls(value.elt)
+
+
+def _named_query_stream(call: cst.Call) -> str | None:
+    """The stream a call's query input names (its `hidden_states=`-like keyword or first
+    positional argument), followed through tensor methods, subscripts and arithmetic by
+    name alone (no dataflow: the call may sit in any method)."""
+    query = next(
+        (
+            a.value
+            for a in call.args
+            if a.keyword is not None and a.keyword.value in _QUERY_KEYWORDS
+        ),
+        None,
+    )
+    if query is None:
+        query = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+    return None if query is None else _named_stream(query, _STREAM_DEPTH)
+
+
+def _named_stream(expr: cst.BaseExpression, depth: int) -> str | None:
+    if depth <= 0:
+        return None
+    if isinstance(expr, cst.Name):
+        return stream_named(expr.value)
+    if isinstance(expr, cst.Attribute):
+        return stream_named(expr.attr.value)
+    if isinstance(expr, cst.Subscript):
+        return _named_stream(expr.value, depth - 1)
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and _self_attribute(func) is None:
+            return _named_stream(func.value, depth - 1)  # `encoder_hidden_states.to(dtype)`
+        return _named_query_stream(expr)
+    if isinstance(expr, cst.BinaryOperation):
+        sides = {_named_stream(side, depth - 1) for side in (expr.left, expr.right)}
+        return sides.pop() if len(sides) == 1 else None
+    return None

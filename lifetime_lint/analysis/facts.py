@@ -546,7 +546,8 @@ class FunctionFacts:
 
     def _conditioning_input(self, call: cst.Call, node: Node) -> str | None:
         """`k = self.to_k(encoder_hidden_states)`: a sublayer keeps its input's token
-        count, so a projection of conditioning (text tokens) is conditioning-sized."""
+        count, so a projection of conditioning (text tokens) is conditioning-sized, and so is
+        one of a noise level (`self.time_in(timestep)`)."""
         from lifetime_lint.analysis.significance import name_origin  # (it imports this module)
 
         first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
@@ -557,6 +558,11 @@ class FunctionFacts:
             return CONDITIONING if inner.is_tensor and inner.origin == CONDITIONING else None
         if not isinstance(first, cst.Name):
             return None
+        if _is_denoiser_keyword(first.value):
+            # `vec = self.time_in(timestep)`, `self.time_embedder(timesteps_proj)`: an
+            # embedding of the noise level, one vector per sample (or per token), not tokens
+            # x hidden of the stream.
+            return CONDITIONING
         fact = self._name_value(first.value, node)  # (tensor-ness is the call's; size the input's)
         origin = name_origin(first.value, fact.origin if fact.is_tensor else ACTIVATION)
         return CONDITIONING if origin == CONDITIONING else None
@@ -1431,6 +1437,8 @@ class FunctionFacts:
     def element_holders(self, site: DefSite) -> tuple[DefSite, ...] | None:
         """The other bindings that hold every element of a container binding, or None when
         the container alone holds some element (or what it holds is not known).
+        An element that is a view of a binding (`cat_k.append(k_pad[:, i : i + n])`) is
+        held by that binding: it shares its storage.
 
         `inputs = {"encoder_hidden_states": (prompt_embeds,)}` holds tensors that keep their
         own names; so does `features = self.extract(batch)` whose items the function takes
@@ -1491,11 +1499,16 @@ class FunctionFacts:
         fact = self.expression(value, node)
         if not (fact.is_tensor or fact.kind == CONTAINER):
             return True  # (a shape, a string, None: no storage to free)
-        if not isinstance(value, cst.Name):
+        if isinstance(value, cst.Name):
+            sites = [
+                s for s in self.reaching(node, value.value) if s.kind not in ("unbound", "deleted")
+            ]
+        elif fact.kind == VIEW and fact.tensor and fact.sources:
+            # `cat_k.append(k_pad[:, i : i + n])`: a view shares the storage of the bindings
+            # it is a view of; while they stay bound, the container frees none of it.
+            sites = [s for s in fact.sources if s.kind not in ("unbound", "deleted")]
+        else:
             return False  # a fresh element: the container is its only holder
-        sites = [
-            s for s in self.reaching(node, value.value) if s.kind not in ("unbound", "deleted")
-        ]
         if not sites or any(self._per_iteration(s, container, node) for s in sites):
             return False
         holders.extend(sites)
