@@ -45,14 +45,36 @@ PINNED: dict[str, str] = {
     # Published as source distributions only.
     "deepspeed": "deepspeed==0.19.8",
     "colossalai": "colossalai==0.5.0",
+    # Session 7 (LL003): RL trainers, fine-tuning and training frameworks, evaluation
+    # harnesses and vision stacks, where rollouts, metrics and predictions are gathered
+    # for rank-0 logging or saving, and checkpoints are consolidated.
+    "trl": "trl==1.16.0",
+    "verl": "verl==0.9.1",
+    "openrlhf": "openrlhf==0.11.2",
+    "pytorch-lightning": "pytorch-lightning==2.6.6",
+    "torchrec": "torchrec==1.9.2",
+    "fairscale": "fairscale==0.4.13",
+    "open-clip-torch": "open-clip-torch==3.3.0",
+    "lmms-eval": "lmms-eval==0.7.3",
+    "torchtune": "torchtune==0.6.1",
+    "composer": "composer==0.32.1",
+    "ms-swift": "ms-swift==4.6.0",
+    "llamafactory": "llamafactory==0.9.5",
+    "ai2-olmo-core": "ai2-olmo-core==3.0.0",
+    "mmdet": "mmdet==3.3.0",
 }
 
 # Corpora whose importable package is not named like the distribution.
-PACKAGE: dict[str, str] = {"megatron-core": "megatron"}
+PACKAGE: dict[str, str] = {
+    "megatron-core": "megatron",
+    "open-clip-torch": "open_clip",
+    "ms-swift": "swift",
+    "ai2-olmo-core": "olmo_core",
+}
 
 # Corpora with no wheel on PyPI: `pip download --no-binary :all:`, the package's folder
 # taken from the source archive (laid out as in a wheel: `<package>/...`).
-SOURCE_ONLY: frozenset[str] = frozenset({"deepspeed", "colossalai"})
+SOURCE_ONLY: frozenset[str] = frozenset({"deepspeed", "colossalai", "fairscale"})
 
 
 def corpus_path(name: str) -> str:
@@ -118,6 +140,12 @@ def prepare(name: str) -> str:
     with zipfile.ZipFile(wheels[-1]) as archive:
         members = [m for m in archive.namelist() if m.startswith(package + "/")]
         archive.extractall(target, members)
+        # Some wheels (openrlhf) lay the package out under `<name>-<version>.data/purelib/`.
+        purelib = f"{wheel_prefix}-{version}.data/purelib/"
+        for member in archive.infolist():
+            if member.filename.startswith(purelib + package + "/") and not member.is_dir():
+                member.filename = member.filename[len(purelib) :]
+                archive.extract(member, target)
     return os.path.join(target)
 
 

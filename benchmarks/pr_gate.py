@@ -12,7 +12,8 @@ invalidate the cache mid-run): `new` (HEAD, or `--new-rev`) and `old` (`--baseli
 the code before the gate work). Every command is a fresh process, timed as a whole
 (start-up included), with the default `--jobs` (the CPU count); all tools and steps run in
 turn inside each repeat, so a burst of load on a shared machine hits them all. Reported:
-the median of the repeats and the spread (min-max).
+the median of the repeats and the spread (min-max), and beside it the median CPU time
+(user + system of the command and the processes it waited for, its pool workers included).
 
 Steps, per tool, in this order inside a repeat:
 - `cold`: `check` with an empty cache folder.
@@ -36,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -99,14 +101,37 @@ def typical_torch_file(tree: str) -> str:
     return sized[len(sized) // 2][1]
 
 
+# CPU seconds (user + system) of the latest `timed` command and every process it waited
+# for (the cold run's pool workers included): wall time on a loaded machine counts the
+# waits for a core, CPU time mostly does not.
+LAST_CPU = [0.0]
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed(command: list[str], cwd: str, env: dict[str, str], ok: tuple[int, ...]) -> float:
+    cpu = _children_cpu()
     start = time.perf_counter()
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True)
     seconds = time.perf_counter() - start
+    LAST_CPU[0] = _children_cpu() - cpu
     if done.returncode not in ok:
         raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n"
                          f"{done.stderr.decode()[-3000:]}")  # fmt: skip
     return seconds
+
+
+def _timed_both(command: list[str], cwd: str, env: dict[str, str], ok: tuple[int, ...],
+                times: dict[str, float], step: str) -> None:  # fmt: skip
+    """`times[step]` the wall time, `times[step + CPU]` the CPU time."""
+    times[step] = timed(command, cwd, env, ok)
+    times[step + CPU] = LAST_CPU[0]
+
+
+CPU = " (CPU)"  # the suffix of a step's CPU-time samples
 
 
 ALL_STEPS = ("cold", "warm", "diff 1", "diff 2", "diff-base 1 file")
@@ -123,15 +148,16 @@ def lifetime_lint_steps(
     times: dict[str, float] = {}
     if "cold" in steps or "warm" in steps:
         folder = tempfile.mkdtemp(prefix="cache-", dir=scratch)
-        times["cold"] = timed(base + ["--cache-dir", folder, "."], tree, env, ok)
+        _timed_both(base + ["--cache-dir", folder, "."], tree, env, ok, times, "cold")
         if "warm" in steps:
-            times["warm"] = timed(base + ["--cache-dir", folder, "."], tree, env, ok)
+            _timed_both(base + ["--cache-dir", folder, "."], tree, env, ok, times, "warm")
         shutil.rmtree(folder)
     if "diff 1" in steps or "diff 2" in steps:
         folder = tempfile.mkdtemp(prefix="cache-", dir=scratch)
-        times["diff 1"] = timed(base + ["--diff", "--cache-dir", folder, "."], tree, env, ok)
+        diff = base + ["--diff", "--cache-dir", folder, "."]
+        _timed_both(diff, tree, env, ok, times, "diff 1")
         if "diff 2" in steps:
-            times["diff 2"] = timed(base + ["--diff", "--cache-dir", folder, "."], tree, env, ok)
+            _timed_both(diff, tree, env, ok, times, "diff 2")
         shutil.rmtree(folder)
     if "diff-base 1 file" not in steps:
         return times
@@ -141,8 +167,8 @@ def lifetime_lint_steps(
     try:
         with open(edited, "ab") as handle:
             handle.write(EDIT.encode())
-        times["diff-base 1 file"] = timed(base + ["--no-cache", "--diff-base", "HEAD", "."],
-                                          tree, env, ok)  # fmt: skip
+        one_file = base + ["--no-cache", "--diff-base", "HEAD", "."]
+        _timed_both(one_file, tree, env, ok, times, "diff-base 1 file")
     finally:
         with open(edited, "wb") as handle:
             handle.write(original)
@@ -238,7 +264,11 @@ def render(name: str, files: int, result: dict, revs: dict[str, str], loads: lis
         value = result.get(tool, {}).get(step)
         if value is None:
             return "n/a"
-        return f"{value['median']:.2f} s ({value['min']:.2f}-{value['max']:.2f})"
+        text = f"{value['median']:.2f} s ({value['min']:.2f}-{value['max']:.2f})"
+        cpu = result.get(tool, {}).get(step + CPU)
+        if cpu is not None:
+            text += f"; CPU {cpu['median']:.2f} s"
+        return text
 
     steps = list(ALL_STEPS)
     lines = [
@@ -259,11 +289,20 @@ def render(name: str, files: int, result: dict, revs: dict[str, str], loads: lis
             return "n/a"
         return f"1/{new[b]['median'] / new[a]['median']:.1f}"
 
+    def versus(step: str) -> str:
+        old = result.get("old", {})
+        if step not in new or step not in old:
+            return "n/a"
+        return f"{new[step]['median'] / old[step]['median']:.2f}x"
+
     lines += [
         "",
         f"Targets (new): diff-base 1 file / cold = {ratio('diff-base 1 file', 'cold')} "
         f"(<= 1/10); diff 2 / diff 1 = {ratio('diff 2', 'diff 1')} (<= 1/20); "
         f"warm / cold = {ratio('warm', 'cold')} (<= 1/50 on torch-nn); cold {cold:.2f} s.",
+        f"The same in CPU time (medians): diff-base 1 file / cold = "
+        f"{ratio('diff-base 1 file' + CPU, 'cold' + CPU)}; new / old cold = {versus('cold')}, "
+        f"in CPU time {versus('cold' + CPU)}.",
         "",
     ]
     return "\n".join(lines)

@@ -125,7 +125,16 @@ def _may_name_a_device_function(
     name = func.value
     if name in wanted or context.imports.is_bound_locally(name):
         return True
-    return "import *" in context.source or name in _assigned_names(context)
+    return _has_star_import_text(context) or name in _assigned_names(context)
+
+
+def _has_star_import_text(context: FileContext) -> bool:
+    """Whether the file's text has `import *`, searched once per file (memoised), not once
+    per call of a bare name."""
+    found = context.memo.get("devices.star_import_text")
+    if found is None:
+        found = context.memo["devices.star_import_text"] = "import *" in context.source
+    return found
 
 
 # A name followed by `=` (not `==`): where a bare name may be bound to a device function.
@@ -640,6 +649,7 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
             _built_on_cuda_only_object(node)
             or _declares_cuda_only_capabilities(context, node)
             or _constructor_refuses_other_backends(context, node)
+            or _factory_refuses_other_backends(context, node)
         )
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
@@ -1028,6 +1038,8 @@ def _past_cuda_exit(
             backend = _exit_guard(context, statement, raise_only=False)
             if backend:
                 return _bound_reason(backend, f"past `{_header(context, statement)}`")
+            if _exits_unless_rocm_probe(context, statement):
+                return _bound_reason("ROCm", f"past `{_header(context, statement)}`")
             if _answers_without_cuda(context, statement, outer):
                 return f"{OWN_FALLBACK} (past `{_header(context, statement)}`)"
             library = _exits_unless_library_flag(context, statement)
@@ -1062,6 +1074,40 @@ def _past_cuda_exit(
                             backend, f"past `{validator.name.value}()`, which raises without it"
                         )
     return None
+
+
+def _exits_unless_rocm_probe(context: FileContext, statement: cst.If) -> bool:
+    """`if not hasattr(amd_knobs, "use_async_copy"): return False`, `if not
+    is_hip_runtime(): raise ...`, `if rocm_info is None: return`: an early exit (no
+    `else`) unless a probe named for ROCm, HIP or AMD holds or exists. Past it the code
+    runs on ROCm only, where `torch.cuda` is HIP and right."""
+    if statement.orelse is not None or _how_body_exits(statement.body) is None:
+        return False
+    return _fails_unless_rocm_probe(context, statement.test)
+
+
+def _fails_unless_rocm_probe(context: FileContext, test: cst.BaseExpression) -> bool:
+    """`test` is true whenever a ROCm-named probe is false or None (`not probe`, `probe is
+    None`, or either side of an `or`)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _fails_unless_rocm_probe(context, test.left) or _fails_unless_rocm_probe(
+            context, test.right
+        )
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        probe = test.expression
+        if isinstance(probe, cst.BooleanOperation) and isinstance(probe.operator, cst.Or):
+            return False  # `not (a or rocm)`: past it either may hold
+    elif (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Is)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    ):
+        probe = test.left
+    else:
+        return False
+    return _ROCM.search(context.code_for(probe)) is not None
 
 
 def _none_unless_cuda(
@@ -1579,6 +1625,183 @@ def _constructor_refuses_other_backends(context: FileContext, node: cst.ClassDef
             backend = _raises_off_backend(context, statement)
             if backend:
                 return _bound_reason(backend, f"`{node.name.value}.__init__` raises without it")
+    return None
+
+
+def _factory_refuses_other_backends(context: FileContext, node: cst.ClassDef) -> str | None:
+    """A class whose factory (a classmethod that returns `cls(...)`) raises without one
+    backend: in its own code (`if not is_cuda(): raise ...`), or when a validator of the
+    class it calls returns a reason for a failed backend test (`reason = cls._why_not(...)`;
+    `if reason is not None: raise ValueError(reason)`). The factory is how the class is
+    built, so its methods run on that backend only."""
+    for method in _class_body(node):
+        if not (isinstance(method, cst.FunctionDef) and _is_factory(method, node)):
+            continue
+        backend = _raises_off_backend(context, method) or _raises_on_validator_reason(
+            context, method, node
+        )
+        if backend:
+            return _bound_reason(
+                backend, f"`{node.name.value}.{method.name.value}()` raises without it"
+            )
+    return None
+
+
+def _is_factory(method: cst.FunctionDef, owner: cst.ClassDef) -> bool:
+    """A classmethod with a `return cls(...)` (or `return Owner(...)`) of its own."""
+    if not any(dotted_name(d.decorator) == "classmethod" for d in method.decorators):
+        return False
+    builders = {"cls", owner.name.value}
+    found: list[bool] = []
+
+    def enter(child: cst.CSTNode) -> None:
+        if (
+            isinstance(child, cst.Return)
+            and isinstance(child.value, cst.Call)
+            and dotted_name(child.value.func) in builders
+        ):
+            found.append(True)
+
+    walk(method.body, enter, lambda _: None, _outside_nested_scopes)
+    return bool(found)
+
+
+def _outside_nested_scopes(node: cst.CSTNode) -> bool:
+    return not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
+
+
+def _raises_on_validator_reason(
+    context: FileContext, method: cst.FunctionDef, owner: cst.ClassDef
+) -> str | None:
+    """The backend `method` requires by raising when a validator of `owner` returns a
+    reason: `reason = cls._unsupported_reason(...)` then `if reason is not None: raise`
+    (or `if reason: raise`), or `if cls._unsupported_reason(...) is not None: raise`."""
+    validators: dict[str, cst.FunctionDef] = {}
+    for statement in _body_statements(method):
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)
+                ):
+                    validator = _class_validator(small.value, owner)
+                    if validator is not None:
+                        validators[small.targets[0].target.value] = validator
+            continue
+        if not isinstance(statement, cst.If) or statement.orelse is not None:
+            continue
+        if _how_body_exits(statement.body) != "raise":
+            continue
+        test = statement.test
+        if (
+            isinstance(test, cst.Comparison)
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.IsNot)
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"
+        ):
+            test = test.left
+        if isinstance(test, cst.Name):
+            validator = validators.get(test.value)
+        else:
+            validator = _class_validator(test, owner)
+        backend = _validator_backend(context, validator) if validator is not None else None
+        if backend:
+            return backend
+    return None
+
+
+def _class_validator(value: cst.BaseExpression, owner: cst.ClassDef) -> cst.FunctionDef | None:
+    """The method of `owner` that `cls.name(...)`, `self.name(...)` or `Owner.name(...)`
+    calls, when the class defines it once."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+        return None
+    receiver = value.func.value
+    if not (isinstance(receiver, cst.Name) and receiver.value in ("cls", "self", owner.name.value)):
+        return None
+    found = [
+        s
+        for s in _class_body(owner)
+        if isinstance(s, cst.FunctionDef) and s.name.value == value.func.attr.value
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _validator_backend(context: FileContext, validator: cst.FunctionDef) -> str | None:
+    """The backend a reason-returning validator insists on: it returns a reason when a
+    test of the device or platform fails (`if device.type != "cuda": return "CUDA
+    only"`), or it scans a table of `(condition, reason)` pairs (`for failed, reason in
+    rules`, also in a generator) one of which fails off that backend (`(not
+    opts.is_cuda_platform or opts.device != "cuda", "CUDA only")`)."""
+    cache = context.memo.setdefault("devices.validator_backend", {})
+    if id(validator) in cache:
+        return cache[id(validator)]
+    tables: dict[str, str] = {}  # table name -> backend of one of its conditions
+    scanned: set[str] = set()  # names iterated as `(condition, reason)` pairs
+    found: list[str] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.If):
+            test = _backend_when_false(node.test, context)
+            if test is not None and test.identity and _returns_a_reason(node.body):
+                found.append(test.backend)
+        elif (
+            isinstance(node, cst.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0].target, cst.Name)
+        ):
+            backend = _table_backend(context, node.value)
+            if backend:
+                tables[node.targets[0].target.value] = backend
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            if (
+                isinstance(node.target, cst.Tuple)
+                and len(node.target.elements) == 2
+                and isinstance(node.iter, cst.Name)
+            ):
+                scanned.add(node.iter.value)
+
+    walk(validator.body, enter, lambda _: None, _outside_nested_scopes)
+    result = (
+        found[0]
+        if found
+        else next((backend for name, backend in tables.items() if name in scanned), None)
+    )
+    cache[id(validator)] = result
+    return result
+
+
+def _returns_a_reason(body: cst.BaseSuite) -> bool:
+    """The block returns something other than None (a reason string, a message)."""
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    for statement in statements:
+        smalls = (
+            statement.body
+            if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+            else ()
+        )
+        for small in smalls:
+            if isinstance(small, cst.Return):
+                value = small.value
+                return value is not None and not (
+                    isinstance(value, cst.Name) and value.value in ("None", "True", "False")
+                )
+    return False
+
+
+def _table_backend(context: FileContext, value: cst.BaseExpression) -> str | None:
+    """A tuple or list literal of `(condition, reason)` pairs, one condition of which is
+    true off one backend: that backend."""
+    if not isinstance(value, (cst.Tuple, cst.List)):
+        return None
+    for element in value.elements:
+        pair = element.value
+        if not (isinstance(pair, cst.Tuple) and len(pair.elements) == 2):
+            return None
+        test = _backend_when_false(pair.elements[0].value, context)
+        if test is not None and test.identity:
+            return test.backend
     return None
 
 

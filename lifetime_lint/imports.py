@@ -25,10 +25,12 @@ def attribute_names(node: cst.BaseExpression) -> tuple[list[str], bool]:
     """The names along an attribute chain, last first (`a.b.c` -> `["c", "b", "a"]`), and
     whether the chain starts at a plain name (`x[0].up` gives `["up"]`, False)."""
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    # Exact types (neither class has a subclass): a failing isinstance() against LibCST's
+    # ABC-based classes is slow, and every chain ends in one.
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         parts.append(node.value)
         return parts, True
     return parts, False

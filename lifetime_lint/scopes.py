@@ -24,8 +24,9 @@ towards "cannot tell" inside a function, which is the safe side for a fix.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -181,56 +182,65 @@ class _Builder:
         for name in _target_names(target):
             self.bind(name, kind, node)
 
-    # Driven by `traversal.walk_skipping`.
+    # Driven by `traversal.walk_skipping`: one dictionary look-up per node picks the
+    # handler of its exact type (most nodes have none), instead of a chain of tests.
     def enter(self, node: cst.CSTNode) -> None:
-        kind = type(node)
-        if kind is cst.FunctionDef:
-            self.bind(node.name.value, "def", node)  # type: ignore[attr-defined]
-            self._push(node, "function")
-            self._bind_parameters(node.params)  # type: ignore[attr-defined]
-        elif kind is cst.Lambda:
-            self._push(node, "function")
-            self._bind_parameters(node.params)  # type: ignore[attr-defined]
-        elif kind is cst.ClassDef:
-            self.bind(node.name.value, "class", node)  # type: ignore[attr-defined]
-            self._push(node, "class")
-        elif kind in _COMPREHENSIONS:
-            self._push(node, "comprehension")
-        elif kind is cst.CompFor:
-            self.bind_targets(node.target, "comprehension target", node)  # type: ignore[attr-defined]
-        elif kind is cst.Assign:
-            self._assign(node)  # type: ignore[arg-type]
-        elif kind is cst.AnnAssign:
-            value = node.value  # type: ignore[attr-defined]
-            self._assign_one(node.target, value, node)  # type: ignore[attr-defined]
-        elif kind is cst.AugAssign:
-            self.bind_targets(node.target, "augmented assignment", node)  # type: ignore[attr-defined]
-        elif kind is cst.For:
-            self.bind_targets(node.target, "for target", node)  # type: ignore[attr-defined]
-        elif kind is cst.WithItem:
-            if node.asname is not None:  # type: ignore[attr-defined]
-                self.bind_targets(node.asname.name, "with target", node)  # type: ignore[attr-defined]
-        elif kind is cst.ExceptHandler or kind is cst.ExceptStarHandler:
-            if node.name is not None:  # type: ignore[attr-defined]
-                self.bind_targets(node.name.name, "except target", node)  # type: ignore[attr-defined]
-        elif kind is cst.NamedExpr:
-            self._walrus(node)  # type: ignore[arg-type]
-        elif kind is cst.Del:
-            self.bind_targets(node.target, "del", node)  # type: ignore[attr-defined]
-        elif kind is cst.MatchAs or kind is cst.MatchStar:
-            if node.name is not None:  # type: ignore[attr-defined]
-                self.bind(node.name.value, "match capture", node)  # type: ignore[attr-defined]
-        elif kind is cst.MatchMapping:
-            if node.rest is not None:  # type: ignore[attr-defined]
-                self.bind(node.rest.value, "match capture", node)  # type: ignore[attr-defined]
-        elif kind is cst.Global:
-            self.scope.globals.update(n.name.value for n in node.names)  # type: ignore[attr-defined]
-        elif kind is cst.Nonlocal:
-            self.scope.nonlocals.update(n.name.value for n in node.names)  # type: ignore[attr-defined]
-        elif kind is cst.Import:
-            self._import(node)  # type: ignore[arg-type]
-        elif kind is cst.ImportFrom:
-            self._import_from(node)  # type: ignore[arg-type]
+        handler = _ENTER_HANDLERS.get(type(node))
+        if handler is not None:
+            handler(self, node)
+
+    def _enter_function(self, node: cst.FunctionDef) -> None:
+        self.bind(node.name.value, "def", node)
+        self._push(node, "function")
+        self._bind_parameters(node.params)
+
+    def _enter_lambda(self, node: cst.Lambda) -> None:
+        self._push(node, "function")
+        self._bind_parameters(node.params)
+
+    def _enter_class(self, node: cst.ClassDef) -> None:
+        self.bind(node.name.value, "class", node)
+        self._push(node, "class")
+
+    def _enter_comprehension(self, node: cst.CSTNode) -> None:
+        self._push(node, "comprehension")
+
+    def _enter_comp_for(self, node: cst.CompFor) -> None:
+        self.bind_targets(node.target, "comprehension target", node)
+
+    def _enter_ann_assign(self, node: cst.AnnAssign) -> None:
+        self._assign_one(node.target, node.value, node)
+
+    def _enter_aug_assign(self, node: cst.AugAssign) -> None:
+        self.bind_targets(node.target, "augmented assignment", node)
+
+    def _enter_for(self, node: cst.For) -> None:
+        self.bind_targets(node.target, "for target", node)
+
+    def _enter_with_item(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self.bind_targets(node.asname.name, "with target", node)
+
+    def _enter_except(self, node: cst.ExceptHandler | cst.ExceptStarHandler) -> None:
+        if node.name is not None:
+            self.bind_targets(node.name.name, "except target", node)
+
+    def _enter_del(self, node: cst.Del) -> None:
+        self.bind_targets(node.target, "del", node)
+
+    def _enter_match_capture(self, node: cst.MatchAs | cst.MatchStar) -> None:
+        if node.name is not None:
+            self.bind(node.name.value, "match capture", node)
+
+    def _enter_match_mapping(self, node: cst.MatchMapping) -> None:
+        if node.rest is not None:
+            self.bind(node.rest.value, "match capture", node)
+
+    def _enter_global(self, node: cst.Global) -> None:
+        self.scope.globals.update(n.name.value for n in node.names)
+
+    def _enter_nonlocal(self, node: cst.Nonlocal) -> None:
+        self.scope.nonlocals.update(n.name.value for n in node.names)
 
     def leave(self, node: cst.CSTNode) -> None:
         if type(node) in _SCOPE_TYPES:
@@ -330,6 +340,31 @@ class _Builder:
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _SCOPE_TYPES = frozenset((cst.FunctionDef, cst.Lambda, cst.ClassDef) + _COMPREHENSIONS)
+
+# What `_Builder.enter` does for a node of each exact type (the types that bind names).
+_ENTER_HANDLERS: dict[type, Callable[[_Builder, Any], None]] = {
+    cst.FunctionDef: _Builder._enter_function,
+    cst.Lambda: _Builder._enter_lambda,
+    cst.ClassDef: _Builder._enter_class,
+    **dict.fromkeys(_COMPREHENSIONS, _Builder._enter_comprehension),
+    cst.CompFor: _Builder._enter_comp_for,
+    cst.Assign: _Builder._assign,
+    cst.AnnAssign: _Builder._enter_ann_assign,
+    cst.AugAssign: _Builder._enter_aug_assign,
+    cst.For: _Builder._enter_for,
+    cst.WithItem: _Builder._enter_with_item,
+    cst.ExceptHandler: _Builder._enter_except,
+    cst.ExceptStarHandler: _Builder._enter_except,
+    cst.NamedExpr: _Builder._walrus,
+    cst.Del: _Builder._enter_del,
+    cst.MatchAs: _Builder._enter_match_capture,
+    cst.MatchStar: _Builder._enter_match_capture,
+    cst.MatchMapping: _Builder._enter_match_mapping,
+    cst.Global: _Builder._enter_global,
+    cst.Nonlocal: _Builder._enter_nonlocal,
+    cst.Import: _Builder._import,
+    cst.ImportFrom: _Builder._import_from,
+}
 
 
 def _is_followable(value: cst.BaseExpression) -> bool:

@@ -14,6 +14,7 @@ from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.rule import FileContext, Rule
+from lifetime_lint.traversal import LEAF_TYPES
 
 # -- autograd facts -----------------------------------------------------------------------
 # Private to LL006 for now: which calls run backward, which contexts disable grad, which
@@ -423,6 +424,9 @@ def _module_facts(context: FileContext) -> _ModuleFacts:
     return facts
 
 
+_LEAVES = frozenset(LEAF_TYPES)
+
+
 def _scan_module(
     context: FileContext, node: cst.CSTNode, no_grad: bool, facts: _ModuleFacts
 ) -> None:
@@ -462,7 +466,11 @@ def _scan_module(
             dotted = dotted_name(current.value)
             if dotted is not None:
                 facts.grad_reads.add(dotted)
-        stack.extend((child, disabled, function) for child in iter_children(current))
+        stack.extend(
+            (child, disabled, function)
+            for child in iter_children(current)
+            if type(child) not in _LEAVES  # whitespace and comments: none of the above
+        )
 
 
 # -- the rule ---------------------------------------------------------------------------

@@ -38,7 +38,14 @@ class DiscardedAllGather(Rule):
     or never read at all. The rank compared may be a local or attribute bound to one
     (`me = dist.get_rank()`: the binding that reaches the test, from the facts layer's
     reaching definitions) or a helper of the same module or class that returns one
-    (`if self._rank() == 0:`, `idx, size = _coordinates(group)`).
+    (`if self._rank() == 0:`, `idx, size = _coordinates(group)`). A local flag is followed
+    to the test it holds (`is_collector = rank == master_rank or not only_rank_0; ... if
+    is_collector:`); a flag in such a test that is a parameter defaulting to the value that
+    singles out the root (`only_rank_0: bool = True`) makes the finding "when
+    `only_rank_0` is True, its default", while a flag without such a default (`if rank ==
+    0 or debug:`) is taken to let every rank read. A function of the same module that fills
+    a list with a collective and returns it (mmengine's `all_gather_object(data, group) ->
+    gather_list`) is followed like the collective it wraps.
 
     Each finding has a significance from what each rank sends (the facts layer's origin of
     the sent tensor, refined by its name): `high` for decoded frames or tiles, `medium` for
@@ -47,12 +54,18 @@ class DiscardedAllGather(Rule):
     of anything the facts layer does not know to be a tensor (pickled request ids, sets,
     status records: metadata), except a state dict (`model.state_dict()`,
     `optimizer.state_dict()`, or a local bound to one: every weight or optimizer state the
-    rank holds), which is `high`. The default run reports
+    rank holds), which is `high`, and a list, tuple or dict that carries a tensor (known
+    to the facts layer, or returned by a call named for one: `[pack_states_to_tensor(p),
+    offset, size]`), which is `medium`; CUDA IPC handles (`{gpu: reduce_tensor(w)}`)
+    are metadata. The default run reports
     `medium` and `high`; `min-significance = "low"` under `[tool.lifetime-lint]` shows the
     rest. Calls resolving to
     `torch.distributed.all_gather`, `all_gather_into_tensor`, `all_gather_object`, their
-    `torch.distributed._functional_collectives` forms, and configured wrappers (by default
-    any `.all_gather(...)` method, as on a group coordinator).
+    `torch.distributed._functional_collectives` forms, a DTensor's `full_tensor()` (every
+    shard all-gathered on every rank: `param = param.full_tensor()` in a loop over a
+    sharded state dict, read under `if rank == 0:`; the reads are those the binding
+    reaches), and configured wrappers (by default any `.all_gather(...)` method, as on a
+    group coordinator).
 
     Not flagged: results that every rank reads (a CFG-parallel combine, a context-parallel
     unshard, sequence-parallel attention, sizes gathered to build groups; a guard on the
@@ -61,7 +74,9 @@ class DiscardedAllGather(Rule):
     reader per pipeline stage, and every rank of the group reads), buffers that come
     from outside the function (a parameter, an attribute) or that are slices of another
     tensor (`[flat[i * n : (i + 1) * n] for i in ...]`: the data is read through `flat`),
-    asynchronous calls (`async_op=True`), and an `all_gather` in a branch that chooses by backend (the guarded
+    asynchronous calls (`async_op=True`), a wrapper called with a step name first
+    (`dist_wrapper.all_gather("read", read_data)` runs a step on every rank and gathers its
+    outcome), and an `all_gather` in a branch that chooses by backend (the guarded
     path for backends that lack a fast `gather`, such as Ascend's HCCL).
 
     ## Why is this bad?
@@ -122,8 +137,8 @@ class DiscardedAllGather(Rule):
     (a vendored copy: `lifetime-lint vendor-runtime`) is offered as unsafe whatever the
     analysis shows, since the fixed code would not import elsewhere.
 
-    No fix for `all_gather_object` (use `dist.gather_object`), functional collectives (they
-    take meshes and are traced by `torch.compile`), wrappers, a root given by a flag
+    No fix for `all_gather_object` (use `dist.gather_object`), `full_tensor()`,
+    functional collectives (they take meshes and are traced by `torch.compile`), wrappers, a root given by a flag
     (`if is_root:`), a root that only holds when a destination is given (`if dst is not
     None and rank != dst: return`: every rank reads when `dst` is None), and results that
     are never read.
@@ -140,7 +155,7 @@ class DiscardedAllGather(Rule):
     code = "LL003"
     name = "discarded-all-gather"
     summary = "`all_gather` result read on one rank only: the others' receive buffers are wasted"
-    triggers = ("all_gather",)
+    triggers = ("all_gather", "full_tensor")
     fix_availability = "sometimes"
     options = (
         Option(
@@ -162,6 +177,7 @@ class DiscardedAllGather(Rule):
     def __init__(self, context, options) -> None:
         super().__init__(context, options)
         self._pending: dict[int, list[_Candidate]] = {}
+        self._wrappers: dict[str, str] | None = None  # module functions that return a gather
 
     # -- triggers ---------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
@@ -193,7 +209,29 @@ class DiscardedAllGather(Rule):
                     return WRAPPER
             elif isinstance(call.func, cst.Name) and call.func.value == entry and qualified is None:
                 return WRAPPER
+        if (
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "full_tensor"
+            and not call.args
+            and (qualified is None or not qualified.startswith("torch."))
+        ):
+            return FULL  # `DTensor.full_tensor()`: every shard all-gathered on every rank
+        if isinstance(call.func, cst.Name) and qualified is None and "gather" in call.func.value:
+            return self._module_wrapper(call.func.value)
         return None
+
+    def _module_wrapper(self, name: str) -> str | None:
+        """For a function of this module that fills a list with a collective and returns it
+        (mmengine's `all_gather_object(data, group) -> gather_list`): the kind its callers
+        get back (`WRAPPED_OBJECT` for `all_gather_object`, `RETURNED` for tensors)."""
+        if self._wrappers is None:
+            self._wrappers = {}
+            for statement in self.context.module.body:
+                if isinstance(statement, cst.FunctionDef):
+                    kind = _returned_gather(self.context, statement)
+                    if kind is not None:
+                        self._wrappers[statement.name.value] = kind
+        return self._wrappers.get(name)
 
     # -- analysis ---------------------------------------------------------------------
     def _check(self, function: cst.FunctionDef, candidate: _Candidate) -> None:
@@ -204,6 +242,8 @@ class DiscardedAllGather(Rule):
         if _backend_dispatch(self.context, ancestors):
             return
         result, statement, block = site
+        if kind == WRAPPER and _names_a_step(call):
+            return  # `dist_wrapper.all_gather("read", read_data)`: runs a step, not a tensor
         # query: the function's flow facts and where the result is read.
         ranks = _Ranks(self.context, function)
         if ranks.facts is None or _declared_or_parameter(ranks, result):
@@ -214,6 +254,9 @@ class DiscardedAllGather(Rule):
             if allocation is None:
                 return  # buffers from elsewhere: not this function's allocation
         reads = _reads_of(uses_for(self.context, function), result, statement, allocation)
+        if reads is None and kind not in BUFFER_KINDS:
+            # `param = param.full_tensor()` in a loop: the reads this binding reaches
+            reads = _reads_of_binding(ranks, result, statement, call)
         if reads is None:
             return
         # decide: every read is on one rank (directly, or through a concatenation).
@@ -241,11 +284,15 @@ class DiscardedAllGather(Rule):
         if kind in BUFFER_KINDS and _ranks_of_another_group(ranks, call, guards):
             return  # `sp_rank == 0` around a world all_gather: one reader per group, not one
         written = self.context.source_of(call.func)
+        fills = f"fills `{result}`"
+        if kind == FULL:
+            written += "()"
+            fills = f"all-gathers every shard into `{result}`"
         level, small = _significance(ranks, _sent_tensor(call, kind), kind)
         if not guards:
             self.report(
                 call,
-                f"`{written}` fills `{result}` on every rank, but nothing reads it: every rank "
+                f"`{written}` {fills} on every rank, but nothing reads it: every rank "
                 f"allocates world_size receive buffers for nothing{small}",
                 statement=statement,
                 significance=level,
@@ -254,7 +301,7 @@ class DiscardedAllGather(Rule):
         root = keys.pop()
         where = f"rank {root}" if root != _FLAG else "the root rank"
         given = sorted({guard.given for guard in guards if guard.given is not None})
-        when = f" when `{given[0]}` is given (every rank otherwise)" if given else ""
+        when = f" when {given[0]} (every rank otherwise)" if given else ""
         via = ""
         if through:
             via = " (through " + ", ".join(sorted({f"`{d.name}`" for d in through})) + ")"
@@ -272,7 +319,7 @@ class DiscardedAllGather(Rule):
             )  # fmt: skip
         self.report(
             call,
-            f"`{written}` fills `{result}` on every rank, but only {where} reads it{when}{via}; "
+            f"`{written}` {fills} on every rank, but only {where} reads it{when}{via}; "
             f"{advice}{small}",
             fix,
             statement=statement,
@@ -423,10 +470,57 @@ class DiscardedAllGather(Rule):
         )
 
 
+def _returned_gather(context, function: cst.FunctionDef) -> str | None:
+    """The kind of a function whose `return name` gives a list that a buffer collective
+    statement of its own body filled (`dist.all_gather_object(gather_list, data, group)`
+    ... `return gather_list`); None otherwise."""
+    finder = _GatherReturnFinder(context)
+    visit(function.body, finder)
+    kinds = {finder.filled[name] for name in finder.returned if name in finder.filled}
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    return WRAPPED_OBJECT if kind == OBJECT else RETURNED
+
+
+class _GatherReturnFinder(cst.CSTVisitor):
+    def __init__(self, context) -> None:
+        self.context = context
+        self.filled: dict[str, str] = {}  # buffer name -> kind of the collective filling it
+        self.returned: list[str] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a nested function's returns are not this function's
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        if isinstance(node.value, cst.Call):
+            kind = _COLLECTIVES.get(self.context.qualified_name(node.value.func) or "")
+            if kind in BUFFER_KINDS and not _is_async(node.value, kind):
+                first = _arguments(node.value, ("tensor_list", "tensor")).get("tensor_list")
+                if isinstance(first, cst.Name):
+                    self.filled[first.value] = kind
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if isinstance(node.value, cst.Name):
+            self.returned.append(node.value.value)
+
+
+def _names_a_step(call: cst.Call) -> bool:
+    """A wrapper called with a string first (torch.distributed.checkpoint's
+    `_DistWrapper.all_gather("read", read_data)` runs `read_data` on every rank and gathers
+    its result or exception): a named step, not a tensor to gather."""
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    return bool(positional) and isinstance(
+        positional[0], (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+    )
+
+
 def _sent_tensor(call: cst.Call, kind: str) -> cst.BaseExpression | None:
     """What each rank contributes: `all_gather(buffers, tensor)`, `wrapper(tensor, ...)`."""
     if kind in BUFFER_KINDS:
         return _arguments(call, ("tensor_list", "tensor")).get("tensor")
+    if kind == FULL and isinstance(call.func, cst.Attribute):
+        return call.func.value
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
     return positional[0] if positional else None
 
@@ -453,12 +547,23 @@ def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> 
     if isinstance(sent, cst.Name) and _literal_small_allocation(ranks.binding(sent)):
         # `tmp = torch.zeros(1, device="npu")`: a warm-up or handshake of a few elements.
         return S.LOW, "; each rank sends a tensor of a few elements, so the waste is small"
-    if kind == OBJECT and not tensor:
+    if kind in (OBJECT, WRAPPED_OBJECT) and _ipc_handles(ranks, sent):
+        # `{gpu_id: reduce_tensor(weight)}`: a CUDA IPC handle (rebuild function and
+        # arguments), not the tensor's bytes; the tensor itself stays shared in place.
+        return S.LOW, "; each rank sends CUDA IPC handles (metadata), so the waste is small"
+    if kind in (OBJECT, WRAPPED_OBJECT) and not tensor:
         if _state_dict(ranks, sent):
             # `model.state_dict()`: every parameter and buffer the rank holds, pickled.
             return S.HIGH, (
                 "; each rank sends a state dict (every weight or optimizer state it holds), "
                 "so each of the others receives all of them"
+            )
+        carried = _tensor_in_object(ranks, sent)
+        if carried is not None:
+            # `[compacted_states, offset, size]` with `compacted_states = pack_..._to_tensor()`
+            return S.MEDIUM, (
+                f"; each rank sends a tensor (`{carried}`) pickled with the object, so each "
+                f"of the others receives world_size of them"
             )
         # `all_gather_object` pickles Python objects: request ids, sets, status records.
         return S.LOW, "; each rank sends a pickled Python object (metadata), so the waste is small"
@@ -479,6 +584,66 @@ def _state_dict(ranks: _Ranks, sent: cst.BaseExpression | None) -> bool:
         and isinstance(sent.func, cst.Attribute)
         and sent.func.attr.value == "state_dict"
     )
+
+
+def _tensor_in_object(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | None:
+    """The element of a list, tuple or dict display sent by `all_gather_object` (or of the
+    one binding of the local sent) that holds a tensor: known to the facts layer, or the
+    result of a call whose name says it returns one (`pack_states_to_tensor(...)`, also
+    under `x if own else None`). Its code, or None."""
+    if isinstance(sent, cst.Name):
+        bound = ranks.binding(sent)
+        sent = bound[0] if bound is not None and bound[1] is None else None
+    if isinstance(sent, (cst.List, cst.Tuple)):
+        elements = [e.value for e in sent.elements if isinstance(e, cst.Element)]
+    elif isinstance(sent, cst.Dict):
+        elements = [e.value for e in sent.elements if isinstance(e, cst.DictElement)]
+    else:
+        return None
+    for element in elements:
+        value: cst.BaseExpression | None = element
+        if isinstance(element, cst.Name):
+            node = ranks.loads.get(id(element))
+            if ranks.facts is not None and node is not None:
+                fact = ranks.facts.expression(element, node)
+                if fact.is_tensor or fact.kind == F.CONTAINER:
+                    return element.value
+            bound = ranks.binding(element)
+            value = bound[0] if bound is not None and bound[1] is None else None
+        if isinstance(value, cst.IfExp):
+            value = value.body
+        if isinstance(value, cst.Call) and _TENSOR_RETURNING.search(_last_name(value.func) or ""):
+            return ranks.context.code_for(element).strip()
+    return None
+
+
+_IPC_REDUCTIONS = frozenset(
+    f"torch.multiprocessing.reductions.{name}" for name in ("reduce_tensor", "reduce_storage")
+)
+
+
+def _ipc_handles(ranks: _Ranks, sent: cst.BaseExpression | None, depth: int = 3) -> bool:
+    """Whether what is sent is (a display of) `reduce_tensor(t)` results: the handles
+    `torch.multiprocessing` shares a tensor by, through the one binding of each local."""
+    if sent is None or depth < 0:
+        return False
+    if isinstance(sent, cst.Name):
+        bound = ranks.binding(sent)
+        return bound is not None and bound[1] is None and _ipc_handles(ranks, bound[0], depth - 1)
+    if isinstance(sent, cst.Call):
+        return ranks.context.qualified_name(sent.func) in _IPC_REDUCTIONS
+    if isinstance(sent, (cst.List, cst.Tuple)):
+        values = [e.value for e in sent.elements if isinstance(e, cst.Element)]
+    elif isinstance(sent, cst.Dict):
+        values = [e.value for e in sent.elements if isinstance(e, cst.DictElement)]
+    else:
+        return False
+    return bool(values) and all(_ipc_handles(ranks, v, depth - 1) for v in values)
+
+
+# Callees that say in their name that they return a tensor: `pack_states_to_tensor`,
+# `get_flat_tensors`, `to_tensor` (not `tensor_parallel_size`, `is_tensor`).
+_TENSOR_RETURNING = compile_lazily(r"^(?!is_|has_)(.*_)?tensors?$")
 
 
 _LITERAL_ALLOCATORS = frozenset({"zeros", "ones", "empty", "full", "tensor", "randn", "rand"})
@@ -580,6 +745,8 @@ INTO = "into"  # all_gather_into_tensor(output, tensor)
 OBJECT = "object"  # all_gather_object(object_list, obj)
 RETURNED = "returned"  # functional collectives: the result is the return value
 WRAPPER = "wrapper"
+FULL = "full_tensor"  # `dtensor.full_tensor()`: the result is the return value
+WRAPPED_OBJECT = "wrapped_object"  # a function of this module returning all_gather_object's list
 BUFFER_KINDS = (LIST, INTO, OBJECT)
 FIXABLE_KINDS = (LIST, INTO)
 
@@ -652,6 +819,9 @@ _ADVICE = {
     INTO: _GATHER_ADVICE,
     OBJECT: "use `dist.gather_object` so the others receive nothing",
     RETURNED: _GATHER_ADVICE,
+    FULL: "gather the local shards to that rank instead (`dist.gather` of `.to_local()`), so "
+    "the others do not materialise the whole tensor",
+    WRAPPED_OBJECT: "gather to that rank (`dist.gather_object`) so the others receive nothing",
     WRAPPER: "gather to that rank (e.g. the group coordinator's `gather`)",
 }
 
@@ -829,6 +999,29 @@ def _reads_of(
     return _Reads(chains, after_call)
 
 
+def _reads_of_binding(
+    ranks: _Ranks, name: str, statement: cst.SimpleStatementLine, call: cst.Call
+) -> _Reads | None:
+    """The reads of `name` that the binding `name = <call>` may reach (the facts layer's
+    reaching definitions), for a name bound before too (`param = param.full_tensor()` in
+    a loop over parameters). None when a nested function reads it (unknown when) or a
+    read cannot be placed."""
+    if ranks.facts is None:
+        return None
+    chains: list[tuple[cst.CSTNode, ...]] = []
+    for use in uses_for(ranks.context, ranks.function).of(name):
+        if use.inside(statement) or use.binding or use.deleted:
+            continue
+        if use.nested or isinstance(use.parent, cst.NameItem):
+            return None
+        node = ranks.loads.get(id(use.node))
+        if node is None:
+            return None
+        if any(site.value is call for site in ranks.facts.reaching(node, name)):
+            chains.append(use.chain)
+    return _Reads(chains, True)
+
+
 # -- root guards ---------------------------------------------------------------------------
 
 _FLAG = "<flag>"
@@ -909,14 +1102,20 @@ def _exits(body: cst.BaseSuite) -> bool:
     return False
 
 
-def _root_when(ranks: _Ranks, test: cst.BaseExpression, truth: bool) -> _Guard | None:
-    """The guard that holds when `test` evaluates to `truth`: exactly one rank passes."""
+def _root_when(
+    ranks: _Ranks, test: cst.BaseExpression, truth: bool, depth: int = 2
+) -> _Guard | None:
+    """The guard that holds when `test` evaluates to `truth`: exactly one rank passes.
+    A local flag is followed to the test its one binding computes (`is_collector = rank
+    == 0`; `depth` bounds the chain)."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _root_when(ranks, test.expression, not truth)
+        return _root_when(ranks, test.expression, not truth, depth)
     if isinstance(test, cst.BooleanOperation):
         conjunction = isinstance(test.operator, cst.And)
         if conjunction == truth:  # `a and b` true / `a or b` false: both parts hold
-            return _root_when(ranks, test.left, truth) or _root_when(ranks, test.right, truth)
+            return _root_when(ranks, test.left, truth, depth) or _root_when(
+                ranks, test.right, truth, depth
+            )
         # `if dst is not None and rank != dst: return`: the rest runs on rank dst when a
         # destination is given, on every rank otherwise.
         for given, other in ((test.left, test.right), (test.right, test.left)):
@@ -925,7 +1124,16 @@ def _root_when(ranks: _Ranks, test: cst.BaseExpression, truth: bool) -> _Guard |
                 continue
             found = _root_when(ranks, other, truth)
             if found is not None and found.root == name:
-                return _Guard(found.root, found.rank, given=name)
+                return _Guard(found.root, found.rank, given=f"`{name}` is given")
+        # `is_collector = rank == master_rank or not only_rank_0`: the root alone passes
+        # while the other part, a plain flag, does not hold (every rank passes otherwise).
+        for flag, other in ((test.right, test.left), (test.left, test.right)):
+            condition = _flag_condition(ranks, flag, not truth)
+            if condition is None:
+                continue
+            found = _root_when(ranks, other, truth, depth)
+            if found is not None and found.given is None:
+                return _Guard(found.root, found.rank, given=condition)
         return None
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         left, target = test.left, test.comparisons[0]
@@ -959,7 +1167,37 @@ def _root_when(ranks: _Ranks, test: cst.BaseExpression, truth: bool) -> _Guard |
         return _Guard("0", test)
     if truth and _last_name(test) in _ROOT_FLAGS:
         return _Guard(_FLAG, None)
+    if isinstance(test, cst.Name) and depth > 0:
+        bound = ranks.binding(test)
+        if bound is not None and bound[1] is None and isinstance(bound[0], _TESTS):
+            return _root_when(ranks, bound[0], truth, depth - 1)
     return None
+
+
+_TESTS = (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)
+
+
+def _flag_condition(ranks: _Ranks, flag: cst.BaseExpression, value: bool) -> str | None:
+    """`only_rank_0` (or `not only_rank_0`), a parameter of the function whose default
+    (`only_rank_0: bool = True`) makes it evaluate to `value`: the words for that; None for
+    anything else. A call with the defaults then reads on the root only; a flag without
+    such a default (`if rank == 0 or debug:`) may let every rank read."""
+    while isinstance(flag, cst.UnaryOperation) and isinstance(flag.operator, cst.Not):
+        flag, value = flag.expression, not value
+    if not isinstance(flag, cst.Name):
+        return None
+    parameters = ranks.function.params
+    default = next(
+        (
+            p.default
+            for p in (*parameters.params, *parameters.kwonly_params)
+            if p.name.value == flag.value
+        ),
+        None,
+    )
+    if not isinstance(default, cst.Name) or default.value != ("True" if value else "False"):
+        return None
+    return f"`{flag.value}` is {default.value}, its default"
 
 
 def _given_test(context, test: cst.BaseExpression, truth: bool) -> str | None:

@@ -168,8 +168,10 @@ class HardCodedCudaCall(Rule):
     library code that may run on another accelerator. Left out by default, counted by
     `--statistics` with the reason, and reported under `portability = "strict"`: the same
     platform layer, CUDA-bound code (also what the module proves: exit guards before the
-    call, validators, private helpers called only from CUDA-bound code, CUDA-only
-    capability declarations, ROCm-only classes, CUDA-only subsystems, branches on a
+    call, validators, a class factory that raises when its validator returns a reason
+    (also one read from a table of `(condition, reason)` pairs), private helpers called
+    only from CUDA-bound code, CUDA-only capability declarations, ROCm-only classes, code
+    past an early exit unless a ROCm, HIP or AMD probe holds, CUDA-only subsystems, branches on a
     same-module predicate that is true only on CUDA), scripts and
     non-library paths as LL004 (see its documentation);
     a call whose result only feeds a log message (also through locals that only log

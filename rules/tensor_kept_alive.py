@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 from fnmatch import fnmatchcase
+from typing import Any
 
 import libcst as cst
 
@@ -29,6 +30,7 @@ from lifetime_lint.analysis.domain import (
     mentions_video,
     runs_against_cache,
     short_stream,
+    short_stream_classes,
     short_stream_input,
 )
 from lifetime_lint.analysis.tables import FEED_FORWARD_SUBMODULES, MODEL_CALLS
@@ -38,7 +40,7 @@ from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import Option, Rule
 from lifetime_lint.rules.autograd_history_kept import held_by_autograd
-from lifetime_lint.traversal import walk
+from lifetime_lint.traversal import LEAF_TYPES, child_nodes, walk
 
 
 def _validate_patterns(value: list[str]) -> str | None:
@@ -113,7 +115,9 @@ class TensorKeptAlive(Rule):
     (`self.ff_context(norm_encoder_hidden_states)` in a dual-stream block: a few hundred
     text tokens) is one other sublayer whatever its name, and a projection of the
     conditioning stays conditioning-sized through nested sublayers
-    (`self.norm_k(self.add_k_proj(context_img))`: 257 image tokens); one over ids or sizes is light,
+    (`self.norm_k(self.add_k_proj(context_img))`: 257 image tokens), and a sublayer over a
+    noise level returns an embedding, not an activation (`vec = self.time_in(timestep)`: one
+    vector per sample); one over ids or sizes is light,
     one over decoded frames sets the peak; an all-reduce (`dist.all_reduce(x)`,
     `tensor_model_parallel_all_reduce(x)`) reduces into its input and allocates nothing,
     nor does a gather of sizes, nor an object collective (`all_gather_object`, or a helper
@@ -136,7 +140,13 @@ class TensorKeptAlive(Rule):
     `encoder_hidden_states`, `context`) or its dataflow: an attention's output has its
     query's tokens, so in LTX-2's block the audio-to-video output is video-sized and the
     video-to-audio one audio-sized (measured on an H200: 96 MiB and 1 MiB off the block's
-    peak). A sublayer over the short stream is not the block's peak.
+    peak). A sublayer over the short stream is not the block's peak. So is a whole class
+    of the short stream: one the file builds only into an attribute named for that stream
+    and calls only on that stream (HunyuanVideo's token refiner, `self.context_embedder =
+    TokenRefiner(...)` called on `encoder_hidden_states`: its blocks' generic `x`, `attn`
+    and `mlp` run over the prompt's few hundred tokens), and a class built only by such
+    classes (the refiner's blocks). The same class also built for the video tokens
+    (`self.patch_refiner = TokenRefiner(...)` called on `hidden_states`) keeps its size.
     Findings in tests, examples, benchmarks and scripts (the non-library globs the
     portability rules share) are `low`: small inputs, run once.
     The default run reports `medium` and `high`; `min-significance = "low"` under
@@ -171,7 +181,8 @@ class TensorKeptAlive(Rule):
       (`cache = cache_list[i]`) counts once the slot is overwritten (`cache_list[i] = new`):
       from there the local is the only owner. A container whose tensors keep their own
       names (`inputs = {"encoder_hidden_states": (prompt_embeds,)}`, or a helper's feature
-      dict whose items the function takes out, `clip = features["clip"]`) is not reported
+      dict whose items the function takes out, `clip = features["clip"]`, or a list of
+      slices of a bound tensor, `cat_k.append(k_pad[:, i : i + n])`) is not reported
       while those names (or views of them) may still be bound at the work it is held
       across: `del` frees at most the container. Once they are rebound or deleted, or for
       an element only the container holds (a model output put in it, `tiles.append(tile)`
@@ -319,9 +330,28 @@ class TensorKeptAlive(Rule):
         patterns = list(options["heavy-calls"]) + list(options["extend-heavy-calls"])
         self._heavy_patterns = tuple(p.lower() for p in patterns)
         self._submodules_are_heavy: bool = options["submodules-are-heavy"]
+        # Per enclosing function (innermost last): whether an assignment statement or a
+        # walrus occurs anywhere below it. A function without one binds nothing a `del`
+        # could release, so its facts are never built (about half of all functions).
+        self._assigns: list[bool] = []
 
     # -- trigger -----------------------------------------------------------------------
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._assigns.append(False)
+
+    def _note_assignment(self, node: cst.CSTNode) -> None:
+        # Mark every enclosing function (an outer one is marked if an inner one is).
+        assigns = self._assigns
+        at = len(assigns) - 1
+        while at >= 0 and not assigns[at]:
+            assigns[at] = True
+            at -= 1
+
+    visit_Assign = visit_AnnAssign = visit_AugAssign = visit_NamedExpr = _note_assignment
+
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self._assigns and not self._assigns.pop():
+            return  # no assignment below it: no binding of `_ASSIGNED` kinds to report
         if _is_compiled(node):
             return
         facts = F.facts_for(self.context, node, self.max_nodes)
@@ -529,7 +559,7 @@ class _Analysis:
             elif S.size_class(origin) == S.ACTIVATION_SIZED:
                 # The short stream by dataflow: the video-to-audio attention's output has
                 # audio queries; `und_norm` is the understanding (text) stream.
-                origin = self._short_stream_origin(real) or origin
+                origin = self._owner_stream() or self._short_stream_origin(real) or origin
                 if origin == F.ACTIVATION and _read_only_broadcast(facts.function, name):
                     origin = S.BROADCAST_TABLE  # `token_types[:, :, None, None, :]`
             if S.size_class(origin) == S.TINY:
@@ -593,6 +623,15 @@ class _Analysis:
         if streams == {TEXT_STREAM}:
             return S.TEXT_STREAM
         return None
+
+    def _owner_stream(self) -> str | None:
+        """`S.TEXT_STREAM` or `S.AUDIO_STREAM` when the function's class serves only a short
+        stream (`domain.short_stream_classes`: a token refiner built as `self.txt_in` and called
+        on the prompt embeddings, and the blocks only it builds)."""
+        if self._owner_name is None:
+            return None
+        stream = short_stream_classes(self.context.module, self.context.memo).get(self._owner_name)
+        return {AUDIO_STREAM: S.AUDIO_STREAM, TEXT_STREAM: S.TEXT_STREAM}.get(stream or "")
 
     def _names_video(self) -> bool:
         """Whether the function's own code names video (`video`, `frames`): its pixels are
@@ -1226,13 +1265,14 @@ def _read_only_broadcast(function: cst.FunctionDef, name: str) -> bool:
     stack: list[cst.CSTNode] = [function.body]
     targets: set[int] = set()
     while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For)):
-            bound = node.targets if isinstance(node, cst.Assign) else [node]
+        node: Any = stack.pop()  # (its type is tested exactly below)
+        kind = type(node)  # (exact types: isinstance against LibCST's ABCs is slow)
+        if kind in _BINDING_STATEMENTS:
+            bound = node.targets if kind is cst.Assign else [node]
             for target in bound:
                 for inner in _bound_names(target.target):
                     targets.add(id(inner))
-        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+        elif kind is cst.Subscript and type(node.value) is cst.Name:
             if node.value.value == name:
                 nones = sum(
                     isinstance(element.slice, cst.Index)
@@ -1242,12 +1282,17 @@ def _read_only_broadcast(function: cst.FunctionDef, name: str) -> bool:
                 )
                 if nones >= _BROADCAST_AXES:
                     broadcast.add(id(node.value))
-        if isinstance(node, cst.Name) and node.value == name and id(node) not in targets:
+        elif kind is cst.Name and node.value == name and id(node) not in targets:
             reads += 1
             if id(node) not in broadcast:
                 return False
-        stack.extend(reversed(node.children))
+        # (LibCST's `children` rebuilds; whitespace and comment leaves hold no name)
+        stack.extend(child for child in reversed(child_nodes(node)) if type(child) not in _LEAVES)
     return reads > 0
+
+
+_BINDING_STATEMENTS = frozenset((cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For))
+_LEAVES = frozenset(LEAF_TYPES)
 
 
 def _bound_names(target: cst.BaseExpression) -> list[cst.Name]:

@@ -105,3 +105,66 @@ def test_clip_features_are_conditioning_and_encoded_tiles_latent() -> None:
     assert name_origin("encoded_prompt", F.MODEL_OUTPUT) == F.CONDITIONING
     assert name_origin("encoded_list", F.SMALL_MODEL) == F.SMALL_MODEL  # an audio encoder's
     assert name_origin("clip_grad", F.ACTIVATION) == F.ACTIVATION  # no feature word
+
+
+CROSS_ATTENTION = """
+import torch
+from torch import nn
+
+class CrossAttention(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.q = nn.Linear(dim, dim)
+        self.k = nn.Linear(dim, dim)
+        self.v = nn.Linear(dim, dim)
+
+    def forward(self, x, y):
+        q = self.q(x)
+        k = self.k(y)
+        v = self.v(y)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.cross_attn = CrossAttention(dim)
+
+    def forward(self, x, context):
+        return x + self.cross_attn(x, context)
+"""
+
+
+def _method_facts(source: str, owner: str, method: str) -> F.FunctionFacts:
+    source = textwrap.dedent(source)
+    module = cst.parse_module(source)
+    context = FileContext("x.py", source, module, "\n", Settings())
+    cls = next(n for n in module.body if isinstance(n, cst.ClassDef) and n.name.value == owner)
+    function = next(
+        n for n in cls.body.body if isinstance(n, cst.FunctionDef) and n.name.value == method
+    )
+    facts = F.facts_for(context, function)
+    assert facts is not None
+    return facts
+
+
+def test_a_cross_attention_context_passed_only_the_text_stream_is_conditioning() -> None:
+    facts = _method_facts(CROSS_ATTENTION, "CrossAttention", "forward")
+    assert _value(facts, "k").origin == F.CONDITIONING
+    assert _value(facts, "q").origin != F.CONDITIONING  # the query keeps the video tokens
+
+
+def test_a_cross_attention_also_called_on_other_values_is_not_judged() -> None:
+    source = (
+        CROSS_ATTENTION
+        + """
+class Injector(nn.Module):
+    def __init__(self, dim, n):
+        super().__init__()
+        self.injector = nn.ModuleList([CrossAttention(dim) for _ in range(n)])
+
+    def forward(self, feat, vec):
+        return self.injector[0](feat, vec)
+"""
+    )
+    facts = _method_facts(source, "CrossAttention", "forward")
+    assert _value(facts, "k").origin != F.CONDITIONING

@@ -149,3 +149,39 @@ def test_a_halo_shaped_like_its_tensor_is_a_fraction_of_it() -> None:
     assert facts.value(_site(facts, "left")).origin == F.SMALL
     assert facts.value(_site(facts, "wide")).origin != F.SMALL
     assert facts.value(_site(facts, "mask")).origin != F.SMALL  # seq x seq: not x's shape
+
+
+def test_list_of_slices_of_a_bound_tensor_is_held_by_it() -> None:
+    facts = _facts(
+        """
+        import torch
+
+        def run(attn, k, n, shifting):
+            k_pad = torch.cat([k[:, :1].expand(-1, shifting, -1, -1), k], dim=1)
+            cat_k = []
+            for i in range(shifting):
+                cat_k.append(k_pad[:, i : i + n])
+            return attn(torch.cat(cat_k, dim=2))
+        """,
+        "run",
+    )
+    holders = facts.element_holders(_site(facts, "cat_k"))
+    assert holders is not None
+    assert {h.name for h in holders} == {"k_pad"}
+
+
+def test_list_of_slices_of_a_per_iteration_tensor_owns_them() -> None:
+    facts = _facts(
+        """
+        import torch
+
+        def run(attn, k, n, shifting):
+            cat_k = []
+            for i in range(shifting):
+                k_shift = torch.roll(k, shifts=i, dims=1)
+                cat_k.append(k_shift[:, :n])
+            return attn(torch.cat(cat_k, dim=2))
+        """,
+        "run",
+    )
+    assert facts.element_holders(_site(facts, "cat_k")) is None

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from lifetime_lint.imports import dotted_name
-from lifetime_lint.traversal import child_nodes
+from lifetime_lint.traversal import child_nodes, subclass_test
 
 # Calls that read every local of the calling frame.
 _DYNAMIC_NAMES = frozenset({"locals", "vars", "eval", "exec", "dir"})
@@ -108,6 +108,14 @@ _LITERALS = (
 )
 _DISPLAYS = (cst.List, cst.Tuple, cst.Set, cst.Dict)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp)
+# The same, as sets of exact types for `scan` (none of these classes has a subclass, and a
+# failing isinstance() against LibCST's ABC-based classes is slow).
+_LITERAL_TYPES = frozenset(_LITERALS)
+_DISPLAY_TYPES = frozenset(_DISPLAYS)
+_COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)
+_is_whitespace_or_paren = subclass_test(
+    cst.BaseParenthesizableWhitespace, cst.LeftParen, cst.RightParen
+)
 
 
 @dataclass(eq=False)
@@ -312,7 +320,7 @@ class _Builder:
         if kind is cst.Call:
             self._scan_call(expr, node)  # type: ignore[arg-type]
             return
-        if isinstance(expr, _LITERALS):
+        if kind in _LITERAL_TYPES:
             return
         if kind is cst.Subscript:
             self.scan(expr.value, node)  # type: ignore[attr-defined]
@@ -346,16 +354,16 @@ class _Builder:
             self.scan(expr.body, node)  # type: ignore[attr-defined]
             self.scan(expr.orelse, node)  # type: ignore[attr-defined]
             return
-        if isinstance(expr, _DISPLAYS):
+        if kind in _DISPLAY_TYPES:
             if not call_arg:
-                self.escape_value(expr, node)
-            if isinstance(expr, cst.Dict):
-                for element in expr.elements:
+                self.escape_value(expr, node)  # type: ignore[arg-type]
+            if kind is cst.Dict:
+                for element in expr.elements:  # type: ignore[attr-defined]
                     if isinstance(element, cst.DictElement):
                         self.scan(element.key, node)
                     self.scan(element.value, node)
             else:
-                for item in expr.elements:
+                for item in expr.elements:  # type: ignore[attr-defined]
                     self.scan(item.value, node)
             return
         if kind is cst.NamedExpr:
@@ -378,7 +386,7 @@ class _Builder:
             if inner.inner_for_in is not None:
                 self.captured.update(_names_in(inner.inner_for_in))
             return
-        if isinstance(expr, _COMPREHENSIONS):
+        if kind in _COMPREHENSION_TYPES:
             self._scan_comprehension(expr, node, call_arg)
             return
         if kind is cst.Await:
@@ -394,9 +402,7 @@ class _Builder:
             self.scan(expr.value, node, call_arg)  # type: ignore[attr-defined]
             return
         for child in iter_children(expr):
-            if not isinstance(
-                child, (cst.BaseParenthesizableWhitespace, cst.LeftParen, cst.RightParen)
-            ):
+            if not _is_whitespace_or_paren(child):
                 self.scan(child, node)
 
     def _scan_slices(self, subscript: cst.Subscript, node: Node) -> None:
@@ -978,7 +984,7 @@ def _names_in(node: cst.CSTNode | None) -> set[str]:
             names.add(current.value)  # type: ignore[attr-defined]
         elif kind is cst.Attribute:
             stack.append(current.value)  # type: ignore[attr-defined]
-        elif not isinstance(current, _SKIP_TYPES):
+        elif not _is_skipped(current):
             stack.extend(iter_children(current))
     return names
 
@@ -999,6 +1005,7 @@ _SKIP_TYPES = (
     cst.EmptyLine,
     cst.Comment,
 )
+_is_skipped = subclass_test(*_SKIP_TYPES)  # isinstance(node, _SKIP_TYPES), cached per type
 
 
 def _paired_elements(

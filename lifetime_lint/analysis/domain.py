@@ -115,13 +115,15 @@ def domain_of_source(source: str) -> str:
     counts: Counter[str] = Counter()
     table_positions = False
     words = _WORD.findall(source)
-    for word in words:
+    # Each distinct identifier once, weighted by how often it occurs (the same counts).
+    occurrences = Counter(words)
+    for word, times in occurrences.items():
         lowered = word.lower()
         if not table_positions and lowered.endswith(_TABLE_POSITIONS):
             table_positions = True
         for part in lowered.split("_"):
             if part in _LARGE_WORDS or part in _SMALL_WORDS or part == "alibi":
-                counts[part] += 1
+                counts[part] += times
     large = sum(counts[w] for w in _LARGE_WORDS)
     small = sum(counts[w] for w in _SMALL_WORDS)
     if small >= _EVIDENCE and small > large:
@@ -130,30 +132,30 @@ def domain_of_source(source: str) -> str:
     if table_positions and generation < _EVIDENCE and not any(counts[w] for w in _OPEN_POSITIONS):
         return SMALL_DOMAIN  # a legacy text model: sequences capped by its position table
     if large >= _EVIDENCE:
-        return VIDEO_DOMAIN if _shows_video(source, words) else LARGE_DOMAIN
+        return VIDEO_DOMAIN if _shows_video(source, occurrences) else LARGE_DOMAIN
     return UNKNOWN_DOMAIN if len(words) >= _LONG_FILE else UNJUDGED_DOMAIN
 
 
-def _shows_video(source: str, words: list[str]) -> bool:
+def _shows_video(source: str, occurrences: Counter[str]) -> bool:
     """Whether a generation file handles video: 5-D structure and video words, or many video
     words, with more words of generation than of language modelling. A width named for a
     latent (`latent_size`, `latent_dim`: an encoder's hidden size, as an LLM's NaViT
     image/video tower names it) is no word of generation."""
     video = generation = language = 0
-    for word in words:
+    for word, times in occurrences.items():  # each distinct identifier, with its count
         parts = word.split("_")
         for at, part in enumerate(parts):
             pieces = [part] if part.islower() or part.isupper() else _CAMEL.findall(part)
             for piece in pieces:
                 lowered = piece.lower()
                 if lowered in _VIDEO_WORDS:
-                    video += 1
+                    video += times
                 elif lowered in _GENERATION_WORDS:
                     if at + 1 < len(parts) and parts[at + 1].lower() in _WIDTH_WORDS:
                         continue  # `latent_size = config.hidden_size`
-                    generation += 1
+                    generation += times
                 elif lowered in _LANGUAGE_WORDS:
-                    language += 1
+                    language += times
     if generation < _GENERATION_EVIDENCE or language >= generation:
         return False
     if video >= _VIDEO_WORDS_ALONE:
@@ -166,7 +168,7 @@ def _shows_video(source: str, words: list[str]) -> bool:
 def mentions_video(text: str) -> bool:
     """Whether source text (a function's) names video: `video`, `frames`, `num_frames`,
     `VideoDecoder`."""
-    for word in _WORD.findall(text):
+    for word in set(_WORD.findall(text)):  # (each distinct identifier once)
         for part in word.split("_"):
             pieces = [part] if part.islower() or part.isupper() else _CAMEL.findall(part)
             if any(piece.lower() in _VIDEO_WORDS for piece in pieces):
@@ -370,3 +372,255 @@ def _names_in(expr: cst.BaseExpression) -> Iterator[cst.Name]:
     elif isinstance(expr, cst.BinaryOperation):
         yield from _names_in(expr.left)
         yield from _names_in(expr.right)
+
+
+# -- classes whose every instance serves a short stream ----------------------------------------
+# A video DiT file also holds the modules of its text stream: HunyuanVideo's token refiner
+# (`self.context_embedder = HunyuanVideoTokenRefiner(...)`, called on the prompt embeddings)
+# runs its own attention and MLP blocks over a few hundred prompt tokens, with generic names
+# inside (`x`, `attn`, `mlp`) that no name- or dataflow-level stream fact can see.
+
+_CLASS_STREAMS_KEY = "domain.class_streams"
+
+
+def short_stream_classes(module: cst.Module, memo: dict) -> dict[str, str]:
+    """The classes of a module whose every instance works on a short stream, each with its
+    stream (`TEXT_STREAM` or `AUDIO_STREAM`), memoised per file. A class is of the short
+    stream when
+    - every instance the file builds is put into an attribute named for that stream
+      (`self.txt_in = SingleTokenRefiner(...)`, `self.context_embedder = ...`) and every call
+      of that attribute passes that stream as its query (`self.txt_in(encoder_hidden_states,
+      timestep)`), by name; or
+    - it is built, and only inside classes of that stream (a refiner's blocks, built in its
+      `nn.ModuleList`).
+    A class built anywhere else (a module-level function, a main-stream attribute, an
+    attribute called on another value) is not: `self.img_in = TokenRefiner(...)` over the
+    video tokens keeps its activations' size."""
+    table = memo.get(_CLASS_STREAMS_KEY)
+    if table is None:
+        table = _class_streams(module)
+        memo[_CLASS_STREAMS_KEY] = table
+    return table
+
+
+def _class_streams(module: cst.Module) -> dict[str, str]:
+    classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
+    if not classes:
+        return {}
+    builds: dict[str, list[tuple[str | None, str | None]]] = {}  # class -> (builder, attribute)
+    attribute_streams: dict[tuple[str, str], set[str | None]] = {}  # (class, attr) -> queries
+
+    class Scan(cst.CSTVisitor):
+        def __init__(self, owner: str | None) -> None:
+            self.owner = owner
+            self.assigned: dict[int, str] = {}  # id(call) -> the attribute it is assigned to
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if len(node.targets) != 1:
+                return
+            attribute = _self_attribute(node.targets[0].target)
+            if attribute is None:
+                return
+            for call in _built_calls(node.value):
+                self.assigned[id(call)] = attribute
+
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if isinstance(func, cst.Name) and func.value in classes:
+                builds.setdefault(func.value, []).append((self.owner, self.assigned.get(id(call))))
+                return
+            if self.owner is None:
+                return
+            attribute = _self_attribute(func)
+            if attribute is not None:
+                attribute_streams.setdefault((self.owner, attribute), set()).add(
+                    _named_query_stream(call)
+                )
+
+    for statement in module.body:
+        owner = statement.name.value if isinstance(statement, cst.ClassDef) else None
+        statement.visit(Scan(owner))
+
+    streams: dict[str, str] = {}
+    for name, sites in builds.items():
+        found: set[str | None] = set()
+        for builder, attribute in sites:
+            if builder is None or attribute is None or stream_named(attribute) is None:
+                found.add(None)
+                continue
+            queries = attribute_streams.get((builder, attribute), {None})
+            found |= queries if queries == {stream_named(attribute)} else {None}
+        if len(found) == 1 and (stream := found.pop()) in (TEXT_STREAM, AUDIO_STREAM):
+            streams[name] = stream
+    changed = True
+    while changed:  # built only by classes of one short stream
+        changed = False
+        for name, sites in builds.items():
+            if name in streams:
+                continue
+            builders = {
+                streams.get(builder) if builder is not None and builder != name else None
+                for builder, _ in sites
+            }
+            if len(builders) == 1 and (stream := builders.pop()) is not None:
+                streams[name] = stream
+                changed = True
+    return streams
+
+
+_PARAMETER_STREAMS_KEY = "domain.parameter_streams"
+
+
+def parameter_streams(module: cst.Module, memo: dict) -> dict[tuple[str, str], str]:
+    """`(class, parameter)` -> stream for the parameters of a class's `forward` that every
+    call of its instances passes the same short stream, by name, memoised per file: in
+    `self.cross_attn = CrossAttention(dim)` called only as `self.cross_attn(x, context)`, the
+    `y` of `CrossAttention.forward(self, x, y)` holds the text context (a few hundred tokens),
+    so its projections are no video-sized activations. A class that is also built anywhere
+    else (a module-level function, a container module, an attribute never called) is left
+    out: some of its calls are not seen."""
+    table = memo.get(_PARAMETER_STREAMS_KEY)
+    if table is None:
+        table = _parameter_streams(module)
+        memo[_PARAMETER_STREAMS_KEY] = table
+    return table
+
+
+def _parameter_streams(module: cst.Module) -> dict[tuple[str, str], str]:
+    forwards: dict[str, list[str]] = {}  # class -> the names of forward's parameters
+    for statement in module.body:
+        if not isinstance(statement, cst.ClassDef):
+            continue
+        for item in statement.body.body:
+            if isinstance(item, cst.FunctionDef) and item.name.value == "forward":
+                params = item.params
+                if params.star_arg is not None and isinstance(params.star_arg, cst.Param):
+                    break  # `*args`: positions do not map to names
+                names = [p.name.value for p in (*params.posonly_params, *params.params)]
+                forwards[statement.name.value] = names[1:]  # (without `self`)
+    if not forwards:
+        return {}
+    built_into: dict[str, set[tuple[str, str] | None]] = {}  # class -> (owner, attribute)
+    calls: dict[tuple[str, str], list[cst.Call]] = {}  # (owner, attribute) -> its calls
+
+    class Scan(cst.CSTVisitor):
+        def __init__(self, owner: str | None) -> None:
+            self.owner = owner
+            self.assigned: dict[int, str] = {}
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            attribute = _self_attribute(node.targets[0].target) if len(node.targets) == 1 else None
+            if attribute is not None and isinstance(node.value, cst.Call):
+                self.assigned[id(node.value)] = attribute  # (direct builds only)
+
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if isinstance(func, cst.Name) and func.value in forwards:
+                attribute = self.assigned.get(id(call))
+                site = (self.owner, attribute) if self.owner and attribute else None
+                built_into.setdefault(func.value, set()).add(site)
+                return
+            attribute = _self_attribute(func)
+            if self.owner is not None and attribute is not None:
+                calls.setdefault((self.owner, attribute), []).append(call)
+
+    for statement in module.body:
+        owner = statement.name.value if isinstance(statement, cst.ClassDef) else None
+        statement.visit(Scan(owner))
+
+    streams: dict[tuple[str, str], str] = {}
+    for name, sites in built_into.items():
+        if None in sites:
+            continue
+        seen: dict[str, set[str | None]] = {}
+        names = forwards[name]
+        every_call_seen = True
+        for site in sites:
+            site_calls = calls.get(site)  # type: ignore[arg-type]
+            if not site_calls:
+                every_call_seen = False
+                break
+            for call in site_calls:
+                if any(a.star for a in call.args):
+                    every_call_seen = False
+                    break
+                passed: dict[str, cst.BaseExpression] = {}
+                positional = [a.value for a in call.args if a.keyword is None]
+                for parameter, value in zip(names, positional):
+                    passed[parameter] = value
+                for arg in call.args:
+                    if arg.keyword is not None:
+                        passed[arg.keyword.value] = arg.value
+                for parameter in names:
+                    given = passed.get(parameter)
+                    seen.setdefault(parameter, set()).add(
+                        None if given is None else _named_stream(given, _STREAM_DEPTH)
+                    )
+        if not every_call_seen:
+            continue
+        for parameter, found in seen.items():
+            if len(found) == 1 and (stream := next(iter(found))) == TEXT_STREAM:
+                streams[(name, parameter)] = stream
+    return streams
+
+
+def _self_attribute(expr: cst.BaseExpression) -> str | None:
+    """`attr` of `self.attr`, else None."""
+    if (
+        isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value in _MODULE_RECEIVERS
+    ):
+        return expr.attr.value
+    return None
+
+
+def _built_calls(value: cst.BaseExpression) -> Iterator[cst.Call]:
+    """The constructor calls an attribute's value is built from: `Cls(...)`, or the items of
+    a container module (`nn.ModuleList([Cls(...) for _ in range(n)])`, `nn.Sequential(...)`)."""
+    if isinstance(value, cst.Call):
+        yield value
+        for arg in value.args:
+            yield from _built_calls(arg.value)
+    elif isinstance(value, (cst.List, cst.Tuple)):
+        for element in value.elements:
+            yield from _built_calls(element.value)
+    elif isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+        yield from _built_calls(value.elt)
+
+
+def _named_query_stream(call: cst.Call) -> str | None:
+    """The stream a call's query input names (its `hidden_states=`-like keyword or first
+    positional argument), followed through tensor methods, subscripts and arithmetic by
+    name alone (no dataflow: the call may sit in any method)."""
+    query = next(
+        (
+            a.value
+            for a in call.args
+            if a.keyword is not None and a.keyword.value in _QUERY_KEYWORDS
+        ),
+        None,
+    )
+    if query is None:
+        query = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+    return None if query is None else _named_stream(query, _STREAM_DEPTH)
+
+
+def _named_stream(expr: cst.BaseExpression, depth: int) -> str | None:
+    if depth <= 0:
+        return None
+    if isinstance(expr, cst.Name):
+        return stream_named(expr.value)
+    if isinstance(expr, cst.Attribute):
+        return stream_named(expr.attr.value)
+    if isinstance(expr, cst.Subscript):
+        return _named_stream(expr.value, depth - 1)
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and _self_attribute(func) is None:
+            return _named_stream(func.value, depth - 1)  # `encoder_hidden_states.to(dtype)`
+        return _named_query_stream(expr)
+    if isinstance(expr, cst.BinaryOperation):
+        sides = {_named_stream(side, depth - 1) for side in (expr.left, expr.right)}
+        return sides.pop() if len(sides) == 1 else None
+    return None

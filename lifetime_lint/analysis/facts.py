@@ -28,12 +28,14 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from fnmatch import translate
+from typing import Any
 
 import libcst as cst
 
 from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import CFG, DefSite, Node, TooLarge, build, iter_children
 from lifetime_lint.analysis.dataflow import Dataflow, solve
+from lifetime_lint.analysis.domain import parameter_streams
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.traversal import walk
 
@@ -384,6 +386,14 @@ class FunctionFacts:
         self._kernel_dsl: bool | None = None
         self._mark_dynamic_aliases()
 
+    def _text_stream_parameter(self, name: str) -> bool:
+        """Whether `name` is a parameter of a `forward` that every call in this file passes
+        the text stream (`domain.parameter_streams`)."""
+        if self.owner is None or self.function.name.value != "forward":
+            return False
+        streams = parameter_streams(self.context.module, self.context.memo)
+        return (self.owner.name.value, name) in streams
+
     def _reads_text(self, call: cst.Call, node: Node) -> bool:
         """A module call over strings (`self.byte5(byte5_texts)`): a text encoder."""
         first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
@@ -409,6 +419,8 @@ class FunctionFacts:
         values in registers or shared memory, not tensors a `del` could free. Known by a
         decorator from such a package (`@triton.jit`, `@helion.kernel`) or by calls into
         its language module (`hl.tile(...)`, `tl.load(...)`) in the body."""
+        if self._kernel_dsl is None and not _imports_a_kernel_package(self.context):
+            self._kernel_dsl = False  # every name below resolves through an import
         if self._kernel_dsl is None:
             found = any(
                 _is_kernel_dsl_name(self.context.qualified_name(_decorator_callee(d)) or "")
@@ -477,6 +489,10 @@ class FunctionFacts:
                 return ValueFact(VIEW, ACTIVATION, (), tensor=True)  # the caller owns it
             if site.annotation is not None and _annotation_is_scalar(site.annotation):
                 return _METADATA  # `stage_axis: int`: the signature's word
+            if self._text_stream_parameter(site.name):
+                # `y` of `CrossAttention.forward(self, x, y)`, called only as
+                # `self.cross_attn(x, context)`: the caller's text context.
+                return ValueFact(VIEW, CONDITIONING, (), tensor=True)
             return _UNKNOWN
         if kind in ("unbound", "deleted", "import", "def", "class", "except", "match"):
             return _UNKNOWN
@@ -546,7 +562,8 @@ class FunctionFacts:
 
     def _conditioning_input(self, call: cst.Call, node: Node) -> str | None:
         """`k = self.to_k(encoder_hidden_states)`: a sublayer keeps its input's token
-        count, so a projection of conditioning (text tokens) is conditioning-sized."""
+        count, so a projection of conditioning (text tokens) is conditioning-sized, and so is
+        one of a noise level (`self.time_in(timestep)`)."""
         from lifetime_lint.analysis.significance import name_origin  # (it imports this module)
 
         first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
@@ -557,6 +574,11 @@ class FunctionFacts:
             return CONDITIONING if inner.is_tensor and inner.origin == CONDITIONING else None
         if not isinstance(first, cst.Name):
             return None
+        if _is_denoiser_keyword(first.value):
+            # `vec = self.time_in(timestep)`, `self.time_embedder(timesteps_proj)`: an
+            # embedding of the noise level, one vector per sample (or per token), not tokens
+            # x hidden of the stream.
+            return CONDITIONING
         fact = self._name_value(first.value, node)  # (tensor-ness is the call's; size the input's)
         origin = name_origin(first.value, fact.origin if fact.is_tensor else ACTIVATION)
         return CONDITIONING if origin == CONDITIONING else None
@@ -1431,6 +1453,8 @@ class FunctionFacts:
     def element_holders(self, site: DefSite) -> tuple[DefSite, ...] | None:
         """The other bindings that hold every element of a container binding, or None when
         the container alone holds some element (or what it holds is not known).
+        An element that is a view of a binding (`cat_k.append(k_pad[:, i : i + n])`) is
+        held by that binding: it shares its storage.
 
         `inputs = {"encoder_hidden_states": (prompt_embeds,)}` holds tensors that keep their
         own names; so does `features = self.extract(batch)` whose items the function takes
@@ -1491,11 +1515,16 @@ class FunctionFacts:
         fact = self.expression(value, node)
         if not (fact.is_tensor or fact.kind == CONTAINER):
             return True  # (a shape, a string, None: no storage to free)
-        if not isinstance(value, cst.Name):
+        if isinstance(value, cst.Name):
+            sites = [
+                s for s in self.reaching(node, value.value) if s.kind not in ("unbound", "deleted")
+            ]
+        elif fact.kind == VIEW and fact.tensor and fact.sources:
+            # `cat_k.append(k_pad[:, i : i + n])`: a view shares the storage of the bindings
+            # it is a view of; while they stay bound, the container frees none of it.
+            sites = [s for s in fact.sources if s.kind not in ("unbound", "deleted")]
+        else:
             return False  # a fresh element: the container is its only holder
-        sites = [
-            s for s in self.reaching(node, value.value) if s.kind not in ("unbound", "deleted")
-        ]
         if not sites or any(self._per_iteration(s, container, node) for s in sites):
             return False
         holders.extend(sites)
@@ -2203,6 +2232,25 @@ def _decorator_callee(decorator: cst.Decorator) -> cst.BaseExpression:
     return expr.func if isinstance(expr, cst.Call) else expr
 
 
+_KERNEL_ROOTS = frozenset(package.split(".")[0] for package in _KERNEL_PACKAGES)
+
+
+def _imports_a_kernel_package(context) -> bool:
+    """Whether an import of the file binds a name into a kernel package (`triton`, `numba`,
+    `cuda`, ...), memoised per file. A qualified name starts with the first word of the
+    import binding it resolves through, so without one no name here can be a kernel
+    DSL's, and the functions' calls need not be resolved one by one."""
+    found = context.memo.get(_KERNEL_IMPORTS_KEY)
+    if found is None:
+        found = context.memo[_KERNEL_IMPORTS_KEY] = any(
+            binding.qualified.split(".")[0] in _KERNEL_ROOTS for binding in context.imports.bindings
+        )
+    return found
+
+
+_KERNEL_IMPORTS_KEY = "facts.imports_a_kernel_package"
+
+
 def _is_kernel_dsl_name(qualified: str) -> bool:
     return any(qualified == p or qualified.startswith(p + ".") for p in _KERNEL_PACKAGES)
 
@@ -2233,6 +2281,11 @@ def _argument_for(
     return None
 
 
+_REBINDING_STATEMENTS = frozenset((cst.AssignTarget, cst.AugAssign, cst.AnnAssign))
+_REBINDING_LOOPS = frozenset((cst.For, cst.CompFor, cst.NamedExpr))
+_NEW_SCOPES = frozenset((cst.FunctionDef, cst.Lambda, cst.ClassDef))
+
+
 def _parameter_returned_as_given(function: cst.FunctionDef) -> str | None:
     """The parameter every `return` of `function` hands back unchanged (never rebound in
     it), or None."""
@@ -2241,24 +2294,25 @@ def _parameter_returned_as_given(function: cst.FunctionDef) -> str | None:
     rebound: set[str] = set()
     others = False
 
-    def enter(node: cst.CSTNode) -> None:
+    # Exact types (these LibCST classes have no subclasses): isinstance() against LibCST's
+    # ABC-based classes is slow, and this runs on every node of every local callee.
+    def enter(node: Any) -> None:
         nonlocal others
-        if isinstance(node, cst.Return):
-            if isinstance(node.value, cst.Name) and node.value.value in parameters:
+        kind = type(node)
+        if kind is cst.Return:
+            if type(node.value) is cst.Name and node.value.value in parameters:
                 returned.add(node.value.value)
             else:
                 others = True
-        elif isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)):
+        elif kind in _REBINDING_STATEMENTS:
             target = node.target
-            if isinstance(target, cst.Name):
+            if type(target) is cst.Name:
                 rebound.add(target.value)
-        elif isinstance(node, (cst.For, cst.CompFor, cst.NamedExpr)) and isinstance(
-            node.target, cst.Name
-        ):
+        elif kind in _REBINDING_LOOPS and type(node.target) is cst.Name:
             rebound.add(node.target.value)
 
     def descend(node: cst.CSTNode) -> bool:
-        return not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
+        return type(node) not in _NEW_SCOPES
 
     for statement in function.body.body:
         walk(statement, enter, lambda node: None, descend)

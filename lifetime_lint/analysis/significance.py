@@ -74,7 +74,7 @@ from lifetime_lint.analysis.domain import (
 )
 from lifetime_lint.config import GLOBAL_KEYS, KEY_VALIDATORS
 from lifetime_lint.lazy_regex import compile_lazily
-from lifetime_lint.traversal import visit
+from lifetime_lint.traversal import LEAF_TYPES, walk_skipping
 
 LOW, MEDIUM, HIGH = "low", "medium", "high"
 LEVELS = (LOW, MEDIUM, HIGH)
@@ -406,13 +406,22 @@ _BUILDERS_KEY = "significance.builders"
 def _called_names(node: cst.CSTNode) -> set[str]:
     names: set[str] = set()
 
-    class Calls(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            if isinstance(call.func, cst.Name):
-                names.add(call.func.value)
+    def enter(current: cst.CSTNode) -> None:
+        if type(current) is cst.Call:
+            func = current.func
+            if type(func) is cst.Name:
+                names.add(func.value)
 
-    visit(node, Calls())  # read-only: LibCST's own visit rebuilds every node it passes
+    # Read-only, a plain callback, and past the whitespace leaves (half the nodes).
+    walk_skipping(node, enter, _ignore, _LEAVES_SKIPPED)
     return names
+
+
+_LEAVES_SKIPPED = frozenset(LEAF_TYPES)
+
+
+def _ignore(node: cst.CSTNode) -> None:
+    return None
 
 
 def at_least(level: str, bar: str) -> bool:
