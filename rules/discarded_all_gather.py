@@ -57,14 +57,16 @@ class DiscardedAllGather(Rule):
     rank holds), which is `high`, and a list, tuple or dict that carries a tensor (known
     to the facts layer, or returned by a call named for one: `[pack_states_to_tensor(p),
     offset, size]`), which is `medium`; CUDA IPC handles (`{gpu: reduce_tensor(w)}`)
-    are metadata. The default run reports
+    are metadata; a `full_tensor()` in a loop over a state dict or a module's parameters
+    (`for name, param in sd.items(): param = param.full_tensor()`) is `low`, since each
+    of the other ranks holds one weight until the loop rebinds it (checkpoint
+    consolidation: one parameter's size, off the training peak). The default run reports
     `medium` and `high`; `min-significance = "low"` under `[tool.lifetime-lint]` shows the
     rest. Calls resolving to
     `torch.distributed.all_gather`, `all_gather_into_tensor`, `all_gather_object`, their
     `torch.distributed._functional_collectives` forms, a DTensor's `full_tensor()` (every
-    shard all-gathered on every rank: `param = param.full_tensor()` in a loop over a
-    sharded state dict, read under `if rank == 0:`; the reads are those the binding
-    reaches), and configured wrappers (by default any `.all_gather(...)` method, as on a
+    shard all-gathered on every rank, read under `if rank == 0:`; the reads are those the
+    binding reaches), and configured wrappers (by default any `.all_gather(...)` method, as on a
     group coordinator).
 
     Not flagged: results that every rank reads (a CFG-parallel combine, a context-parallel
@@ -289,6 +291,14 @@ class DiscardedAllGather(Rule):
             written += "()"
             fills = f"all-gathers every shard into `{result}`"
         level, small = _significance(ranks, _sent_tensor(call, kind), kind)
+        if kind == FULL and _in_loop_over_weights(ancestors):
+            # `for name, param in sd.items(): param = param.full_tensor()`: each of the
+            # other ranks holds one gathered weight until the loop rebinds it.
+            level = S.LOW
+            small = (
+                "; one weight at a time (a loop over a state dict or parameters), freed when "
+                "the loop rebinds it, so the waste is one parameter's size"
+            )
         if not guards:
             self.report(
                 call,
@@ -523,6 +533,37 @@ def _sent_tensor(call: cst.Call, kind: str) -> cst.BaseExpression | None:
         return call.func.value
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
     return positional[0] if positional else None
+
+
+_WEIGHT_ITERATORS = frozenset(
+    {"state_dict", "named_parameters", "parameters", "named_buffers", "buffers"}
+)
+
+
+def _in_loop_over_weights(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Whether the innermost `for` around the call walks a state dict or a module's
+    parameters (`sd.items()`, `model.state_dict().items()`, `model.named_parameters()`)."""
+    loop = None
+    for ancestor in reversed(ancestors):
+        if isinstance(ancestor, cst.FunctionDef):
+            return False
+        if isinstance(ancestor, cst.For):
+            loop = ancestor
+            break
+    if loop is None:
+        return False
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
+        method = iterable.func.attr.value
+        if method in _WEIGHT_ITERATORS:
+            return True
+        if method not in ("items", "values", "keys"):
+            return False
+        iterable = iterable.func.value
+    name = iterable.value if isinstance(iterable, cst.Name) else None
+    return name is not None and (
+        "state_dict" in name or name.endswith("_sd") or name in ("sd", "params", "parameters")
+    )
 
 
 def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> tuple[str, str]:
