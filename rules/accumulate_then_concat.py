@@ -1388,7 +1388,7 @@ def _named_origin(name: str, origin: str, names_count: bool) -> str:
 
 def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
     collector = _CallCollector()
-    node.visit(collector)
+    visit(node, collector)  # (read-only: no node rebuilding)
     return collector.calls
 
 

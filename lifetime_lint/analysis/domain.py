@@ -42,6 +42,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from lifetime_lint.lazy_regex import compile_lazily
+from lifetime_lint.traversal import visit
 
 VIDEO_DOMAIN, LARGE_DOMAIN, SMALL_DOMAIN, UNKNOWN_DOMAIN = "video", "large", "small", "unknown"
 UNJUDGED_DOMAIN = "unjudged"
@@ -439,7 +440,7 @@ def _class_streams(module: cst.Module) -> dict[str, str]:
 
     for statement in module.body:
         owner = statement.name.value if isinstance(statement, cst.ClassDef) else None
-        statement.visit(Scan(owner))
+        visit(statement, Scan(owner))  # (read-only: no node rebuilding)
 
     streams: dict[str, str] = {}
     for name, sites in builds.items():
@@ -526,7 +527,7 @@ def _parameter_streams(module: cst.Module) -> dict[tuple[str, str], str]:
 
     for statement in module.body:
         owner = statement.name.value if isinstance(statement, cst.ClassDef) else None
-        statement.visit(Scan(owner))
+        visit(statement, Scan(owner))  # (read-only: no node rebuilding)
 
     streams: dict[tuple[str, str], str] = {}
     for name, sites in built_into.items():
