@@ -186,7 +186,9 @@ class TensorKeptAlive(Rule):
       while those names (or views of them) may still be bound at the work it is held
       across: `del` frees at most the container. Once they are rebound or deleted, or for
       an element only the container holds (a model output put in it, `tiles.append(tile)`
-      in a loop that rebinds `tile`), it is. Nothing in TorchScript or `torch.compile`d
+      in a loop that rebinds `tile`), it is. A name whose last read is a guard that
+      returns or raises when it holds something (`if fast is not None: return fast`) is
+      None past it and holds nothing. Nothing in TorchScript or `torch.compile`d
       functions, nor in functions too large to analyse within the cost budget.
 
     Tensor-ness comes from dataflow, not from names: a binding counts when its value comes
@@ -524,6 +526,8 @@ class _Analysis:
             real = [s for s in sites if s.kind not in ("unbound", "deleted")]
             if not real:
                 continue
+            if self._none_past_exit_guard(info, name):
+                continue  # `if fast is not None: return fast`: None where the code goes on
             origins = [self._reportable(s) for s in real]
             if any(
                 origin is None and not self._caller_owned(site)
@@ -1167,6 +1171,34 @@ class _Analysis:
             where = ", attention at the autoencoder's latent resolution"
         return f"{label} `{callee}(...)` at line {row}{where}"
 
+    def _none_past_exit_guard(self, info: StatementInfo, name: str) -> bool:
+        """Whether the name's last read is in a guard that returns or raises when it holds
+        something (`fast = _fast_path(x)`; `if fast is not None: return fast`, or `if
+        cached: return cached`): where the code goes on past the guard, the name is None
+        (or empty), so it holds nothing across the work that follows."""
+        last, dynamic = self._last_use(info, name)
+        if last is None or dynamic:
+            return False
+        context = self.context
+        row = context.position(last).start
+        found = False
+
+        def enter(node: cst.CSTNode) -> None:
+            nonlocal found
+            if found or type(node) is not cst.If:
+                return
+            assert isinstance(node, cst.If)
+            if node.orelse is not None or not _tests_presence(node.test, name):
+                return
+            if not _always_exits(node.body):
+                return
+            span = context.position(node)
+            start, end = (span.start.line, span.start.column), (span.end.line, span.end.column)
+            found = start <= (row.line, row.column) <= end
+
+        walk(info.statement, enter, _ignore)
+        return found
+
     def _last_use(self, info: StatementInfo, name: str) -> tuple[cst.CSTNode | None, bool]:
         """The last read of `name` inside the statement: a Name, or a `locals()`-like call
         (then the flag is True) when the name is only read dynamically."""
@@ -1254,6 +1286,42 @@ class _Analysis:
 
 # A read that inserts at least this many new axes broadcasts over them (`[:, :, None, None]`).
 _BROADCAST_AXES = 2
+
+
+def _ignore(node: cst.CSTNode) -> None:
+    return None
+
+
+def _tests_presence(test: cst.BaseExpression, name: str) -> bool:
+    """`name is not None` or a bare `name`: true exactly when the name holds something."""
+    if isinstance(test, cst.Name):
+        return test.value == name
+    if (
+        isinstance(test, cst.Comparison)
+        and isinstance(test.left, cst.Name)
+        and test.left.value == name
+        and len(test.comparisons) == 1
+    ):
+        target = test.comparisons[0]
+        return (
+            isinstance(target.operator, cst.IsNot)
+            and isinstance(target.comparator, cst.Name)
+            and target.comparator.value == "None"
+        )
+    return False
+
+
+def _always_exits(body: cst.BaseSuite) -> bool:
+    """The block ends in `return` or `raise` (so nothing after its `if` runs from it)."""
+    statements = body.body
+    if not statements:
+        return False
+    last = statements[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        return bool(last.body) and isinstance(last.body[-1], (cst.Return, cst.Raise))
+    if isinstance(body, cst.SimpleStatementSuite):
+        return isinstance(statements[-1], (cst.Return, cst.Raise))
+    return False
 
 
 def _read_only_broadcast(function: cst.FunctionDef, name: str) -> bool:
