@@ -993,14 +993,8 @@ class AccumulateThenConcat(Rule):
             if any(a is node for a in use.ancestors):
                 continue
             parent = use.ancestors[-1] if use.ancestors else None
-            call = use.ancestors[-2] if len(use.ancestors) >= 2 else None
-            if (
-                isinstance(parent, cst.Arg)
-                and isinstance(call, cst.Call)
-                and call.args
-                and call.args[0] is parent
-                and _kind_of(self.context, call) is not None
-            ):
+            call = self._concatenation_of(use)
+            if call is not None:
                 cats.append(call)
             elif isinstance(parent, cst.Del):
                 continue
@@ -1011,6 +1005,21 @@ class AccumulateThenConcat(Rule):
         if len(cats) != 1 or len(uses) < 2:
             return
         self._comprehension(cats[0], node.value, function, name)
+
+    def _concatenation_of(self, use: Use) -> cst.Call | None:
+        """The concatenation a use is the first argument of (`torch.cat(rows, dim=3)`)."""
+        chain = use.ancestors
+        parent = chain[-1] if chain else None
+        call = chain[-2] if len(chain) >= 2 else None
+        if (
+            isinstance(parent, cst.Arg)
+            and isinstance(call, cst.Call)
+            and call.args
+            and call.args[0] is parent
+            and _kind_of(self.context, call) is not None
+        ):
+            return call
+        return None
 
     def _filled_in_place(
         self, assign: cst.Assign, buffers: cst.ListComp, function: cst.FunctionDef, name: str
@@ -1039,16 +1048,8 @@ class AccumulateThenConcat(Rule):
                 continue
             if use.nested:
                 return
-            chain = use.ancestors
-            parent = chain[-1] if chain else None
-            call = chain[-2] if len(chain) >= 2 else None
-            if (
-                isinstance(parent, cst.Arg)
-                and isinstance(call, cst.Call)
-                and call.args
-                and call.args[0] is parent
-                and _kind_of(self.context, call) is not None
-            ):
+            call = self._concatenation_of(use)
+            if call is not None:
                 cats.append(call)
             elif _updated_in_place(use):
                 updates.append(use)

@@ -303,16 +303,7 @@ def _expression_stream(facts, expr, node, depth: int, seen: set[int]) -> str | N
         ):
             # `x.view(...)`, `x.to(dtype)`: a method of a local tensor keeps its tokens
             return _expression_stream(facts, func.value, node, depth - 1, seen)
-        query = next(
-            (
-                arg.value
-                for arg in expr.args
-                if arg.keyword is not None and arg.keyword.value in _QUERY_KEYWORDS
-            ),
-            None,
-        )
-        if query is None:
-            query = next((a.value for a in expr.args if a.keyword is None and not a.star), None)
+        query = _query_argument(expr)
         return None if query is None else _expression_stream(facts, query, node, depth - 1, seen)
     if isinstance(expr, cst.BinaryOperation):
         if isinstance(expr.operator, cst.MatrixMultiply):
@@ -594,17 +585,17 @@ def _named_query_stream(call: cst.Call) -> str | None:
     """The stream a call's query input names (its `hidden_states=`-like keyword or first
     positional argument), followed through tensor methods, subscripts and arithmetic by
     name alone (no dataflow: the call may sit in any method)."""
-    query = next(
-        (
-            a.value
-            for a in call.args
-            if a.keyword is not None and a.keyword.value in _QUERY_KEYWORDS
-        ),
-        None,
-    )
-    if query is None:
-        query = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+    query = _query_argument(call)
     return None if query is None else _named_stream(query, _STREAM_DEPTH)
+
+
+def _query_argument(call: cst.Call) -> cst.BaseExpression | None:
+    """The argument a sublayer or attention takes its tokens from: its `hidden_states=`-like
+    keyword, else its first positional argument."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in _QUERY_KEYWORDS:
+            return arg.value
+    return next((a.value for a in call.args if a.keyword is None and not a.star), None)
 
 
 def _named_stream(expr: cst.BaseExpression, depth: int) -> str | None:
