@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -390,53 +391,22 @@ def short_stream_classes(module: cst.Module, memo: dict) -> dict[str, str]:
     video tokens keeps its activations' size."""
     table = memo.get(_CLASS_STREAMS_KEY)
     if table is None:
-        table = _class_streams(module)
+        table = _class_streams(module, memo)
         memo[_CLASS_STREAMS_KEY] = table
     return table
 
 
-def _class_streams(module: cst.Module) -> dict[str, str]:
-    classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
-    if not classes:
-        return {}
-    builds: dict[str, list[tuple[str | None, str | None]]] = {}  # class -> (builder, attribute)
-    attribute_streams: dict[tuple[str, str], set[str | None]] = {}  # (class, attr) -> queries
-
-    class Scan(cst.CSTVisitor):
-        def __init__(self, owner: str | None) -> None:
-            self.owner = owner
-            self.assigned: dict[int, str] = {}  # id(call) -> the attribute it is assigned to
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            if len(node.targets) != 1:
-                return
-            attribute = _self_attribute(node.targets[0].target)
-            if attribute is None:
-                return
-            for call in _built_calls(node.value):
-                self.assigned[id(call)] = attribute
-
-        def visit_Call(self, call: cst.Call) -> None:
-            func = call.func
-            if isinstance(func, cst.Name) and func.value in classes:
-                builds.setdefault(func.value, []).append((self.owner, self.assigned.get(id(call))))
-                return
-            if self.owner is None:
-                return
-            attribute = _self_attribute(func)
-            if attribute is not None:
-                attribute_streams.setdefault((self.owner, attribute), set()).add(
-                    _named_query_stream(call)
-                )
-
-    for statement in module.body:
-        owner = statement.name.value if isinstance(statement, cst.ClassDef) else None
-        visit(statement, Scan(owner))  # (read-only: no node rebuilding)
+def _class_streams(module: cst.Module, memo: dict) -> dict[str, str]:
+    scan = _attribute_scan(module, memo)
+    builds = scan.builds
+    attribute_streams = {
+        site: {_named_query_stream(call) for call in calls} for site, calls in scan.calls.items()
+    }  # (class, attribute) -> the streams its calls' queries name
 
     streams: dict[str, str] = {}
     for name, sites in builds.items():
         found: set[str | None] = set()
-        for builder, attribute in sites:
+        for builder, attribute, _ in sites:
             if builder is None or attribute is None or stream_named(attribute) is None:
                 found.add(None)
                 continue
@@ -452,7 +422,7 @@ def _class_streams(module: cst.Module) -> dict[str, str]:
                 continue
             builders = {
                 streams.get(builder) if builder is not None and builder != name else None
-                for builder, _ in sites
+                for builder, _, _ in sites
             }
             if len(builders) == 1 and (stream := builders.pop()) is not None:
                 streams[name] = stream
@@ -473,12 +443,12 @@ def parameter_streams(module: cst.Module, memo: dict) -> dict[tuple[str, str], s
     out: some of its calls are not seen."""
     table = memo.get(_PARAMETER_STREAMS_KEY)
     if table is None:
-        table = _parameter_streams(module)
+        table = _parameter_streams(module, memo)
         memo[_PARAMETER_STREAMS_KEY] = table
     return table
 
 
-def _parameter_streams(module: cst.Module) -> dict[tuple[str, str], str]:
+def _parameter_streams(module: cst.Module, memo: dict) -> dict[tuple[str, str], str]:
     forwards: dict[str, list[str]] = {}  # class -> the names of forward's parameters
     for statement in module.body:
         if not isinstance(statement, cst.ClassDef):
@@ -492,33 +462,13 @@ def _parameter_streams(module: cst.Module) -> dict[tuple[str, str], str]:
                 forwards[statement.name.value] = names[1:]  # (without `self`)
     if not forwards:
         return {}
+    scan = _attribute_scan(module, memo)
+    calls = scan.calls
     built_into: dict[str, set[tuple[str, str] | None]] = {}  # class -> (owner, attribute)
-    calls: dict[tuple[str, str], list[cst.Call]] = {}  # (owner, attribute) -> its calls
-
-    class Scan(cst.CSTVisitor):
-        def __init__(self, owner: str | None) -> None:
-            self.owner = owner
-            self.assigned: dict[int, str] = {}
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            attribute = _self_attribute(node.targets[0].target) if len(node.targets) == 1 else None
-            if attribute is not None and isinstance(node.value, cst.Call):
-                self.assigned[id(node.value)] = attribute  # (direct builds only)
-
-        def visit_Call(self, call: cst.Call) -> None:
-            func = call.func
-            if isinstance(func, cst.Name) and func.value in forwards:
-                attribute = self.assigned.get(id(call))
-                site = (self.owner, attribute) if self.owner and attribute else None
-                built_into.setdefault(func.value, set()).add(site)
-                return
-            attribute = _self_attribute(func)
-            if self.owner is not None and attribute is not None:
-                calls.setdefault((self.owner, attribute), []).append(call)
-
-    for statement in module.body:
-        owner = statement.name.value if isinstance(statement, cst.ClassDef) else None
-        visit(statement, Scan(owner))  # (read-only: no node rebuilding)
+    for name in forwards:
+        for owner, attribute, direct in scan.builds.get(name, ()):
+            site = (owner, attribute) if owner and attribute and direct else None
+            built_into.setdefault(name, set()).add(site)
 
     streams: dict[tuple[str, str], str] = {}
     for name, sites in built_into.items():
@@ -554,6 +504,61 @@ def _parameter_streams(module: cst.Module) -> dict[tuple[str, str], str]:
             if len(found) == 1 and (stream := next(iter(found))) == TEXT_STREAM:
                 streams[(name, parameter)] = stream
     return streams
+
+
+_ATTRIBUTE_SCAN_KEY = "domain.attribute_scan"
+
+
+@dataclass
+class _AttributeScan:
+    """Where a module builds its own classes and calls module attributes, in one pass."""
+
+    # class -> (the class that builds it or None, the `self.` attribute it is put into or
+    # None, whether it is the attribute's whole value rather than an item of a container)
+    builds: dict[str, list[tuple[str | None, str | None, bool]]]
+    calls: dict[tuple[str, str], list[cst.Call]]  # (class, attribute) -> `self.attr(...)` calls
+
+
+def _attribute_scan(module: cst.Module, memo: dict) -> _AttributeScan:
+    scan = memo.get(_ATTRIBUTE_SCAN_KEY)
+    if scan is not None:
+        return scan
+    classes = {s.name.value for s in module.body if isinstance(s, cst.ClassDef)}
+    scan = _AttributeScan({}, {})
+    builds, calls = scan.builds, scan.calls
+
+    class Scan(cst.CSTVisitor):
+        def __init__(self, owner: str | None) -> None:
+            self.owner = owner
+            self.assigned: dict[int, tuple[str, bool]] = {}  # id(call) -> (attribute, whole)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if len(node.targets) != 1:
+                return
+            attribute = _self_attribute(node.targets[0].target)
+            if attribute is None:
+                return
+            for call in _built_calls(node.value):
+                self.assigned[id(call)] = (attribute, call is node.value)
+
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if isinstance(func, cst.Name) and func.value in classes:
+                attribute, whole = self.assigned.get(id(call), (None, False))
+                builds.setdefault(func.value, []).append((self.owner, attribute, whole))
+                return
+            if self.owner is None:
+                return
+            attribute = _self_attribute(func)
+            if attribute is not None:
+                calls.setdefault((self.owner, attribute), []).append(call)
+
+    if classes:
+        for statement in module.body:
+            owner = statement.name.value if isinstance(statement, cst.ClassDef) else None
+            visit(statement, Scan(owner))  # (read-only: no node rebuilding)
+    memo[_ATTRIBUTE_SCAN_KEY] = scan
+    return scan
 
 
 def _self_attribute(expr: cst.BaseExpression) -> str | None:
