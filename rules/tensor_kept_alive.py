@@ -539,6 +539,13 @@ class _Analysis:
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
                 continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
+            owned = [site for site, o in zip(real, origins) if o is not None]
+            if all(facts.value(site).host for site in owned):
+                origin = S.HOST_TENSOR  # `torch.zeros(shape)`, a processor's frames: on the CPU
+            elif S.size_class(origin) in (S.LARGE, S.ACTIVATION_SIZED) and all(
+                facts.feeds_decoder(site) for site in owned
+            ):
+                origin = S.DECODER_INPUT  # `x = self.post_quant_conv(z)` ... `self.decoder(x[i])`
             domain = file_domain(self.context)
             origin = S.domain_origin(
                 origin,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import translate
 from typing import Any
 
@@ -77,6 +77,10 @@ class ValueFact:
     # An element of these container bindings (or a view of one): `c[i]`, a loop target
     # over `c`. It keeps that element alive, not the container.
     element_of: tuple[DefSite, ...] = ()
+    # In host (CPU) memory: a torch factory called without a device in a file that sets no
+    # default device, an image or video processor's output before it is moved. It holds no
+    # GPU memory; moving it (`.to(device)`, `.cuda()`) makes a value that is not host.
+    host: bool = False
 
     @property
     def is_tensor(self) -> bool:
@@ -384,6 +388,7 @@ class FunctionFacts:
         self._module_params: set[str] | None = None
         self._loop_modules: dict[str, Work] | None = None
         self._kernel_dsl: bool | None = None
+        self._decoder_inputs: set[int] | None = None
         self._mark_dynamic_aliases()
 
     def _text_stream_parameter(self, name: str) -> bool:
@@ -481,6 +486,26 @@ class FunctionFacts:
             self._in_progress.discard(site.index)
         self._values[site.index] = fact
         return fact
+
+    def feeds_decoder(self, site: DefSite) -> bool:
+        """Whether the binding, or a slice or view of it, is the main input of a decoder
+        call (`self.decoder(x[:, :, i : i + 1])`, `self.vae.decode(z)`): a decoder's input
+        is a latent, z_dim channels at 1/8 of the spatial and 1/4 of the temporal resolution
+        of the video it decodes (about 1/50 of it), whatever op made it
+        (`x = self.post_quant_conv(z)`, one latent frame, one tile's latents)."""
+        if self._decoder_inputs is None:
+            self._decoder_inputs = set()
+            for node in self.cfg.nodes:
+                for call in node.calls:
+                    if not _names_a_decoder(call.func):
+                        continue
+                    work = self.work(call)
+                    if work.level != MODEL or work.kind != "decode":
+                        continue
+                    name = _base_name(_main_argument(call))
+                    if name is not None:
+                        self._decoder_inputs.update(s.index for s in self.reaching(node, name))
+        return site.index in self._decoder_inputs
 
     def _site_value(self, site: DefSite) -> ValueFact:
         kind = site.kind
@@ -736,7 +761,10 @@ class FunctionFacts:
         tensor = any(f.is_tensor for f in facts)
         origin = _largest(f.origin for f in facts if f.is_tensor) if tensor else ACTIVATION
         element_of = tuple(c for f in facts for c in f.element_of)
-        return ValueFact(VIEW, origin, tuple(sites), tensor=tensor, element_of=element_of)
+        host = tensor and all(f.host for f in facts if f.is_tensor)
+        return ValueFact(
+            VIEW, origin, tuple(sites), tensor=tensor, element_of=element_of, host=host
+        )
 
     def _choice_value(self, expr: cst.BaseExpression, node: Node) -> ValueFact:
         branches = (
@@ -787,9 +815,9 @@ class FunctionFacts:
             inner = self._name_value(base.value, node)
             if inner.kind == METADATA:
                 return _METADATA
-            if expr.attr.value in ("T", "mT", "H", "mH", "real", "imag", "data"):
-                return ValueFact(VIEW, inner.origin, inner.sources, tensor=inner.is_tensor)
-            return ValueFact(VIEW, inner.origin, inner.sources, tensor=inner.is_tensor)
+            return ValueFact(
+                VIEW, inner.origin, inner.sources, tensor=inner.is_tensor, host=inner.host
+            )
         inner = self.expression(base, node)
         if inner.kind == TENSOR and not unpacked:
             if "latent" in expr.attr.value:
@@ -821,12 +849,23 @@ class FunctionFacts:
                     borrowed=borrowed,
                     element_of=inner.sources,
                 )
+            origin = inner.origin
+            if inner.is_tensor and _edge_slice(expr):
+                origin = SMALL
+            elif inner.is_tensor and origin in _UNSIZED_ORIGINS:
+                from lifetime_lint.analysis.significance import name_origin
+
+                if name_origin(base.value, origin) == LATENTS:
+                    # `tile_video_latents[:, :, i : i + 1]`: a slice of latents is latent-sized
+                    # wherever it goes (a concatenation of such slices too).
+                    origin = LATENTS
             return ValueFact(
                 VIEW,
-                SMALL if inner.is_tensor and _edge_slice(expr) else inner.origin,
+                origin,
                 inner.sources,
                 tensor=inner.is_tensor,
                 element_of=inner.element_of,
+                host=inner.host,
             )
         inner = self.expression(base, node)
         if inner.kind == TENSOR and not unpacked:
@@ -885,7 +924,11 @@ class FunctionFacts:
                 return returned
         pixels = _pixel_preprocess(func)
         if pixels is not None:
-            return ValueFact(TENSOR, pixels)  # an image/video processor's pixel tensor
+            # An image/video processor's pixel tensor, made on the host from images, arrays
+            # or the caller's frames (a tensor made here on the device keeps its device).
+            first = _main_argument(call)
+            made_here = first is not None and self.expression(first, node).kind == TENSOR
+            return ValueFact(TENSOR, pixels, host=not made_here)
         if not isinstance(func, cst.Attribute):
             return _UNKNOWN
         method = func.attr.value
@@ -909,16 +952,18 @@ class FunctionFacts:
             or method in T.MAYBE_COPY_METHODS
             or (method.endswith("_") and not method.startswith("_"))
         ):
+            host = inner.host and not _moves_to_device(method, call)
             if inner.kind == TENSOR:
                 if method in T.SPLITTING and unpacked:
                     return ValueFact(VIEW, inner.origin, (), tensor=True)  # shared pieces
-                return inner
+                return inner if host == inner.host else replace(inner, host=host)
             return ValueFact(
                 VIEW,
                 inner.origin,
                 inner.sources,
                 tensor=inner.is_tensor,
                 element_of=inner.element_of,
+                host=host,
             )
         if method in T.TENSOR_ONLY_METHODS:
             if inner.kind == TENSOR and inner.origin == SMALL:
@@ -956,36 +1001,10 @@ class FunctionFacts:
         if last in T.TORCH_VIEW_FUNCTIONS or last in T.TORCH_MAYBE_COPY_FUNCTIONS:
             return self._view_of_first_argument(call, node, last in T.SPLITTING and unpacked)
         if last in T.ALLOCATORS:
-            if last.endswith("_like") and call.args:
-                template = call.args[0].value
-                like = self.expression(template, node)
-                if like.is_tensor and isinstance(template, cst.Subscript):
-                    # `torch.ones_like(tile[:1, :1])`: a slice's size is not its base's.
-                    return ValueFact(TENSOR, ALLOCATION)
-                origin = like.origin if like.is_tensor else ALLOCATION
-                if isinstance(template, cst.Name):
-                    from lifetime_lint.analysis.significance import name_origin
-
-                    origin = name_origin(template.value, origin)
-                if like.is_tensor or isinstance(template, cst.Name):
-                    return ValueFact(TENSOR, origin)  # exactly its template's size
-            if _small_shape(call) or _small_literal_shape(call) or _edge_shape(call):
-                # `torch.ones(batch, 1)`, `torch.zeros(n, 4)`, a warm-up's dummy input
-                # `torch.zeros(1, 3, 1, 180, 320)`: its size is stated, and it is small.
-                return ValueFact(TENSOR, SMALL)
-            template_name = _shape_template(call)
-            if template_name is not None:
-                # `torch.zeros(cond.shape[0], pad, *cond.shape[2:])`: sized like `cond`.
-                from lifetime_lint.analysis.significance import name_origin
-
-                like = self._name_value(template_name, node)
-                return ValueFact(
-                    TENSOR,
-                    name_origin(template_name, like.origin if like.is_tensor else ALLOCATION),
-                )
-            if last in ("randn", "rand", "randint", "normal"):
-                return ValueFact(TENSOR, LATENTS)
-            return ValueFact(TENSOR, ALLOCATION)
+            fact = self._allocation_value(last, call, node)
+            if fact.is_tensor and not last.endswith("_like") and self._factory_on_host(call):
+                return replace(fact, host=True)
+            return fact
         # Element-wise and allocating ops: as large as their largest tensor input.
         origins = []
         for arg in call.args[:2]:
@@ -993,6 +1012,51 @@ class FunctionFacts:
             if fact.is_tensor:
                 origins.append(fact.origin)
         return ValueFact(TENSOR, _largest(origins) if origins else ACTIVATION)
+
+    def _factory_on_host(self, call: cst.Call) -> bool:
+        """`torch.zeros(shape, dtype=dtype)`: a factory given no device (nor `out=`, nor
+        `**kwargs` that may carry one) makes a CPU tensor, unless the file sets a default
+        device (`torch.set_default_device`, `with torch.device(...)`)."""
+        for arg in call.args:
+            if arg.star or (arg.keyword is not None and arg.keyword.value in ("device", "out")):
+                return False
+        memo = self.context.memo
+        if _DEFAULT_DEVICE_KEY not in memo:
+            memo[_DEFAULT_DEVICE_KEY] = bool(_SETS_DEFAULT_DEVICE.search(self.context.source))
+        return not memo[_DEFAULT_DEVICE_KEY]
+
+    def _allocation_value(self, last: str, call: cst.Call, node: Node) -> ValueFact:
+        """A torch factory's tensor: sized like its template, small, or of unknown shape."""
+        if last.endswith("_like") and call.args:
+            template = call.args[0].value
+            like = self.expression(template, node)
+            if like.is_tensor and isinstance(template, cst.Subscript):
+                # `torch.ones_like(tile[:1, :1])`: a slice's size is not its base's.
+                return ValueFact(TENSOR, ALLOCATION)
+            origin = like.origin if like.is_tensor else ALLOCATION
+            if isinstance(template, cst.Name):
+                from lifetime_lint.analysis.significance import name_origin
+
+                origin = name_origin(template.value, origin)
+            if like.is_tensor or isinstance(template, cst.Name):
+                return ValueFact(TENSOR, origin)  # exactly its template's size
+        if _small_shape(call) or _small_literal_shape(call) or _edge_shape(call):
+            # `torch.ones(batch, 1)`, `torch.zeros(n, 4)`, a warm-up's dummy input
+            # `torch.zeros(1, 3, 1, 180, 320)`: its size is stated, and it is small.
+            return ValueFact(TENSOR, SMALL)
+        template_name = _shape_template(call)
+        if template_name is not None:
+            # `torch.zeros(cond.shape[0], pad, *cond.shape[2:])`: sized like `cond`.
+            from lifetime_lint.analysis.significance import name_origin
+
+            like = self._name_value(template_name, node)
+            return ValueFact(
+                TENSOR,
+                name_origin(template_name, like.origin if like.is_tensor else ALLOCATION),
+            )
+        if last in ("randn", "rand", "randint", "normal"):
+            return ValueFact(TENSOR, LATENTS)
+        return ValueFact(TENSOR, ALLOCATION)
 
     def _view_of_first_argument(self, call: cst.Call, node: Node, pieces: bool) -> ValueFact:
         """`torch.reshape(x, ...)`, `rearrange(x, "b l (h d) -> b l h d")`: the storage of the
@@ -2393,6 +2457,69 @@ def _passes_itself(site: DefSite) -> bool:
 _LOADERS = ("load", "build", "make", "create", "init", "get_model", "from_", "setup")
 
 
+def _moves_to_device(method: str, call: cst.Call) -> bool:
+    """`.to(device)`, `.to(x)`, `.cuda()`: a copy onto another device; `.to(dtype=...)`,
+    `.to(torch.float32)`, `.float()`, `.contiguous()` keep the tensor where it is."""
+    if method == "cuda":
+        return True
+    if method != "to":
+        return False
+    for arg in call.args:
+        if arg.star:
+            return True
+        if arg.keyword is not None:
+            if arg.keyword.value not in ("dtype", "non_blocking", "copy", "memory_format"):
+                return True
+            continue
+        text = dotted_name(arg.value) or ""
+        if not (text.startswith("torch.") or "dtype" in text.lower()):
+            return True  # `.to(device)`, `.to(x)`, `.to("cuda")`
+    return False
+
+
+def _names_a_decoder(func: cst.BaseExpression) -> bool:
+    """`self.decoder(...)`, `vae.decode(...)`, `self._decode(...)`: the callee's last name."""
+    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+    return isinstance(name, str) and "decode" in name.lower()
+
+
+# A decoder's latent input by keyword, where it is not the first positional argument.
+_LATENT_KEYWORDS = frozenset(["z", "latent", "latents", "sample", "x"])
+
+
+def _main_argument(call: cst.Call) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None:
+            return arg.value
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in _LATENT_KEYWORDS:
+            return arg.value
+    return None
+
+
+def _base_name(expr: cst.BaseExpression | None) -> str | None:
+    """The local a slice or view chain reads (`x[:, :, i]`, `z.to(dtype)`, `tile.contiguous()`)."""
+    while expr is not None:
+        if isinstance(expr, cst.Name):
+            return expr.value
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and (
+                expr.func.attr.value in T.VIEW_METHODS
+                or expr.func.attr.value in T.MAYBE_COPY_METHODS
+            )
+        ):
+            expr = expr.func.value
+        else:
+            return None
+    return None
+
+
 def _pixel_preprocess(func: cst.BaseExpression) -> str | None:
     """`self.video_processor.preprocess_video(...)`: diffusers' image and video processors
     return pixel-space tensors: frames of a video (large) or one image (a few MiB)."""
@@ -2520,6 +2647,15 @@ def _origin_of_work(work: Work) -> str:
     if work.parts and "lm_head" in work.parts[-1].lower():
         return LOGITS
     return ACTIVATION
+
+
+_DEFAULT_DEVICE_KEY = "facts.sets_default_device"
+_SETS_DEFAULT_DEVICE = re.compile(
+    r"set_default_device|set_default_tensor_type|with\s+torch\.device\(|default_device\("
+)
+
+# Origins that say nothing of a value's size beyond "a tensor of the model's activations".
+_UNSIZED_ORIGINS = frozenset([ACTIVATION, CONCATENATION, MODEL_OUTPUT, CACHE_ENTRY, ALLOCATION])
 
 
 # Larger first: combining origins keeps the largest.

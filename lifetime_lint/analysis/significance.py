@@ -102,6 +102,11 @@ TEXT_STREAM = "text-stream"
 # (`token_types[:, :, None, None, :]`: per-frame embeddings added over height and width): a
 # fraction of the activation it is added to, by the product of those axes.
 BROADCAST_TABLE = "broadcast-table"
+# The main input of a decoder call (`facts.feeds_decoder`): latent channels at the latent
+# resolution, about 1/50 of the video it decodes, and less than the decoder's own peak.
+DECODER_INPUT = "decoder-input"
+# A tensor in host (CPU) memory (`facts.ValueFact.host`): it holds no GPU memory.
+HOST_TENSOR = "host-tensor"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -121,6 +126,8 @@ _SIZE_OF_ORIGIN = {
     AUDIO_STREAM: SMALL_SIZED,
     TEXT_STREAM: SMALL_SIZED,
     BROADCAST_TABLE: SMALL_SIZED,
+    DECODER_INPUT: SMALL_SIZED,
+    HOST_TENSOR: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -162,6 +169,11 @@ _DESCRIPTION = {
     BROADCAST_TABLE: (
         "a table broadcast over two or more axes where it is read: a fraction of an activation"
     ),
+    DECODER_INPUT: (
+        "the input of a decoder: latent-sized (latent channels at the latent resolution),"
+        " usually a few MiB"
+    ),
+    HOST_TENSOR: "a tensor in host (CPU) memory: it holds no GPU memory",
     F.SMALL: "small",
 }
 
