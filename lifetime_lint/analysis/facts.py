@@ -125,6 +125,10 @@ class ClassFacts:
     registered: frozenset[str]  # diffusers' register_modules(...) components
     light: bool  # a tokenizer/processor/scheduler class that is not a network
     methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    # Submodules built for the latent's channels (`_latent_channel_modules`): those whose
+    # output is latent-sized (an unpatchifying `proj_out`) and those whose input is.
+    latent_outputs: frozenset[str] = frozenset()
+    latent_inputs: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -260,14 +264,73 @@ def class_facts(context, owner: cst.ClassDef | None) -> ClassFacts | None:
         light = any(_glob_any(n.lower(), T.LIGHT_OWNERS) for n in names) and not any(
             n.endswith(("Module", "Model", "Mixin")) for n in names
         )
+        outputs, inputs = _latent_channel_modules(method_defs.get("__init__"))
         facts = ClassFacts(
             frozenset((submodules | registered) - methods),
             frozenset(registered),
             light,
             method_defs,
+            outputs,
+            inputs,
         )
         shared.classes[id(owner)] = facts
     return facts
+
+
+def _latent_channel_modules(
+    init: cst.FunctionDef | None,
+) -> tuple[frozenset[str], frozenset[str]]:
+    """The submodules `__init__` builds for the latent's channels, by their channel
+    arguments: `self.proj_out = nn.Linear(inner_dim, patch_size * patch_size * out_channels)`
+    unpatchifies tokens back to latent channels (its output is latent-sized: the latent's
+    elements, not the hidden width's), `self.conv_in = Conv3d(z_channels, block_in, 3)`
+    takes a latent (its input is latent-sized)."""
+    if init is None:
+        return frozenset(), frozenset()
+    outputs: set[str] = set()
+    inputs: set[str] = set()
+    for statement in init.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+                continue
+            target = small.targets[0].target
+            value = small.value
+            if not (
+                isinstance(target, cst.Attribute)
+                and isinstance(target.value, cst.Name)
+                and target.value.value == "self"
+                and isinstance(value, cst.Call)
+            ):
+                continue
+            channels = [a.value for a in value.args if a.keyword is None and not a.star][:2]
+            if len(channels) < 2:
+                continue
+            texts = [_source_words(c) for c in channels]
+            if _LATENT_CHANNEL_WORDS & texts[0]:
+                inputs.add(target.attr.value)
+            out = texts[1]
+            if _LATENT_CHANNEL_WORDS & out or (
+                "patch" in " ".join(out) and out & {"out_channels", "in_channels", "channels"}
+            ):
+                outputs.add(target.attr.value)
+    return frozenset(outputs), frozenset(inputs)
+
+
+_LATENT_CHANNEL_WORDS = frozenset(["z_channels", "z_dim", "latent_channels", "latent_dim"])
+
+
+def _source_words(expr: cst.BaseExpression) -> set[str]:
+    """The names an expression reads (`config.z_channels` -> {"config", "z_channels"})."""
+    words: set[str] = set()
+
+    def enter(node: cst.CSTNode) -> None:
+        if type(node) is cst.Name:
+            words.add(node.value.lower())  # type: ignore[attr-defined]
+
+    walk(expr, enter, _ignore)
+    return words
 
 
 _LITERAL_VALUES = (
@@ -489,23 +552,37 @@ class FunctionFacts:
 
     def feeds_decoder(self, site: DefSite) -> bool:
         """Whether the binding, or a slice or view of it, is the main input of a decoder
-        call (`self.decoder(x[:, :, i : i + 1])`, `self.vae.decode(z)`): a decoder's input
-        is a latent, z_dim channels at 1/8 of the spatial and 1/4 of the temporal resolution
-        of the video it decodes (about 1/50 of it), whatever op made it
+        call (`self.decoder(x[:, :, i : i + 1])`, `self.vae.decode(z)`) or of a submodule
+        built to take the latent's channels (`self.conv_in = Conv3d(z_channels, ...)`): a
+        decoder's input is a latent, z_dim channels at 1/8 of the spatial and 1/4 of the
+        temporal resolution of the video it decodes (about 1/50 of it), whatever op made it
         (`x = self.post_quant_conv(z)`, one latent frame, one tile's latents)."""
         if self._decoder_inputs is None:
             self._decoder_inputs = set()
             for node in self.cfg.nodes:
                 for call in node.calls:
-                    if not _names_a_decoder(call.func):
-                        continue
-                    work = self.work(call)
-                    if work.level != MODEL or work.kind != "decode":
-                        continue
+                    if not self._latent_channel_call(call, outputs=False):
+                        if not _names_a_decoder(call.func):
+                            continue
+                        work = self.work(call)
+                        if work.level != MODEL or work.kind != "decode":
+                            continue
                     name = _base_name(_main_argument(call))
                     if name is not None:
                         self._decoder_inputs.update(s.index for s in self.reaching(node, name))
         return site.index in self._decoder_inputs
+
+    def _latent_channel_call(self, call: cst.Call, outputs: bool) -> bool:
+        """`self.proj_out(x)` (`outputs`) or `self.conv_in(z)`: a call of a submodule that
+        `__init__` built for the latent's channels (`_latent_channel_modules`)."""
+        owner = self.owner_facts
+        func = call.func
+        if owner is None or not isinstance(func, cst.Attribute):
+            return False
+        if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return False
+        built = owner.latent_outputs if outputs else owner.latent_inputs
+        return func.attr.value in built
 
     def _site_value(self, site: DefSite) -> ValueFact:
         kind = site.kind
@@ -908,6 +985,8 @@ class FunctionFacts:
             origin = _origin_of_work(work)
             if origin in (MODEL_OUTPUT, ACTIVATION) and self._reads_text(call, node):
                 origin = CONDITIONING  # `self.byte5(texts)`: a text encoder's features
+            elif origin == ACTIVATION and self._latent_channel_call(call, outputs=True):
+                origin = LATENTS  # `self.proj_out(x)` back to patches of latent channels
             elif origin == ACTIVATION and work.kind in ("submodule", "module-parameter"):
                 origin = self._conditioning_input(call, node) or origin
             elif origin == MODEL_OUTPUT and work.kind == "encode" and self._in_autoencoder:
@@ -1819,12 +1898,23 @@ class FunctionFacts:
                 or any(w in last for w in T.IN_PLACE_WORDS)
             ):
                 return Work(LIGHT, kind, work.by_pattern, work.parts, "in-place")
-            if self._input_class(call, every=True) == SMALL:
+            size = self._input_class(call, every=True)
+            if size == SMALL:
                 return Work(LIGHT, kind, work.by_pattern, work.parts, "tiny")
+            if size == LATENTS:
+                # `all_gather(self.proj_out(x))`: the output projection's patches of latent
+                # channels, a fraction of one activation.
+                return Work(LAYER, kind, work.by_pattern, work.parts, "small")
             return work
         if kind == "concatenation" and self._joins_small(call):
             # `torch.cat(image_latents)`: latent-sized, not an output-sized join.
             return Work(work.level, kind, work.by_pattern, work.parts, "small")
+        if work.level in (LAYER, PEAK) and kind == "helper":
+            # `_downsample_mask_to_latent(attention_mask, f, h, w)`: a helper whose every
+            # tensor input is tiny (masks, ids, sizes) works at their size.
+            if self._input_class(call, every=True) == SMALL:
+                return Work(LIGHT, kind, work.by_pattern, work.parts, "tiny")
+            return work
         if work.level not in (LAYER, PEAK) or kind not in _INPUT_SIZED_KINDS:
             return work
         size = self._input_class(call, every=False)
@@ -1879,6 +1969,8 @@ class FunctionFacts:
                 return large
         if classes == {SMALL}:
             return SMALL
+        if classes <= {SMALL, LATENTS}:
+            return LATENTS
         if classes <= {SMALL, CONDITIONING}:
             return CONDITIONING
         return None

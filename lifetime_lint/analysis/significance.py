@@ -170,7 +170,7 @@ _DESCRIPTION = {
         "a table broadcast over two or more axes where it is read: a fraction of an activation"
     ),
     DECODER_INPUT: (
-        "the input of a decoder: latent-sized (latent channels at the latent resolution),"
+        "the input of a decoder or of a layer built for latent channels: latent-sized,"
         " usually a few MiB"
     ),
     HOST_TENSOR: "a tensor in host (CPU) memory: it holds no GPU memory",
