@@ -102,9 +102,17 @@ class TensorKeptAlive(Rule):
       decoded tiles of an image model (4-D `[b, c, h, w]` tiles, or a file or class named
       for an image family: a whole image is tens of MiB, less than one tile's decoder
       activations), the previous chunk of decoded frames held across the next decoder
-      call (the decoder's activations dwarf one chunk), and activations held across attention
+      call (the decoder's activations dwarf one chunk), activations held across attention
       in an autoencoder (a file, folder or class named for a VAE: its attention runs in the
-      mid block at the latent resolution, below the decoder's full-resolution peak).
+      mid block at the latent resolution, below the decoder's full-resolution peak), the
+      input of a decoder (the value, or a slice of it, passed as a decoder call's main
+      input: `x = self.post_quant_conv(z)` ... `self.decoder(x[:, :, i : i + 1])`, one
+      latent frame, a tile's latents; or of a layer `__init__` builds for the latent's
+      channels, `self.conv_in = Conv3d(z_channels, ...)`: latent-sized, about 1/50 of the
+      video it decodes), a slice of latents (`torch.cat([tile_latents[:, :, i : i + 1]
+      ...])`), and tensors in host memory (a torch factory called without `device=` in a
+      file that sets no default device, an image or video processor's output before it is
+      moved to the device: they hold no GPU memory).
     Buffers whose shape is all integer literals, of at most 16 MiB at fp32 (a warm-up's
     dummy input `torch.zeros(1, 1, 3, 180, 320)`), are not reported at all: the code states
     their size. Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not
@@ -118,7 +126,11 @@ class TensorKeptAlive(Rule):
     (`self.norm_k(self.add_k_proj(context_img))`: 257 image tokens), and a sublayer over a
     noise level returns an embedding, not an activation (`vec = self.time_in(timestep)`: one
     vector per sample); one over ids or sizes is light,
-    one over decoded frames sets the peak; an all-reduce (`dist.all_reduce(x)`,
+    one over decoded frames sets the peak; a helper of the file whose every tensor input
+    is tiny (`_downsample_mask_to_latent(attention_mask, ...)`) is light work; a gather of
+    an unpatchifying projection's output (`self.proj_out = nn.Linear(inner_dim,
+    patch_size * patch_size * out_channels)`: latent channels a token) moves a fraction of
+    one activation and counts as one other sublayer; an all-reduce (`dist.all_reduce(x)`,
     `tensor_model_parallel_all_reduce(x)`) reduces into its input and allocates nothing,
     nor does a gather of sizes, nor an object collective (`all_gather_object`, or a helper
     named for one, `_all_gather_group_objects`: pickled Python objects). A value held only across work lighter than the function's

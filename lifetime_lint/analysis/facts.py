@@ -327,7 +327,7 @@ def _source_words(expr: cst.BaseExpression) -> set[str]:
 
     def enter(node: cst.CSTNode) -> None:
         if type(node) is cst.Name:
-            words.add(node.value.lower())  # type: ignore[attr-defined]
+            words.add(node.value.lower())
 
     walk(expr, enter, _ignore)
     return words
