@@ -116,7 +116,8 @@ class TensorKeptAlive(Rule):
     Buffers whose shape is all integer literals, of at most 16 MiB at fp32 (a warm-up's
     dummy input `torch.zeros(1, 1, 3, 180, 320)`), are not reported at all: the code states
     their size. Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not
-    heavy work, nor is a module whose name's last word says residual or gate, called on
+    heavy work, nor is a pointwise convolution that keeps the channel count
+    (`self.conv3 = nn.Conv3d(c, c, kernel_size=(1, 1, 1))`: a per-pixel projection), nor is a module whose name's last word says residual or gate, called on
     two or more tensors (`self.img_mlp_residual(residual, mlp_out, gate)`: a fused gated
     residual add, elementwise, after the feed-forward it is named for has run).
     How heavy work is follows from its inputs: a sublayer over the conditioning stream

@@ -129,6 +129,9 @@ class ClassFacts:
     # output is latent-sized (an unpatchifying `proj_out`) and those whose input is.
     latent_outputs: frozenset[str] = frozenset()
     latent_inputs: frozenset[str] = frozenset()
+    # Pointwise convolutions that keep the channel count (`Conv3d(c, c, kernel_size=1)`):
+    # a per-pixel projection, light work like a linear projection.
+    pointwise: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -264,7 +267,7 @@ def class_facts(context, owner: cst.ClassDef | None) -> ClassFacts | None:
         light = any(_glob_any(n.lower(), T.LIGHT_OWNERS) for n in names) and not any(
             n.endswith(("Module", "Model", "Mixin")) for n in names
         )
-        outputs, inputs = _latent_channel_modules(method_defs.get("__init__"))
+        outputs, inputs, pointwise = _channel_modules(method_defs.get("__init__"))
         facts = ClassFacts(
             frozenset((submodules | registered) - methods),
             frozenset(registered),
@@ -272,50 +275,81 @@ def class_facts(context, owner: cst.ClassDef | None) -> ClassFacts | None:
             method_defs,
             outputs,
             inputs,
+            pointwise,
         )
         shared.classes[id(owner)] = facts
     return facts
 
 
-def _latent_channel_modules(
+def _channel_modules(
     init: cst.FunctionDef | None,
-) -> tuple[frozenset[str], frozenset[str]]:
-    """The submodules `__init__` builds for the latent's channels, by their channel
-    arguments: `self.proj_out = nn.Linear(inner_dim, patch_size * patch_size * out_channels)`
-    unpatchifies tokens back to latent channels (its output is latent-sized: the latent's
-    elements, not the hidden width's), `self.conv_in = Conv3d(z_channels, block_in, 3)`
-    takes a latent (its input is latent-sized)."""
+) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """The submodules `__init__` builds, read from their channel arguments: those whose
+    output is latent-sized (`self.proj_out = nn.Linear(inner_dim, patch_size * patch_size *
+    out_channels)` unpatchifies tokens back to latent channels: the latent's elements, not
+    the hidden width's), those whose input is (`self.conv_in = Conv3d(z_channels, block_in,
+    3)` takes a latent), and pointwise convolutions that keep the channel count
+    (`self.conv3 = Conv3d(c, c, kernel_size=(1, 1, 1))`)."""
     if init is None:
-        return frozenset(), frozenset()
+        return frozenset(), frozenset(), frozenset()
     outputs: set[str] = set()
     inputs: set[str] = set()
-    for statement in init.body.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
+    pointwise: set[str] = set()
+    assigns: list[cst.Assign] = []
+    walk(init.body, lambda n: assigns.append(n) if type(n) is cst.Assign else None, _ignore)
+    for assign in assigns:
+        if len(assign.targets) != 1:
             continue
-        for small in statement.body:
-            if not isinstance(small, cst.Assign) or len(small.targets) != 1:
-                continue
-            target = small.targets[0].target
-            value = small.value
-            if not (
-                isinstance(target, cst.Attribute)
-                and isinstance(target.value, cst.Name)
-                and target.value.value == "self"
-                and isinstance(value, cst.Call)
-            ):
-                continue
-            channels = [a.value for a in value.args if a.keyword is None and not a.star][:2]
-            if len(channels) < 2:
-                continue
-            texts = [_source_words(c) for c in channels]
-            if _LATENT_CHANNEL_WORDS & texts[0]:
-                inputs.add(target.attr.value)
-            out = texts[1]
-            if _LATENT_CHANNEL_WORDS & out or (
-                "patch" in " ".join(out) and out & {"out_channels", "in_channels", "channels"}
-            ):
-                outputs.add(target.attr.value)
-    return frozenset(outputs), frozenset(inputs)
+        target = assign.targets[0].target
+        value = assign.value
+        if not (
+            isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == "self"
+            and isinstance(value, cst.Call)
+        ):
+            continue
+        positional = [a.value for a in value.args if a.keyword is None and not a.star]
+        if len(positional) < 2:
+            continue
+        name = target.attr.value
+        texts = [_source_words(c) for c in positional[:2]]
+        if _LATENT_CHANNEL_WORDS & texts[0]:
+            inputs.add(name)
+        out = texts[1]
+        if _LATENT_CHANNEL_WORDS & out or (
+            any("patch" in word for word in out)
+            and out & {"out_channels", "in_channels", "channels"}
+        ):
+            outputs.add(name)
+        kernel = next(
+            (
+                a.value
+                for a in value.args
+                if a.keyword is not None and a.keyword.value == "kernel_size"
+            ),
+            positional[2] if len(positional) > 2 else None,
+        )
+        if (
+            kernel is not None
+            and _all_ones(kernel)
+            and _EMPTY_MODULE.code_for_node(positional[0])
+            == _EMPTY_MODULE.code_for_node(positional[1])
+        ):
+            pointwise.add(name)
+    return frozenset(outputs), frozenset(inputs), frozenset(pointwise)
+
+
+_EMPTY_MODULE = cst.Module(body=[])
+
+
+def _all_ones(expr: cst.BaseExpression) -> bool:
+    """`1`, `(1, 1, 1)`: a kernel of one pixel."""
+    if isinstance(expr, cst.Integer):
+        return expr.value == "1"
+    if isinstance(expr, cst.Tuple) and expr.elements:
+        return all(_all_ones(e.value) for e in expr.elements)
+    return False
 
 
 _LATENT_CHANNEL_WORDS = frozenset(["z_channels", "z_dim", "latent_channels", "latent_dim"])
@@ -2132,6 +2166,9 @@ class FunctionFacts:
             return Work(MODEL, _model_kind(parts), parts=parts)
         if _glob_any(lowered, T.LIGHT_SUBMODULES):
             return Work(LIGHT, "submodule", parts=parts)  # `self_attn_norm`: a norm
+        owner = self.owner_facts
+        if owner is not None and name in owner.pointwise and len(parts) == 2:
+            return Work(LIGHT, "submodule", parts=parts)  # a 1x1 conv: a projection
         if _glob_any(lowered, T.CROSS_ATTENTION):
             return Work(LAYER, "submodule", parts=parts)
         if _glob_any(lowered, T.PEAK_SUBMODULES) or "conv" in lowered:
