@@ -553,7 +553,7 @@ class _Analysis:
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
                 continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
             owned = [site for site, o in zip(real, origins) if o is not None]
-            if all(facts.value(site).host for site in owned):
+            if all(facts.value(site).host for site in owned) and not facts.read_by_model(name):
                 origin = S.HOST_TENSOR  # `torch.zeros(shape)`, a processor's frames: on the CPU
             elif S.size_class(origin) in (S.LARGE, S.ACTIVATION_SIZED) and all(
                 facts.feeds_decoder(site) for site in owned

@@ -341,6 +341,7 @@ def _channel_modules(
 
 
 _EMPTY_MODULE = cst.Module(body=[])
+_MODEL_KINDS = frozenset(["model", "decode", "encode", "encoder"])
 
 
 def _all_ones(expr: cst.BaseExpression) -> bool:
@@ -605,6 +606,20 @@ class FunctionFacts:
                     if name is not None:
                         self._decoder_inputs.update(s.index for s in self.reaching(node, name))
         return site.index in self._decoder_inputs
+
+    def read_by_model(self, name: str) -> bool:
+        """Whether a model-level call of the function (not a collective, not a helper of the
+        file) reads `name` in
+        its arguments (`self.vae.encode(control_video)`): the value is on the model's
+        device, whatever made it."""
+        for node in self.cfg.nodes:
+            for call in node.calls:
+                if not any(_reads_name(a.value, name) for a in call.args):
+                    continue
+                work = self.work(call)
+                if work.level == MODEL and work.kind in _MODEL_KINDS:
+                    return True  # (a helper may move it first: `prepare_latents(video)`)
+        return False
 
     def _latent_channel_call(self, call: cst.Call, outputs: bool) -> bool:
         """`self.proj_out(x)` (`outputs`) or `self.conv_in(z)`: a call of a submodule that
@@ -2584,6 +2599,17 @@ def _passes_itself(site: DefSite) -> bool:
 
 
 _LOADERS = ("load", "build", "make", "create", "init", "get_model", "from_", "setup")
+
+
+def _reads_name(expr: cst.BaseExpression, name: str) -> bool:
+    found: list[bool] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if type(node) is cst.Name and node.value == name:
+            found.append(True)
+
+    walk(expr, enter, _ignore)
+    return bool(found)
 
 
 def _moves_to_device(method: str, call: cst.Call) -> bool:
