@@ -49,7 +49,7 @@ from lifetime_lint.runner import Progress, default_jobs, run_files
 
 if TYPE_CHECKING:  # imported where used: a warm `check` has no baseline, diff or fixes
     from lifetime_lint.baseline import Baseline
-    from lifetime_lint.gitdiff import ChangedLines
+    from lifetime_lint.gitdiff import ChangedLines, PendingChangedLines
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -329,6 +329,12 @@ def check(
             from lifetime_lint.analysis.significance import SETTING
 
             overrides.extra[SETTING] = "low"
+        # The diff base's git processes run while the rules (and LibCST) are imported.
+        pending = (
+            _start_changed_lines(diff_base)
+            if diff_base and not show_settings and list(paths) != ["-"]
+            else None
+        )
         caches = _CacheRoots(cache_dir, no_cache)
         if config_path is not None and not os.path.isfile(config_path):
             raise ConfigError(f"{config_path}: config file not found")
@@ -348,7 +354,7 @@ def check(
             target = stdin_filename if stdin else (paths[0] if paths else ".")
             click.echo(_render_settings(target or ".", resolver, rules))
             sys.exit(EXIT_CLEAN)
-        changed = _changed_lines(diff_base) if diff_base else None
+        changed = _changed_lines(pending) if pending is not None else None
         baseline = _load_baseline(baseline_path) if baseline_path else None
         saved_profile, min_size = _load_profile(profile_path, min_bytes)
     except ConfigError as error:
@@ -517,11 +523,17 @@ def _memo_inputs(
     return memo
 
 
-def _changed_lines(diff_base: str) -> ChangedLines:
-    from lifetime_lint.gitdiff import GitDiffError, changed_lines
+def _start_changed_lines(diff_base: str) -> PendingChangedLines:
+    from lifetime_lint.gitdiff import start_changed_lines
+
+    return start_changed_lines(diff_base)
+
+
+def _changed_lines(pending: PendingChangedLines) -> ChangedLines:
+    from lifetime_lint.gitdiff import GitDiffError
 
     try:
-        return changed_lines(diff_base)
+        return pending.result()
     except GitDiffError as error:
         raise ConfigError(str(error)) from None
 
