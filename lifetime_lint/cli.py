@@ -33,6 +33,7 @@ from lifetime_lint.config import (
     parse_torch_version,
 )
 from lifetime_lint.diagnostics import Diagnostic
+from lifetime_lint.fastpath import importing_for_good
 from lifetime_lint.file_errors import file_error, read_error
 from lifetime_lint.files import discover
 from lifetime_lint.reporters import (
@@ -344,7 +345,8 @@ def check(
             config=os.path.abspath(config_path) if config_path else None,
             isolated=isolated,
         )
-        rules = rule_infos(caches.for_config(resolver.config_for(os.getcwd())))
+        with importing_for_good():  # the rules and LibCST, unless their snapshot is current
+            rules = rule_infos(caches.for_config(resolver.config_for(os.getcwd())))
         overrides.validate([rule.code for rule in rules])
         stdin = list(paths) == ["-"]
         if stdin and (show_files or add_noqa or diff_base or write_baseline_path):
