@@ -84,3 +84,26 @@ def test_diff_base_errors_still_exit_2(tmp_path) -> None:
     both = _lint(repo, "--diff-base", "no-such-revision", "--select", "LL999", ".")
     assert both.returncode == 2
     assert "LL999" in both.stderr and "unknown git revision" not in both.stderr
+
+
+def test_importing_for_good_pauses_then_freezes_and_restores_the_collector() -> None:
+    import gc
+
+    from lifetime_lint.fastpath import importing_for_good
+
+    assert gc.isenabled()
+    try:
+        with importing_for_good():
+            assert not gc.isenabled()
+            kept = [[] for _ in range(100)]
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= len(kept)
+        assert gc.get_count()[0] < 100  # the allocation count restarted with the freeze
+        gc.unfreeze()
+        gc.disable()  # a caller that had paused the collector keeps it paused, unfrozen
+        with importing_for_good():
+            pass
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+        gc.enable()
