@@ -45,14 +45,25 @@ class DiscardedAllGather(Rule):
     `only_rank_0` is True, its default", while a flag without such a default (`if rank ==
     0 or debug:`) is taken to let every rank read. A function of the same module that fills
     a list with a collective and returns it (mmengine's `all_gather_object(data, group) ->
-    gather_list`) is followed like the collective it wraps.
+    gather_list`) is followed like the collective it wraps, and so are other packages'
+    helpers: mmengine's `all_gather_object` and `all_gather`, accelerate's `gather_object`,
+    and any function named for an all-gather (`evenly_divisible_all_gather`,
+    `concat_all_gather`; not `string_list_all_gather`), also through `typing.cast`
+    (`x = cast(torch.Tensor, idist.all_gather(x))`). Reads that learn only the result's
+    length, type or presence (`len(x)`, `isinstance(x, T)`, `x is None`) may run on every
+    rank; a merge loop on every rank (`for part in gathered: merged[k].extend(part[k])`,
+    adding to a collection made empty just before it) is followed to the merged name; an
+    early exit may be nested (`if main_rank is not None: if rank != main_rank: return`), and
+    the root may be a rank named for its job (`rank == self.save_rank`).
 
     Each finding has a significance from what each rank sends (the facts layer's origin of
     the sent tensor, refined by its name): `high` for decoded frames or tiles, `medium` for
     activations and tensors of unknown origin, `low` for latent-sized predictions,
     embeddings and scalars (world_size copies of a few MiB), and for `all_gather_object`
     of anything the facts layer does not know to be a tensor (pickled request ids, sets,
-    status records: metadata), except a state dict (`model.state_dict()`,
+    status records: metadata), except a collection whose name says it holds what a loop
+    collected (`result_part`, `self.results`, `predictions`, `preds`, `outputs`,
+    `local_states`; not one step's `result` nor an `rng_state`), which is `medium`, a state dict (`model.state_dict()`,
     `optimizer.state_dict()`, or a local bound to one: every weight or optimizer state the
     rank holds), which is `high`, and a list, tuple or dict that carries a tensor (known
     to the facts layer, or returned by a call named for one: `[pack_states_to_tensor(p),
@@ -139,7 +150,9 @@ class DiscardedAllGather(Rule):
     (a vendored copy: `lifetime-lint vendor-runtime`) is offered as unsafe whatever the
     analysis shows, since the fixed code would not import elsewhere.
 
-    No fix for `all_gather_object` (use `dist.gather_object`), `full_tensor()`,
+    No fix where a rank other than the root reads the result's length, type or presence
+    (after a gather to one rank it would have nothing to measure), for a merge loop, nor
+    for `all_gather_object` (use `dist.gather_object`), `full_tensor()`,
     functional collectives (they take meshes and are traced by `torch.compile`), wrappers, a root given by a flag
     (`if is_root:`), a root that only holds when a destination is given (`if dst is not
     None and rank != dst: return`: every rank reads when `dst` is None), and results that
@@ -157,7 +170,7 @@ class DiscardedAllGather(Rule):
     code = "LL003"
     name = "discarded-all-gather"
     summary = "`all_gather` result read on one rank only: the others' receive buffers are wasted"
-    triggers = ("all_gather", "full_tensor")
+    triggers = ("all_gather", "full_tensor", "gather_object")
     fix_availability = "sometimes"
     options = (
         Option(
@@ -915,8 +928,6 @@ _PACKAGE_WRAPPERS: dict[str, str] = {
     "mmengine.dist.dist.all_gather": WRAPPER,
     "accelerate.utils.gather_object": WRAPPED_OBJECT,
     "accelerate.utils.operations.gather_object": WRAPPED_OBJECT,
-    "accelerate.utils.gather": WRAPPER,
-    "accelerate.utils.operations.gather": WRAPPER,
 }
 # A function of another package named for an all-gather (`evenly_divisible_all_gather`,
 # `concat_all_gather`): returns what every rank sent.
@@ -1046,20 +1057,38 @@ def _presence_read(context, chain: Sequence[cst.CSTNode]) -> bool:
     if len(chain) < 3:
         return False
     name, parent, outer = chain[-1], chain[-2], chain[-3]
+    if isinstance(parent, cst.CompFor) and parent.iter is name and not parent.ifs:
+        # `all(item is None for item in gathered)`: each element tested for None only
+        element = getattr(outer, "elt", None)
+        return (
+            parent.inner_for_in is None
+            and isinstance(parent.target, cst.Name)
+            and isinstance(element, cst.Comparison)
+            and isinstance(element.left, cst.Name)
+            and element.left.value == parent.target.value
+            and _is_none_test(element)
+        )
     if isinstance(parent, cst.Arg) and isinstance(outer, cst.Call) and outer.args:
         if outer.args[0] is parent and isinstance(outer.func, cst.Name):
             return outer.func.value in ("len", "isinstance") and context.qualified_name(
                 outer.func
             ) in (None, f"builtins.{outer.func.value}")
         return False
-    if isinstance(parent, cst.Comparison) and parent.left is name and len(parent.comparisons) == 1:
-        comparison = parent.comparisons[0]
-        return (
-            isinstance(comparison.operator, (cst.Is, cst.IsNot))
-            and isinstance(comparison.comparator, cst.Name)
-            and comparison.comparator.value == "None"
-        )
+    if isinstance(parent, cst.Comparison) and parent.left is name:
+        return _is_none_test(parent)
     return False
+
+
+def _is_none_test(test: cst.Comparison) -> bool:
+    """`x is None` or `x is not None`."""
+    if len(test.comparisons) != 1:
+        return False
+    comparison = test.comparisons[0]
+    return (
+        isinstance(comparison.operator, (cst.Is, cst.IsNot))
+        and isinstance(comparison.comparator, cst.Name)
+        and comparison.comparator.value == "None"
+    )
 
 
 def _call_site(
