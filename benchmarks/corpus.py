@@ -81,6 +81,12 @@ PINNED: dict[str, str] = {
     "nanotron": "nanotron==0.4",
     "fairseq2": "fairseq2==0.8.1",
     "nemo-toolkit": "nemo-toolkit==3.0.0",
+    "speechbrain": "speechbrain==1.1.2",
+    "salesforce-lavis": "salesforce-lavis==1.0.2",
+    "ultralytics": "ultralytics==8.4.190",
+    "pytorch-metric-learning": "pytorch-metric-learning==2.9.0",
+    "mmagic": "mmagic==1.2.0",
+    "espnet": "espnet==202511",
 }
 
 # Corpora whose importable package is not named like the distribution.
@@ -93,6 +99,8 @@ PACKAGE: dict[str, str] = {
     "mmsegmentation": "mmseg",
     "mmaction2": "mmaction",
     "nemo-toolkit": "nemo",
+    "salesforce-lavis": "lavis",
+    "pytorch-metric-learning": "pytorch_metric_learning",
 }
 
 # Corpora with no wheel on PyPI: `pip download --no-binary :all:`, the package's folder
