@@ -290,6 +290,7 @@ class StatIndex:
         self._stamps: dict[str, str | None] = {}  # folder -> project stamp, this run
         self._folder_stamps: dict[str, str | None] = {}  # memo of `project_stamp`
         self._package_stamps: dict[str, str | None] = {}  # folder -> package stamp, this run
+        self._package_parts: dict[str, str | None] = {}  # memo of `cuda_package_stamp`
 
     def _load(self) -> dict[str, Any]:
         if self._entries is None:
@@ -309,7 +310,7 @@ class StatIndex:
         if folder not in self._package_stamps:
             from lifetime_lint.project import cuda_package_stamp
 
-            stamp = cuda_package_stamp(folder)
+            stamp = cuda_package_stamp(folder, memo=self._package_parts)
             self._package_stamps[folder] = None if stamp is None else _short(stamp)
         return self._package_stamps[folder]
 

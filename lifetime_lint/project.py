@@ -473,6 +473,8 @@ class CudaPackage:
 
 # folder -> (stamp of its inputs when read, the fact)
 _PACKAGES: dict[str, tuple[str | None, CudaPackage]] = {}
+# package that ships CUDA sources -> whether its tree names another backend, this pass
+_SOURCE_TREES_OTHER_BACKEND: dict[str, bool] = {}
 # folder -> the fact's inputs (listings only), this process
 _PACKAGE_INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {}
 
@@ -497,32 +499,40 @@ def cuda_package_read_stamp(path: str) -> str | None:
     return _PACKAGES[os.path.dirname(os.path.abspath(path))][0]
 
 
-def cuda_package_stamp(folder: str, now_ns: int | None = None) -> str | None:
+def cuda_package_stamp(
+    folder: str, now_ns: int | None = None, memo: dict[str, str | None] | None = None
+) -> str | None:
     """A string that changes whenever a file or listing `cuda_package` reads for the
     modules of `folder` may have changed, by `stat` alone (None: something was modified
-    too recently to trust, within `RACY_SECONDS` of `now_ns`)."""
+    too recently to trust, within `RACY_SECONDS` of `now_ns`). `memo`: the stat part of
+    each path already taken in this pass (the folders of one package share a tree)."""
     import time
 
     racy = (time.time_ns() if now_ns is None else now_ns) - int(RACY_SECONDS * 1e9)
     files, folders, _ = package_inputs(folder)
     parts: list[str] = []
-    for directory in folders:
-        try:
-            info = os.stat(directory)
-        except OSError:
-            parts.append(f"{directory}:missing")
-            continue
-        parts.append(f"{directory}:{info.st_mtime_ns}:{info.st_ino}")
-    for name in files:
-        try:
-            info = os.stat(name)
-        except OSError:
-            parts.append(f"{name}:missing")
-            continue
-        if max(info.st_mtime_ns, info.st_ctime_ns) >= racy:
+    for path, is_file in [*((d, False) for d in folders), *((f, True) for f in files)]:
+        part = memo.get(path, "") if memo is not None else ""
+        if part == "":
+            part = _stat_part(path, is_file, racy)
+            if memo is not None:
+                memo[path] = part
+        if part is None:
             return None
-        parts.append(f"{name}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}:{info.st_ino}")
+        parts.append(part)
     return "\0".join(parts)
+
+
+def _stat_part(path: str, is_file: bool, racy_ns: int) -> str | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return f"{path}:missing"
+    if not is_file:  # a folder: its time changes when an entry is added, removed, renamed
+        return f"{path}:{info.st_mtime_ns}:{info.st_ino}"
+    if max(info.st_mtime_ns, info.st_ctime_ns) >= racy_ns:
+        return None
+    return f"{path}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}:{info.st_ino}"
 
 
 def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
@@ -574,8 +584,12 @@ def _read_cuda_package(folder: str) -> CudaPackage:
     reason = None
     if sources is not None:
         package = os.path.basename(sources)
-        tree = [p for p in files if p == sources or p.startswith(sources + os.sep)]
-        if not _names_another_backend(sources, tree, _NON_CUDA_DIALECT):
+        tree = [p for p in files if p.startswith(sources + os.sep)]
+        if sources not in _SOURCE_TREES_OTHER_BACKEND:  # one reading per tree and pass
+            _SOURCE_TREES_OTHER_BACKEND[sources] = _names_another_backend(
+                sources, tree, _NON_CUDA_DIALECT
+            )
+        if not _SOURCE_TREES_OTHER_BACKEND[sources]:
             reason = (f"a package that builds CUDA sources (`{package}/`), none of whose "
                       f"{len(tree)} modules names another backend")  # fmt: skip
     if reason is None:
@@ -614,6 +628,7 @@ def forget_changed_packages() -> int:
     """Drop the memoised package facts whose inputs changed on disk since they were read
     (the language server calls this, through `forget_changed_projects`)."""
     _PACKAGE_INPUTS.clear()  # listings are cheap: a new or removed file is seen
+    _SOURCE_TREES_OTHER_BACKEND.clear()
     changed = [
         folder
         for folder, (stamp, _) in _PACKAGES.items()

@@ -26,6 +26,13 @@ TRANSPORT = "from cuda.bindings import driver\n\n\ndef handle():\n    return dri
 PORTABLE = "import numpy as driver\n\n\ndef handle():\n    return driver\n"
 
 
+def _forget_package_facts() -> None:
+    """This process's memo of package facts, dropped (a test edits the files they read)."""
+    project._PACKAGES.clear()
+    project._PACKAGE_INPUTS.clear()
+    project._SOURCE_TREES_OTHER_BACKEND.clear()
+
+
 def settle() -> None:
     """Wait until what was just written is older than the racily-clean window."""
     time.sleep(cache_module.RACY_NANOSECONDS / 1e9 + 0.2)
@@ -49,24 +56,23 @@ def rows(tree: Path, *paths: str) -> list[tuple[str, int]]:
          "--output-format", "json", "--exit-zero", *paths],
         cwd=tree, capture_output=True, text=True, check=True,
     )  # fmt: skip
-    return [(os.path.basename(d["filename"]), d["location"]["row"]) for d in json.loads(done.stdout)]
+    return [
+        (os.path.basename(d["filename"]), d["location"]["row"]) for d in json.loads(done.stdout)
+    ]
 
 
 def test_fact_needs_a_cuda_only_import_and_no_other_backend(tree: Path) -> None:
     manager = str(tree / "pkg" / "manager.py")
     fact = project.cuda_package(manager)
     assert fact.reason is not None and "`transport.py` imports `cuda`" in fact.reason
-    project._PACKAGES.clear()
-    project._PACKAGE_INPUTS.clear()
+    _forget_package_facts()
     (tree / "pkg" / "npu_ops.py").write_text("import torch_npu\n")  # a sibling for NPU
     assert project.cuda_package(manager).reason is None
-    project._PACKAGES.clear()
-    project._PACKAGE_INPUTS.clear()
+    _forget_package_facts()
     (tree / "pkg" / "npu_ops.py").unlink()
     (tree / "pkg" / "__init__.py").unlink()  # a folder of scripts is no package
     assert project.cuda_package(manager).reason is None
-    project._PACKAGES.clear()
-    project._PACKAGE_INPUTS.clear()
+    _forget_package_facts()
 
 
 def test_fact_of_a_package_that_ships_cuda_sources(tree: Path) -> None:
@@ -85,8 +91,7 @@ def test_fact_of_a_package_that_ships_cuda_sources(tree: Path) -> None:
         (tree / "pkg" / "ops" / "xpu.py").write_text("import torch\nDEVICE = 'xpu'\n")
         assert sorted(rows(tree, "pkg")) == [("launch.py", 5), ("manager.py", 5)]
     finally:
-        project._PACKAGES.clear()
-        project._PACKAGE_INPUTS.clear()
+        _forget_package_facts()
 
 
 def test_sibling_edit_is_seen_by_the_content_key_and_the_stat_index(tree: Path) -> None:
@@ -127,5 +132,4 @@ def test_a_long_running_process_forgets_a_changed_package(tree: Path) -> None:
         assert project.forget_changed_projects() >= 1  # what the language server calls
         assert project.cuda_package(manager).reason is None
     finally:
-        project._PACKAGES.clear()
-        project._PACKAGE_INPUTS.clear()
+        _forget_package_facts()
