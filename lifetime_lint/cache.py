@@ -4,8 +4,9 @@ One entry per checked file, named by a hash of everything that decides the file'
 diagnostics: its bytes, its path relative to the project root (per-file-ignores depend on
 it), the facts a fix reads from the file's project (whether its pyproject, setup.cfg,
 setup.py or requirements files declare lifetime-lint, which makes a runtime-importing fix
-safe or unsafe, and its import-sorter settings, which place the imports a fix adds), the
-tool's code (version plus a fingerprint of the installed modules, so an editable
+safe or unsafe, and its import-sorter settings, which place the imports a fix adds), for
+a file that names `cuda` the CUDA fact of its package that LL004/LL005 read from its
+sibling files (`project.cuda_package`), the tool's code (version plus a fingerprint of the installed modules, so an editable
 install under development never serves stale results), the settings fingerprint and the
 enabled rules with their options. Entries live in a folder named by the tool and settings
 fingerprint, so a settings change starts a fresh folder instead of growing one.
@@ -24,8 +25,10 @@ or unreadable entry is a miss.
 
 Above the entries sits one index file per folder (`StatIndex`): for each file checked, its
 `stat` (size, modification and change times, inode) when it was read, a stamp of its
-project's files (`project.project_stamp`), its content key and its findings. A warm run
-answers a file whose stat and project stamp are unchanged from the index alone: it neither
+project's files (`project.project_stamp`), its content key, its findings and, when its key
+read its package's fact, a stamp of the sibling files and folders that fact read
+(`project.cuda_package_stamp`). A warm run answers a file whose stat and stamps are
+unchanged from the index alone: it neither
 reads nor hashes the file, nor reads its project's files. Anything else (a touched file, an
 edit, a file modified within the timestamp granularity of its last reading) goes the
 content-key way, and the index learns the new stat.
