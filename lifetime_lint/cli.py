@@ -459,6 +459,7 @@ class _MemoInputs:
         config_path: str | None,
     ) -> None:
         from lifetime_lint import fastpath
+        from lifetime_lint.project import package_facts_read
         from lifetime_lint.runner import Progress, pool_started_without_fork
         from lifetime_lint.vendor import RUNTIME_MODULE_SETTING
 
@@ -484,6 +485,10 @@ class _MemoInputs:
         inputs.folders = set(inputs.walked).union(
             fastpath.folders_up([os.getcwd(), *named, *files, *missing])
         )
+        # LL004/LL005's package fact reads a module's sibling files (project.cuda_package).
+        package_files, package_folders = package_facts_read()
+        inputs.extra_files += package_files
+        inputs.folders.update(package_folders)
         inputs.above = self.above
         inputs.digests = dict(self.digests)
         if self.seen.ignored is not None and self.seen.ignored.digests:
