@@ -26,7 +26,7 @@ from lifetime_lint.analysis.domain import (
     AUDIO_STREAM,
     LARGE_DOMAIN,
     TEXT_STREAM,
-    file_domain,
+    class_domain,
     mentions_video,
     runs_against_cache,
     short_stream,
@@ -539,7 +539,7 @@ class _Analysis:
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
                 continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
-            domain = file_domain(self.context)
+            domain = class_domain(self.context, self._owner_name)
             origin = S.domain_origin(
                 origin,
                 self.context.path,
