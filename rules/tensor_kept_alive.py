@@ -21,6 +21,7 @@ from lifetime_lint.analysis import chunks as C
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
+from lifetime_lint.analysis.class_config import off_default_path
 from lifetime_lint.analysis.dataflow import Dataflow
 from lifetime_lint.analysis.domain import (
     AUDIO_STREAM,
@@ -473,9 +474,9 @@ class _Held:
 
 
 class _Pending:
-    __slots__ = ("estimate", "held", "info", "name", "origin", "status", "tokens")
+    __slots__ = ("estimate", "held", "info", "name", "note", "origin", "status", "tokens")
 
-    def __init__(self, name, info, status, held, origin, estimate, tokens) -> None:
+    def __init__(self, name, info, status, held, origin, estimate, tokens, note="") -> None:
         self.name = name
         self.info = info
         self.status = status
@@ -483,6 +484,7 @@ class _Pending:
         self.origin = origin
         self.estimate = estimate
         self.tokens = tokens  # the token domain its size follows (`S.token_domain`)
+        self.note = note  # why it is held only off the defaults' path (`class_config`)
 
 
 class _Analysis:
@@ -581,11 +583,15 @@ class _Analysis:
             elif not info.insertable:
                 status = 3
             held, estimate = self._rated(info, origin, held_across, tokens)
+            # Held only on a path the model's own defaults never take: low.
+            note = off_default_path(self.context, self._owner_name, info, name, held.node)
+            if note:
+                estimate = replace(estimate, level=S.LOW)
             if not library:
                 # Tests, examples, benchmarks, scripts: small inputs, run once (the shared
                 # non-library globs): low, shown with `min-significance = "low"`.
                 estimate = replace(estimate, level=S.LOW)
-            finding = _Pending(name, info, status, held, origin, estimate, tokens)
+            finding = _Pending(name, info, status, held, origin, estimate, tokens, note)
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)
         self._report(pending, groups)
@@ -1101,7 +1107,8 @@ class _Analysis:
                 until = ""
             level = finding.estimate.level
             message = (
-                f"{subject} stays alive across {across}{until}; `del` it after its last use "
+                f"{subject} stays alive across {across}{until}{finding.note}; `del` it after its "
+                "last use "
                 f"(significance: {level})"
             )
             fix = None

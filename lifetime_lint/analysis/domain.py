@@ -245,8 +245,9 @@ def video_classes(module: cst.Module, memo: dict) -> VideoClasses | None:
     """Which top-level classes of a module work at video size, memoised per file; None when no
     class shows video in its own code (the file's evidence is elsewhere: keep the file's
     domain for all). A class is video when
-    - its own code shows video (`_CLASS_VIDEO_EVIDENCE` video words or 5-D structures:
-      `num_frames`, `TemporalBasicTransformerBlock`, `b, c, t, h, w = x.shape`, `Conv3d`);
+    - its name names video (`VideoBlock`, `TemporalBasicTransformerBlock`), or its own code
+      shows it (`_CLASS_VIDEO_EVIDENCE` video words or 5-D structures: `num_frames`,
+      `b, c, t, h, w = x.shape`, `Conv3d`);
     - it names (builds, subclasses or lists in `_no_split_modules`) a class that does, or
       one that names such a class (a model that builds a video block is a video model); or
     - a video class names it (a block built by a video model runs on its tokens:
@@ -272,7 +273,7 @@ def _video_classes(module: cst.Module) -> VideoClasses | None:
         names[name] = (set(words) & classes) - {name}
         evidence = sum(1 for word in words if mentions_video(word))
         evidence += len(_VIDEO_STRUCTURE.findall(code))
-        if evidence >= _CLASS_VIDEO_EVIDENCE:
+        if evidence >= _CLASS_VIDEO_EVIDENCE or mentions_video(name):  # (`VideoBlock`)
             shown.add(name)
     if not shown:
         return None
@@ -286,10 +287,10 @@ def _video_classes(module: cst.Module) -> VideoClasses | None:
                 changed = True
     pending = list(video)
     while pending:  # down: what a video class names (its blocks, processors, bases)
-        for named in names[pending.pop()]:
-            if named not in video:
-                video.add(named)
-                pending.append(named)
+        for built in names[pending.pop()]:
+            if built not in video:
+                video.add(built)
+                pending.append(built)
     return VideoClasses(classes, frozenset(video))
 
 
