@@ -148,6 +148,15 @@ class TensorKeptAlive(Rule):
     and `mlp` run over the prompt's few hundred tokens), and a class built only by such
     classes (the refiner's blocks). The same class also built for the video tokens
     (`self.patch_refiner = TokenRefiner(...)` called on `hidden_states`) keeps its size.
+    In a video file that holds several models (diffusers' `attention.py`: SD3's image
+    `JointTransformerBlock` beside AnimateDiff's video blocks), the video size goes per class:
+    to a class named for video or whose code shows it, to the classes that build or name one,
+    and to what those build; another class of the file works at image size. A finding that
+    exists only on a path the model's own defaults never take (`attn_output` held across the
+    feed-forward only when `self.attn2` is None, where the constructor's default and every
+    construction in the file build `attn2`; a class the file builds only under a non-default
+    selector) is `low`, and its message says so. A default of None, a value from a config or
+    `**kwargs` keeps the finding.
     Findings in tests, examples, benchmarks and scripts (the non-library globs the
     portability rules share) are `low`: small inputs, run once.
     The default run reports `medium` and `high`; `min-significance = "low"` under
