@@ -82,6 +82,10 @@ class Block(nn.Module):
 class Model(nn.Module):
     def __init__(self, kind="plain"):
         self.blocks = [Block(kind=KIND) for _ in range(4)]
+
+class Pipeline:
+    def __init__(self):
+        self.model = Model()
 """
 
 
@@ -126,3 +130,12 @@ def test_the_default_run_leaves_out_only_the_off_default_finding(tmp_path: Path)
         encoding="utf-8",
     )
     assert ":33:41: LL001" in _lint(kept)
+
+
+def test_a_top_level_model_selector_is_a_checkpoint_choice() -> None:
+    """The model the file never builds is built from a checkpoint's config: its selector's
+    default does not decide (HunyuanVideo's `image_condition_type="token_replace"`)."""
+    source = _SELECTOR.replace("KIND", "kind").replace(
+        "        self.model = Model()\n", "        pass\n"
+    )
+    assert not not_built_by_default(cst.parse_module(source), {}, "Windowed")

@@ -42,7 +42,7 @@ class _Construction:
 class _Table:
     classes: dict[str, cst.ClassDef]
     constructions: dict[str, list[_Construction]] = field(default_factory=dict)
-    values: dict[tuple[str, str], object] = field(default_factory=dict)  # memo
+    values: dict[tuple[str, str, bool], object] = field(default_factory=dict)  # memo
     built: dict[str, frozenset[str]] = field(default_factory=dict)  # memo
 
 
@@ -165,20 +165,26 @@ def parameter_values(module: cst.Module, memo: dict, owner: str, name: str) -> o
     """The set of values (a frozenset) the parameter `name` of `owner.__init__` takes under
     the defaults, over its default and every construction of `owner` in the file; `_UNKNOWN`
     when the file does not decide it."""
-    return _values(_table(module, memo), module, owner, name, _DEPTH)
+    return _values(_table(module, memo), module, owner, name, _DEPTH, True)
 
 
-def _values(table: _Table, module: cst.Module, owner: str, name: str, depth: int) -> object:
-    key = (owner, name)
+def _values(
+    table: _Table, module: cst.Module, owner: str, name: str, depth: int, top: bool
+) -> object:
+    """`top`: whether the default of a class the file never builds (a top-level model, built
+    from a checkpoint's config) decides; without it only values the file sets count."""
+    key = (owner, name, top)
     if key in table.values:
         return table.values[key]
     table.values[key] = _UNKNOWN  # (a cycle of constructors decides nothing)
-    result = _compute_values(table, module, owner, name, depth)
+    result = _compute_values(table, module, owner, name, depth, top)
     table.values[key] = result
     return result
 
 
-def _compute_values(table: _Table, module: cst.Module, owner: str, name: str, depth: int) -> object:
+def _compute_values(
+    table: _Table, module: cst.Module, owner: str, name: str, depth: int, top: bool
+) -> object:
     definition = table.classes.get(owner)
     init = _init_of(definition) if definition is not None else None
     if init is None or depth <= 0:
@@ -190,6 +196,8 @@ def _compute_values(table: _Table, module: cst.Module, owner: str, name: str, de
     keyword_only = param in init.params.kwonly_params
     values: set[object] = set()
     default_needed = not table.constructions.get(owner)
+    if default_needed and not top:
+        return _UNKNOWN  # a top-level model: its checkpoints' configs set the value
     for construction in table.constructions.get(owner, ()):
         passed: cst.BaseExpression | None = None
         for at, arg in enumerate(construction.call.args):
@@ -203,7 +211,7 @@ def _compute_values(table: _Table, module: cst.Module, owner: str, name: str, de
         if passed is None:
             default_needed = True
             continue
-        value = _argument_value(table, module, construction, passed, depth)
+        value = _argument_value(table, module, construction, passed, depth, top)
         if value is _UNKNOWN:
             return _UNKNOWN
         values |= value  # type: ignore[arg-type]
@@ -223,6 +231,7 @@ def _argument_value(
     construction: _Construction,
     passed: cst.BaseExpression,
     depth: int,
+    top: bool,
 ) -> object:
     """The values an argument passes: a literal, or the builder's own constructor parameter
     (followed through its constructions)."""
@@ -240,11 +249,13 @@ def _argument_value(
         and function.name.value == "__init__"
         and _init_of(builder) is function
     ):
-        return _values(table, module, builder.name.value, passed.value, depth - 1)
+        return _values(table, module, builder.name.value, passed.value, depth - 1, top)
     return _UNKNOWN
 
 
-def _truth(table: _Table, module: cst.Module, owner: str, test: cst.BaseExpression) -> bool | None:
+def _truth(
+    table: _Table, module: cst.Module, owner: str, test: cst.BaseExpression, top: bool = True
+) -> bool | None:
     """Whether an `__init__` condition on one of its parameters holds under the defaults
     (`P is not None`, `P is None`, `P == "lit"`, `P != "lit"`, `P`, `not P`); None when the
     file does not decide it."""
@@ -253,7 +264,7 @@ def _truth(table: _Table, module: cst.Module, owner: str, test: cst.BaseExpressi
         negate, test = True, test.expression
     result: set[bool] = set()
     if isinstance(test, cst.Name):
-        values = _values(table, module, owner, test.value, _DEPTH)
+        values = _values(table, module, owner, test.value, _DEPTH, top)
         if values is _UNKNOWN:
             return None
         result = {bool(v) for v in values}  # type: ignore[attr-defined]
@@ -263,7 +274,7 @@ def _truth(table: _Table, module: cst.Module, owner: str, test: cst.BaseExpressi
         and len(test.comparisons) == 1
     ):
         comparison = test.comparisons[0]
-        values = _values(table, module, owner, test.left.value, _DEPTH)
+        values = _values(table, module, owner, test.left.value, _DEPTH, top)
         other = _literal(comparison.comparator, module)
         if values is _UNKNOWN or other is _UNKNOWN:
             return None
@@ -284,12 +295,14 @@ def _truth(table: _Table, module: cst.Module, owner: str, test: cst.BaseExpressi
     return result.pop() != negate
 
 
-def _under_defaults(table: _Table, module: cst.Module, owner: str, branches) -> bool | None:
+def _under_defaults(
+    table: _Table, module: cst.Module, owner: str, branches, top: bool = True
+) -> bool | None:
     """Whether a statement inside these `if` branches of `owner.__init__` runs under the
     defaults: False when some branch is not taken, True when every one is, else None."""
     decided = True
     for test, in_body in branches:
-        truth = _truth(table, module, owner, test)
+        truth = _truth(table, module, owner, test, top)
         if truth is None:
             decided = False
         elif truth != in_body:
@@ -374,7 +387,10 @@ def not_built_by_default(module: cst.Module, memo: dict, owner: str | None) -> b
     """Whether the file builds the class only on `__init__` branches its builders' defaults
     never take (`elif self_attn_block == "SwinSelfAttention":` with the default
     `"SelfAttention"` throughout). A class the file never builds is not judged: it may be
-    built elsewhere."""
+    built elsewhere. The selector's value must be set by the file (a literal, or the default
+    of a class the file builds without it): a top-level model's selector names variants that
+    other checkpoints' configs choose (HunyuanVideo's `image_condition_type="token_replace"`
+    is its I2V checkpoint)."""
     if owner is None:
         return False
     table = _table(module, memo)
@@ -385,7 +401,8 @@ def not_built_by_default(module: cst.Module, memo: dict, owner: str | None) -> b
         builder, function = construction.builder, construction.function
         if builder is None or function is None or _init_of(builder) is not function:
             return False  # built outside a constructor: not judged
-        if _under_defaults(table, module, builder.name.value, construction.branches) is not False:
+        branches = construction.branches
+        if _under_defaults(table, module, builder.name.value, branches, False) is not False:
             return False
     return True
 

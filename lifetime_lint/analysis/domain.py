@@ -253,7 +253,8 @@ def video_classes(module: cst.Module, memo: dict) -> VideoClasses | None:
     - a video class names it (a block built by a video model runs on its tokens:
       `WanTransformerBlock`, built only by `WanTransformer3DModel`).
     Naming counts any identifier or string word equal to a class name, so a block built
-    through a variable or a config list still links."""
+    through a variable or a config list still links; a class named by a module-level
+    function (`initialize_layers(model)` building the blocks) keeps the file's domain."""
     if _VIDEO_CLASSES_KEY in memo:
         return memo[_VIDEO_CLASSES_KEY]
     result = _video_classes(module)
@@ -278,6 +279,9 @@ def _video_classes(module: cst.Module) -> VideoClasses | None:
     if not shown:
         return None
     video = set(shown)
+    for function in module.body:  # named by module-level code (a builder function): linked
+        if isinstance(function, cst.FunctionDef):
+            video |= set(_WORD.findall(module.code_for_node(function))) & classes
     changed = True
     while changed:  # up: a class that names a video class (its model, its subclass)
         changed = False
