@@ -62,6 +62,31 @@ PINNED: dict[str, str] = {
     "llamafactory": "llamafactory==0.9.5",
     "ai2-olmo-core": "ai2-olmo-core==3.0.0",
     "mmdet": "mmdet==3.3.0",
+    # Session 8 (LL003): evaluation and metrics code (predictions all-gathered, then the
+    # root computes or saves), vision and speech toolkits, checkpoint consolidation.
+    "monai": "monai==1.6.1",
+    "pytorch-ignite": "pytorch-ignite==0.5.5",
+    "torcheval": "torcheval==0.0.7",
+    "timm": "timm==1.0.31",
+    "sentence-transformers": "sentence-transformers==6.2.0",
+    "mmpretrain": "mmpretrain==1.2.0",
+    "mmsegmentation": "mmsegmentation==1.2.2",
+    "mmaction2": "mmaction2==1.2.0",
+    "mmpose": "mmpose==1.3.2",
+    "mmdet3d": "mmdet3d==1.4.0",
+    "mmocr": "mmocr==1.0.1",
+    "lightly": "lightly==1.6.0",
+    "pytorchvideo": "pytorchvideo==0.1.5",
+    "torchao": "torchao==0.18.0",
+    "nanotron": "nanotron==0.4",
+    "fairseq2": "fairseq2==0.8.1",
+    "nemo-toolkit": "nemo-toolkit==3.0.0",
+    "speechbrain": "speechbrain==1.1.2",
+    "salesforce-lavis": "salesforce-lavis==1.0.2",
+    "ultralytics": "ultralytics==8.4.190",
+    "pytorch-metric-learning": "pytorch-metric-learning==2.9.0",
+    "mmagic": "mmagic==1.2.0",
+    "espnet": "espnet==202511",
 }
 
 # Corpora whose importable package is not named like the distribution.
@@ -70,11 +95,17 @@ PACKAGE: dict[str, str] = {
     "open-clip-torch": "open_clip",
     "ms-swift": "swift",
     "ai2-olmo-core": "olmo_core",
+    "pytorch-ignite": "ignite",
+    "mmsegmentation": "mmseg",
+    "mmaction2": "mmaction",
+    "nemo-toolkit": "nemo",
+    "salesforce-lavis": "lavis",
+    "pytorch-metric-learning": "pytorch_metric_learning",
 }
 
 # Corpora with no wheel on PyPI: `pip download --no-binary :all:`, the package's folder
 # taken from the source archive (laid out as in a wheel: `<package>/...`).
-SOURCE_ONLY: frozenset[str] = frozenset({"deepspeed", "colossalai", "fairscale"})
+SOURCE_ONLY: frozenset[str] = frozenset({"deepspeed", "colossalai", "fairscale", "pytorchvideo"})
 
 
 def corpus_path(name: str) -> str:

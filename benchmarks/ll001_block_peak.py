@@ -1,4 +1,4 @@
-"""What each LL001 fix does to a transformer's forward peak, by significance level (H200).
+"""What each LL001 fix does to a model's forward peak, by significance level (H200).
 
     python benchmarks/ll001_block_peak.py prepare        # here: bundle under .gpu/calib
     python3 .gpu/calib/ll001_block_peak.py run            # GPU machine (the bundle carried)
@@ -11,6 +11,10 @@ blocks: a block's activations, not the block count, set the peak above the weigh
 - `ltx2`: LTX-2 (`LTX2VideoTransformer3DModel`), 512x768, 121 frames, CFG batch 2: 6,144
   video tokens in a 4,096-wide stream beside 126 audio tokens in a 2,048-wide stream;
 - `flux`: FLUX.1-dev (`FluxTransformer2DModel`), 1024x1024: 4,096 image + 512 text tokens;
+- `wan-vae`, `wan-vae-tiled`, `cosmos-vae`: the Wan 2.1 VAE (`AutoencoderKLWan`) and Cosmos
+  1.0's 8x8x8 tokenizer (`AutoencoderKLCosmos`), encode + decode of 17 frames at 480x832
+  (the Wan one also tiled at 720x1280), where the file's findings are VAE activations,
+  latents beside a decode and decoded tiles;
 
 the model file gets one variant per LL001 fix (every finding, `min-significance = "low"`,
 each fix alone), and each variant's forward runs with the same seeded weights and inputs.
@@ -35,11 +39,18 @@ HERE = Path(__file__).resolve().parent
 BUNDLE = Path(os.environ.get("LL_BUNDLE", "/work/main/.gpu/calib"))
 OUT = Path(os.environ.get("OUT", "/tmp/ll001-block-peak"))
 MIB = 2**20
+# workload -> (diffusers.models subpackage, file)
 FILES = {
-    "wan": "transformer_wan.py",
-    "ltx2": "transformer_ltx2.py",
-    "flux": "transformer_flux.py",
+    "wan": ("transformers", "transformer_wan.py"),
+    "ltx2": ("transformers", "transformer_ltx2.py"),
+    "flux": ("transformers", "transformer_flux.py"),
+    "wan-vae": ("autoencoders", "autoencoder_kl_wan.py"),
+    "wan-vae-tiled": ("autoencoders", "autoencoder_kl_wan.py"),
+    "wan-vae-decode-81": ("autoencoders", "autoencoder_kl_wan.py"),
+    "cosmos-vae": ("autoencoders", "autoencoder_kl_cosmos.py"),
 }
+TILED = {"wan-vae-tiled", "wan-vae-decode-81"}  # run with the model's `enable_tiling()`
+DECODE_ONLY = {"wan-vae-decode-81"}  # `model.decode(**inputs)` instead of `model(**inputs)`
 
 
 def prepare() -> None:
@@ -67,9 +78,8 @@ def _install() -> None:
     sys.path[:0] = [str(site), str(BUNDLE / "src"), str(BUNDLE)]
 
 
-def _load(path: Path, name: str) -> Any:
-    import diffusers.models.transformers as package
-
+def _load(path: Path, name: str, subpackage: str) -> Any:
+    package = importlib.import_module(f"diffusers.models.{subpackage}")
     module_name = f"{package.__name__}._ll_variant_{name}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec is not None and spec.loader is not None
@@ -137,10 +147,44 @@ def _flux(torch: Any, smoke: bool) -> tuple[str, dict[str, Any], dict[str, Any]]
     return "FluxTransformer2DModel", config, inputs
 
 
-WORKLOADS = {"wan": _wan, "ltx2": _ltx2, "flux": _flux}
+def _video(torch: Any, smoke: bool, frames: int, height: int, width: int) -> dict[str, Any]:
+    g = torch.Generator(device="cpu").manual_seed(1)
+    shape = (1, 3, *((frames, 16, 16) if smoke else (frames, height, width)))
+    return {"sample": torch.randn(*shape, generator=g).clamp(-1, 1), "return_dict": False}
 
 
-def _forward_peak(torch: Any, model: Any, inputs: dict[str, Any]) -> tuple[int, str]:
+def _wan_vae(torch: Any, smoke: bool) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    # Wan 2.1's VAE (the class defaults), encode + decode of 17 frames at 480x832: the
+    # causal VAE runs frame chunks, so its activation peak does not grow with the frames.
+    return "AutoencoderKLWan", {}, _video(torch, smoke, 17, 480, 832)
+
+
+def _wan_vae_tiled(torch: Any, smoke: bool) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    # The same, tiled (`enable_tiling()`), at 720x1280: the tiled encode/decode paths.
+    return "AutoencoderKLWan", {}, _video(torch, smoke, 17, 720, 1280)
+
+
+def _wan_vae_decode_81(torch: Any, smoke: bool) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    # The tiled decode alone of a full Wan 2.1 clip, 81 frames at 720x1280 (21 x 90 x 160
+    # latents): output-sized values (decoded tiles, rows) grow with the frames.
+    g = torch.Generator(device="cpu").manual_seed(1)
+    shape = (1, 16, *((2, 4, 4) if smoke else (21, 90, 160)))
+    return "AutoencoderKLWan", {}, {"z": torch.randn(*shape, generator=g), "return_dict": False}
+
+
+def _cosmos_vae(torch: Any, smoke: bool) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    # Cosmos 1.0's continuous 8x8x8 tokenizer (the class defaults), 17 frames at 480x832.
+    return "AutoencoderKLCosmos", {}, _video(torch, smoke, 17, 480, 832)
+
+
+WORKLOADS = {
+    "wan": _wan, "ltx2": _ltx2, "flux": _flux,
+    "wan-vae": _wan_vae, "wan-vae-tiled": _wan_vae_tiled, "cosmos-vae": _cosmos_vae,
+    "wan-vae-decode-81": _wan_vae_decode_81,
+}  # fmt: skip
+
+
+def _forward_peak(torch: Any, call: Any, inputs: dict[str, Any]) -> tuple[int, str]:
     from profile_wan import _digest
 
     cuda = torch.cuda.is_available()
@@ -152,7 +196,7 @@ def _forward_peak(torch: Any, model: Any, inputs: dict[str, Any]) -> tuple[int, 
             base = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
         with torch.no_grad():
-            output = model(**inputs)
+            output = call(**inputs)
         if cuda:
             torch.cuda.synchronize()
             peak = torch.cuda.max_memory_allocated() - base
@@ -169,8 +213,9 @@ def run(names: list[str], smoke: bool) -> list[dict[str, Any]]:
     from profile_wan import make_variants
 
     rows: list[dict[str, Any]] = []
-    site_models = Path(diffusers.__file__).parent / "models" / "transformers"
+    site_models = Path(diffusers.__file__).parent / "models"
     for name in names:
+        subpackage, filename = FILES[name]
         class_name, config, inputs = WORKLOADS[name](torch, smoke)
         device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -178,7 +223,7 @@ def run(names: list[str], smoke: bool) -> list[dict[str, Any]]:
         shutil.rmtree(variants, ignore_errors=True)
         manifest = [
             e
-            for e in make_variants(site_models / FILES[name], variants)
+            for e in make_variants(site_models / subpackage / filename, variants)
             if e["code"] == "LL001" and e["safe"]
         ]
         device_inputs = {
@@ -190,16 +235,22 @@ def run(names: list[str], smoke: bool) -> list[dict[str, Any]]:
         state = None
         control = None
         for entry in [{"name": "unchanged"}, *manifest]:
-            module = _load(variants / f"{entry['name']}.py", f"{name}_{entry['name']}")
+            label = f"{name}_{entry['name']}".replace("-", "_")
+            module = _load(variants / f"{entry['name']}.py", label, subpackage)
             torch.manual_seed(0)
-            with torch.device(device):
-                model = getattr(module, class_name)(**config)
-            model = model.to(dtype).eval()
+            # Built on the CPU, then moved: some modules keep CPU constants as buffers
+            # (Cosmos' wavelets are a clone of a module-level tensor).
+            model = getattr(module, class_name)(**config)
+            model = model.to(device, dtype).eval()
+            if name in TILED:
+                model.enable_tiling()
             if state is None:
                 state = {k: v.clone() for k, v in model.state_dict().items()}
             else:
                 model.load_state_dict(state)
-            peak, digest = _forward_peak(torch, model, device_inputs)
+            call = model.decode if name in DECODE_ONLY else model
+            peak, digest = _forward_peak(torch, call, device_inputs)
+            del call
             del model
             if device == "cuda":
                 torch.cuda.empty_cache()

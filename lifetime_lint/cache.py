@@ -4,8 +4,9 @@ One entry per checked file, named by a hash of everything that decides the file'
 diagnostics: its bytes, its path relative to the project root (per-file-ignores depend on
 it), the facts a fix reads from the file's project (whether its pyproject, setup.cfg,
 setup.py or requirements files declare lifetime-lint, which makes a runtime-importing fix
-safe or unsafe, and its import-sorter settings, which place the imports a fix adds), the
-tool's code (version plus a fingerprint of the installed modules, so an editable
+safe or unsafe, and its import-sorter settings, which place the imports a fix adds), for
+a file that names `cuda` the CUDA fact of its package that LL004/LL005 read from its
+sibling files (`project.cuda_package`), the tool's code (version plus a fingerprint of the installed modules, so an editable
 install under development never serves stale results), the settings fingerprint and the
 enabled rules with their options. Entries live in a folder named by the tool and settings
 fingerprint, so a settings change starts a fresh folder instead of growing one.
@@ -24,8 +25,10 @@ or unreadable entry is a miss.
 
 Above the entries sits one index file per folder (`StatIndex`): for each file checked, its
 `stat` (size, modification and change times, inode) when it was read, a stamp of its
-project's files (`project.project_stamp`), its content key and its findings. A warm run
-answers a file whose stat and project stamp are unchanged from the index alone: it neither
+project's files (`project.project_stamp`), its content key, its findings and, when its key
+read its package's fact, a stamp of the sibling files and folders that fact read
+(`project.cuda_package_stamp`). A warm run answers a file whose stat and stamps are
+unchanged from the index alone: it neither
 reads nor hashes the file, nor reads its project's files. Anything else (a touched file, an
 edit, a file modified within the timestamp granularity of its last reading) goes the
 content-key way, and the index learns the new stat.
@@ -49,7 +52,9 @@ DEFAULT_CACHE_DIR = ".lifetime_lint_cache"
 # The first line of a CACHEDIR.TAG (bford.info/cachedir): backup tools, and file discovery
 # (`files.is_cache_folder`), pass over a folder holding one.
 CACHEDIR_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
-_FORMAT = 3  # bump when the entry layout changes (3: fix entries keep the added imports)
+# Bump when the entry layout changes (3: fix entries keep the added imports; 4: index
+# entries keep the stamp of the package fact their file's key read).
+_FORMAT = 4
 
 
 @dataclass
@@ -103,6 +108,8 @@ class Cache:
         ).hexdigest()
         self.folder = os.path.join(self.root, fingerprint[:16])
         self._project_facts: dict[str, bytes] = {}
+        # Absolute paths whose key read their package's CUDA fact (`_package_part`).
+        self._package_readers: set[str] = set()
         self.index = StatIndex(self.folder, self.root)
 
     def cached_result(
@@ -131,14 +138,27 @@ class Cache:
         now_ns: int,
     ) -> None:
         """Index the findings of `path` read after `info` was taken, at `now_ns`."""
-        self.index.record(os.path.abspath(path), self.settings.root, info, key, diagnostics,
-                          left_out, now_ns)  # fmt: skip
+        absolute = os.path.abspath(path)
+        self.index.record(absolute, self.settings.root, info, key, diagnostics, left_out,
+                          now_ns, absolute in self._package_readers)  # fmt: skip
 
     def key(self, path: str, data: bytes) -> str:
         digest = hashlib.sha256(self.settings.relative(path).encode() + b"\0")
         digest.update(self._project_part(path))
+        digest.update(self._package_part(path, data))
         digest.update(data)
         return digest.hexdigest()
+
+    def _package_part(self, path: str, data: bytes) -> bytes:
+        """The CUDA fact of the file's package (`project.cuda_package`), read from its
+        sibling files, for a file that names CUDA (only such a file has a `torch.cuda`
+        call the fact can excuse): a sibling edit that changes the fact is a new key."""
+        if b"cuda" not in data:
+            return b""
+        from lifetime_lint.project import cuda_package
+
+        self._package_readers.add(os.path.abspath(path))
+        return repr(cuda_package(path).reason).encode() + b"\0"
 
     def _project_part(self, path: str) -> bytes:
         """What the file's project says that can change its fixes (read once per folder,
@@ -254,8 +274,9 @@ def stat_signature(info: os.stat_result) -> list[int]:
 
 class StatIndex:
     """One file mapping each checked path to (stat signature, project stamp, settings root,
-    content key, findings, left-out counts): a warm run stats files instead of reading and
-    hashing them.
+    content key, findings, left-out counts, package stamp): a warm run stats files instead
+    of reading and hashing them. The package stamp (`project.cuda_package_stamp`, "" for a
+    file whose key did not read its package's fact) covers the sibling files that fact read.
 
     Written whole, by rename, at the end of a run that learnt something; before writing,
     the file on disk is read again and this run's entries are laid over it, so concurrent
@@ -271,6 +292,8 @@ class StatIndex:
         self._learnt: dict[str, list[Any]] = {}
         self._stamps: dict[str, str | None] = {}  # folder -> project stamp, this run
         self._folder_stamps: dict[str, str | None] = {}  # memo of `project_stamp`
+        self._package_stamps: dict[str, str | None] = {}  # folder -> package stamp, this run
+        self._package_parts: dict[str, str | None] = {}  # memo of `cuda_package_stamp`
 
     def _load(self) -> dict[str, Any]:
         if self._entries is None:
@@ -285,6 +308,23 @@ class StatIndex:
             self._stamps[folder] = project_stamp(folder, self._folder_stamps)
         return self._stamps[folder]
 
+    def package_stamp(self, path: str) -> str | None:
+        folder = os.path.dirname(path)
+        if folder not in self._package_stamps:
+            from lifetime_lint.project import cuda_package_stamp
+
+            stamp = cuda_package_stamp(folder, memo=self._package_parts)
+            self._package_stamps[folder] = None if stamp is None else _short(stamp)
+        return self._package_stamps[folder]
+
+    def _package_stamp_as_read(self, path: str) -> str | None:
+        """The package stamp taken when the fact the file's key holds was read (not now:
+        a sibling edited since then must not be stamped as what the fact saw)."""
+        from lifetime_lint.project import cuda_package_read_stamp
+
+        stamp = cuda_package_read_stamp(path)
+        return None if stamp is None else _short(stamp)
+
     def lookup(
         self, path: str, root: str, info: os.stat_result
     ) -> tuple[list[Any], dict[str, int]] | None:
@@ -292,13 +332,15 @@ class StatIndex:
         absolute `path`, if its stat and project are as they were when it was indexed and
         its settings have the same root (paths relative to it decide per-file-ignores)."""
         entry = self._load().get(path)
-        if not isinstance(entry, list) or len(entry) != 6:
+        if not isinstance(entry, list) or len(entry) != 7:
             return None
-        signature, stamp, indexed_root, _key, items, left_out = entry
+        signature, stamp, indexed_root, _key, items, left_out, package = entry
         if signature != stat_signature(info) or indexed_root != root:
             return None
         current = self.project_stamp(path)
         if current is None or stamp != _short(current):
+            return None
+        if package and package != self.package_stamp(path):
             return None
         if not isinstance(items, list) or not isinstance(left_out, dict):
             return None
@@ -313,9 +355,11 @@ class StatIndex:
         diagnostics: Sequence[Diagnostic],
         left_out: dict[str, int],
         now_ns: int,
+        reads_package: bool = False,
     ) -> None:
         """Remember a file's findings under the stat taken before it was read (`info`);
-        `now_ns`: when it was read. Racily clean files and unstable projects are skipped."""
+        `now_ns`: when it was read; `reads_package`: its key read its package's CUDA fact.
+        Racily clean files and unstable projects or packages are skipped."""
         if now_ns - max(info.st_mtime_ns, info.st_ctime_ns) < RACY_NANOSECONDS:
             self._forget(path)
             return
@@ -323,8 +367,12 @@ class StatIndex:
         if stamp is None or any(d.is_error for d in diagnostics):
             self._forget(path)
             return
+        package = self._package_stamp_as_read(path) if reads_package else ""
+        if package is None:
+            self._forget(path)
+            return
         entry = [stat_signature(info), _short(stamp), root, key,
-                 [_diagnostic_to_json(d) for d in diagnostics], dict(left_out)]  # fmt: skip
+                 [_diagnostic_to_json(d) for d in diagnostics], dict(left_out), package]  # fmt: skip
         if self._load().get(path) != entry:
             self._learnt[path] = entry
 

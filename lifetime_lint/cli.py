@@ -33,6 +33,7 @@ from lifetime_lint.config import (
     parse_torch_version,
 )
 from lifetime_lint.diagnostics import Diagnostic
+from lifetime_lint.fastpath import importing_for_good
 from lifetime_lint.file_errors import file_error, read_error
 from lifetime_lint.files import discover
 from lifetime_lint.reporters import (
@@ -49,7 +50,7 @@ from lifetime_lint.runner import Progress, default_jobs, run_files
 
 if TYPE_CHECKING:  # imported where used: a warm `check` has no baseline, diff or fixes
     from lifetime_lint.baseline import Baseline
-    from lifetime_lint.gitdiff import ChangedLines
+    from lifetime_lint.gitdiff import ChangedLines, PendingChangedLines
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -329,6 +330,12 @@ def check(
             from lifetime_lint.analysis.significance import SETTING
 
             overrides.extra[SETTING] = "low"
+        # The diff base's git processes run while the rules (and LibCST) are imported.
+        pending = (
+            _start_changed_lines(diff_base)
+            if diff_base and not show_settings and list(paths) != ["-"]
+            else None
+        )
         caches = _CacheRoots(cache_dir, no_cache)
         if config_path is not None and not os.path.isfile(config_path):
             raise ConfigError(f"{config_path}: config file not found")
@@ -338,7 +345,8 @@ def check(
             config=os.path.abspath(config_path) if config_path else None,
             isolated=isolated,
         )
-        rules = rule_infos(caches.for_config(resolver.config_for(os.getcwd())))
+        with importing_for_good():  # the rules and LibCST, unless their snapshot is current
+            rules = rule_infos(caches.for_config(resolver.config_for(os.getcwd())))
         overrides.validate([rule.code for rule in rules])
         stdin = list(paths) == ["-"]
         if stdin and (show_files or add_noqa or diff_base or write_baseline_path):
@@ -348,7 +356,7 @@ def check(
             target = stdin_filename if stdin else (paths[0] if paths else ".")
             click.echo(_render_settings(target or ".", resolver, rules))
             sys.exit(EXIT_CLEAN)
-        changed = _changed_lines(diff_base) if diff_base else None
+        changed = _changed_lines(pending) if pending is not None else None
         baseline = _load_baseline(baseline_path) if baseline_path else None
         saved_profile, min_size = _load_profile(profile_path, min_bytes)
     except ConfigError as error:
@@ -451,6 +459,7 @@ class _MemoInputs:
         config_path: str | None,
     ) -> None:
         from lifetime_lint import fastpath
+        from lifetime_lint.project import package_facts_read
         from lifetime_lint.runner import Progress, pool_started_without_fork
         from lifetime_lint.vendor import RUNTIME_MODULE_SETTING
 
@@ -476,6 +485,10 @@ class _MemoInputs:
         inputs.folders = set(inputs.walked).union(
             fastpath.folders_up([os.getcwd(), *named, *files, *missing])
         )
+        # LL004/LL005's package fact reads a module's sibling files (project.cuda_package).
+        package_files, package_folders = package_facts_read()
+        inputs.extra_files += package_files
+        inputs.folders.update(package_folders)
         inputs.above = self.above
         inputs.digests = dict(self.digests)
         if self.seen.ignored is not None and self.seen.ignored.digests:
@@ -517,11 +530,17 @@ def _memo_inputs(
     return memo
 
 
-def _changed_lines(diff_base: str) -> ChangedLines:
-    from lifetime_lint.gitdiff import GitDiffError, changed_lines
+def _start_changed_lines(diff_base: str) -> PendingChangedLines:
+    from lifetime_lint.gitdiff import start_changed_lines
+
+    return start_changed_lines(diff_base)
+
+
+def _changed_lines(pending: PendingChangedLines) -> ChangedLines:
+    from lifetime_lint.gitdiff import GitDiffError
 
     try:
-        return changed_lines(diff_base)
+        return pending.result()
     except GitDiffError as error:
         raise ConfigError(str(error)) from None
 

@@ -28,6 +28,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from lifetime_lint.globs import glob_matcher
+from lifetime_lint.lazy_regex import compile_lazily
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -224,14 +227,13 @@ def _matches_any(rel: str, below: str, patterns: Sequence[str]) -> bool:
 def _split_patterns(
     patterns: tuple[str, ...],
 ) -> tuple[tuple[str, ...], Callable[[str], Any] | None]:
-    """Path patterns (with a `/`), and one compiled matcher for all the bare-name ones:
+    """Path patterns (with a `/`), and one matcher for all the bare-name ones:
     a walk tests every path component against every default exclude, so this is hot."""
     paths = tuple(p for p in patterns if "/" in p.rstrip("/"))
     names = [p.rstrip("/") for p in patterns if "/" not in p.rstrip("/")]
     if not names:
         return paths, None
-    matcher = re.compile("|".join(f"(?:{fnmatch.translate(name)})" for name in names))
-    return paths, matcher.match
+    return paths, glob_matcher(tuple(names))  # string tests: no regex to compile
 
 
 # -- loading --------------------------------------------------------------------------
@@ -344,8 +346,8 @@ class _KeyError(Exception):
         self.problem = problem
 
 
-_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
-_KEY = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_.\-" ']+?)\s*=""")
+_HEADER = compile_lazily(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_KEY = compile_lazily(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_.\-" ']+?)\s*=""")
 
 
 def _split_dotted(key: str) -> list[str]:

@@ -25,6 +25,7 @@ import libcst as cst
 
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.lazy_regex import compile_lazily
+from lifetime_lint.project import cuda_package
 from lifetime_lint.rule import FileContext
 from lifetime_lint.scopes import IMPORT, NONE, Binding, ScopeTable
 from lifetime_lint.traversal import walk
@@ -783,7 +784,9 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
                 and _CUDA_SKIP.search(context.code_for(small.value))
             ):
                 return "a test module skipped without CUDA (`pytestmark`)"
-    return None
+    # Read from the package's other files: the cache keys the file by this fact's reason
+    # (`cache.Cache.key`) and the stat index by what it read (`project.cuda_package_stamp`).
+    return cuda_package(context.path).reason
 
 
 # A CUDA source file named in the module's code (`cuda_files=["gemm/tiny_gemm.cuh"]`,

@@ -10,7 +10,6 @@ still checked, and a file with such an error is never changed.
 from __future__ import annotations
 
 import os
-import traceback
 
 from lifetime_lint.diagnostics import Diagnostic, Location
 
@@ -43,6 +42,8 @@ def write_error(path: str, reason: str) -> Diagnostic:
 
 def internal_error(path: str, error: BaseException) -> Diagnostic:
     """An exception raised while checking a file: reported, exit code 2."""
+    import traceback  # only for an internal error: not on every run's start-up path
+
     where = ""
     trace = traceback.extract_tb(error.__traceback__)
     if trace:

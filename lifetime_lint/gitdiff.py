@@ -11,6 +11,11 @@ It also says which paths can hold a changed line (`ChangedLines.paths`: the file
 and tracked links to them), so file discovery looks only at those instead of walking the
 tree. Four git processes in all: the top level and the revision in one `rev-parse`, the
 merge base, the diff, and one `ls-files` (untracked files, and the index's links).
+
+`start_changed_lines(REV)` runs the first three in a background thread (they wait on git,
+not on the interpreter), so a one-file gate's git work overlaps its imports of LibCST and
+the rules; `ls-files` runs when the result is asked for, at the point where the plain call
+runs it, so it sees the same untracked files (a cache folder created meanwhile included).
 """
 
 from __future__ import annotations
@@ -75,7 +80,46 @@ class ChangedLines:
 
 def changed_lines(base: str, cwd: str | None = None) -> ChangedLines:
     """Lines added or modified in the working tree since `base` (a commit, branch or tag)."""
-    cwd = cwd or os.getcwd()
+    top, by_name = _tracked_changes(base, cwd or os.getcwd())
+    return _with_untracked(top, by_name)
+
+
+class PendingChangedLines:
+    """`changed_lines(base)` under way: the tracked part in a thread, `result()` the rest."""
+
+    def __init__(self, base: str, cwd: str | None = None) -> None:
+        import threading
+
+        self._cwd = cwd or os.getcwd()
+        self._base = base
+        self._found: tuple[str, dict[str, set[int]]] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="git-diff", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._found = _tracked_changes(self._base, self._cwd)
+        except BaseException as error:  # re-raised in the caller's thread by `result`
+            self._error = error
+
+    def result(self) -> ChangedLines:
+        """What `changed_lines(base, cwd)` returns (or raises), the untracked files listed now."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._found is not None
+        return _with_untracked(*self._found)
+
+
+def start_changed_lines(base: str, cwd: str | None = None) -> PendingChangedLines:
+    """Start `changed_lines(base, cwd)`: its git processes run while the caller works on."""
+    return PendingChangedLines(base, cwd)
+
+
+def _tracked_changes(base: str, cwd: str) -> tuple[str, dict[str, set[int]]]:
+    """The top level, and the changed rows of each tracked file as the diff names it
+    (from the top level) since the merge base of `base` and HEAD."""
     top, commit = _top_and_commit(base, cwd)
     try:
         # Changes since the branch left `base`: what `base` gained meanwhile is not ours.
@@ -104,6 +148,12 @@ def changed_lines(base: str, cwd: str | None = None) -> ChangedLines:
                 start = int(match.group(1))
                 count = int(match.group(2)) if match.group(2) is not None else 1
                 current.update(range(start, start + count))
+    return top, by_name
+
+
+def _with_untracked(top: str, by_name: dict[str, set[int]]) -> ChangedLines:
+    """The tracked changes, with the untracked files (all rows new) and the links to a
+    changed file that the index holds."""
     named = [os.path.join(top, name) for name in by_name]
     changed: dict[str, set[int] | None] = {}
     for name, rows in by_name.items():  # names of one file (a link and its target) merge

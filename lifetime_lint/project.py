@@ -1,9 +1,11 @@
-"""What a fix needs to know about the project a file belongs to.
+"""What a fix, or a rule, needs to know about the project or package a file belongs to.
 
 Two facts, read from the project's own files once per folder: whether the project declares
 lifetime-lint as a dependency (so a fix may import `lifetime_lint.runtime` there), and how
 its import sorter wants imports laid out (Ruff's `[tool.ruff.lint.isort]`, or isort's
 `[tool.isort]`), so an import a fix adds is where `ruff check --select I` expects it.
+And one fact for LL004/LL005, read from a module's sibling files: whether its package is
+CUDA-only (`cuda_package`).
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ def forget_changed_projects() -> int:
     ]
     for folder in changed:
         del _PROJECTS[folder]
-    return len(changed)
+    return len(changed) + forget_changed_packages()
 
 
 # Names `_read_project` may read in each folder of the search (and the `requirements/`
@@ -427,3 +429,211 @@ def _listdir(directory: str) -> list[str]:
         return sorted(os.listdir(directory))
     except OSError:
         return []
+
+
+# -- the CUDA-only package a module belongs to (a fact read from its sibling files) ------
+#
+# A module's own text may not say it is CUDA-only while its package does: a package that
+# ships CUDA sources (`csrc/`, `*.cu`) whose modules launch the kernels built from them, or
+# one whose modules import CUDA's own Python driver or a CUDA-only kernel library at top
+# level (`from cuda.bindings import driver`). Either is evidence only while no module of
+# the package names another backend (`npu`, `xpu`, `mps`, ...): then `torch.cuda` there is
+# the device API by design, not a portability bug. The fact is read from other files, so
+# what it read is stamped by `stat` (`cuda_package_stamp`) for the stat index and the run
+# memo, and its reason is part of each dependent file's content key (`cache.Cache.key`).
+
+# Libraries that are a CUDA program's own driver or kernels (`cuda` is cuda-python:
+# `cuda.bindings`, `cuda.cuda`, `cuda.cudart`). Not monitoring or tooling libraries
+# (`pynvml`, `nvtx`) that multi-backend utility packages import beside portable code.
+_PACKAGE_CUDA_LIBRARIES = ("cuda", "cupy", "pycuda", "cutlass", "flashinfer", "deep_gemm",
+                           "tensorrt")  # fmt: skip
+_TOP_LEVEL_CUDA_IMPORT = compile_lazily(
+    r"^(?:import|from)[ \t]+(" + "|".join(_PACKAGE_CUDA_LIBRARIES) + r")(?=[. \t]|$)", re.M
+)
+# Another backend a package's module or folder may name (`devices._OTHER_BACKEND` less the
+# ones where `torch.cuda` is the device API: ROCm's HIP, and for CUDA sources, which are
+# compiled by MUSA's CUDA-compatible toolchain too, MUSA).
+_NON_CUDA_BACKEND = compile_lazily(
+    r"(?<![A-Za-z0-9])(mps|npu|xpu|hpu|mlu|musa|mtia|tpu|xla|neuron|habana|ascend|gaudi|"
+    r"privateuse1|intel_extension_for_pytorch|ipex)(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
+_NON_CUDA_DIALECT = compile_lazily(_NON_CUDA_BACKEND.pattern.replace("musa|", ""), re.I)
+_CUDA_SOURCE_SUFFIXES = (".cu", ".cuh")
+
+
+@dataclass(frozen=True)
+class CudaPackage:
+    """Why the package of a folder is CUDA-only (None: it is not, or no package)."""
+
+    reason: str | None
+    files: tuple[str, ...] = ()  # the Python files the fact may read
+    folders: tuple[str, ...] = ()  # the folders whose listing it depends on
+
+
+# folder -> (stamp of its inputs when read, the fact)
+_PACKAGES: dict[str, tuple[str | None, CudaPackage]] = {}
+# package that ships CUDA sources -> whether its tree names another backend, this pass
+_SOURCE_TREES_OTHER_BACKEND: dict[str, bool] = {}
+# folder -> the fact's inputs (listings only), this process
+_PACKAGE_INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {}
+
+
+def cuda_package(path: str) -> CudaPackage:
+    """The CUDA-only package the module at `path` belongs to (memoised per folder; a
+    long-running process calls `forget_changed_projects` to see edits of sibling files)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    memo = _PACKAGES.get(folder)
+    if memo is None:
+        import time
+
+        started = time.time_ns()
+        fact = _read_cuda_package(folder)
+        memo = _PACKAGES[folder] = (cuda_package_stamp(folder, started), fact)
+    return memo[1]
+
+
+def cuda_package_read_stamp(path: str) -> str | None:
+    """The stamp of the package fact of `path` as it was read (None: not trusted)."""
+    cuda_package(path)
+    return _PACKAGES[os.path.dirname(os.path.abspath(path))][0]
+
+
+def cuda_package_stamp(
+    folder: str, now_ns: int | None = None, memo: dict[str, str | None] | None = None
+) -> str | None:
+    """A string that changes whenever a file or listing `cuda_package` reads for the
+    modules of `folder` may have changed, by `stat` alone (None: something was modified
+    too recently to trust, within `RACY_SECONDS` of `now_ns`). `memo`: the stat part of
+    each path already taken in this pass (the folders of one package share a tree)."""
+    import time
+
+    racy = (time.time_ns() if now_ns is None else now_ns) - int(RACY_SECONDS * 1e9)
+    files, folders, _ = package_inputs(folder)
+    parts: list[str] = []
+    for path, is_file in [*((d, False) for d in folders), *((f, True) for f in files)]:
+        part = memo.get(path, "") if memo is not None else ""
+        if part == "":
+            part = _stat_part(path, is_file, racy)
+            if memo is not None:
+                memo[path] = part
+        if part is None:
+            return None
+        parts.append(part)
+    return "\0".join(parts)
+
+
+def _stat_part(path: str, is_file: bool, racy_ns: int) -> str | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return f"{path}:missing"
+    if not is_file:  # a folder: its time changes when an entry is added, removed, renamed
+        return f"{path}:{info.st_mtime_ns}:{info.st_ino}"
+    if max(info.st_mtime_ns, info.st_ctime_ns) >= racy_ns:
+        return None
+    return f"{path}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}:{info.st_ino}"
+
+
+def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
+    """What the package fact of `folder` depends on, from listings alone: the Python files
+    it may read, the folders whose listings decide them, and the package that ships CUDA
+    sources (the folder or its nearest enclosing package with a `csrc/` or `*.cu`), if any.
+    Not a package (no `__init__.py`): nothing."""
+    memo = _PACKAGE_INPUTS.get(folder)
+    if memo is not None:
+        return memo
+    names = _listdir(folder)
+    folders = [folder]
+    files: list[str] = []
+    sources: str | None = None
+    if "__init__.py" in names:
+        files = [os.path.join(folder, n) for n in names if n.endswith(".py")]
+        directory, listing = folder, names
+        while "__init__.py" in listing:
+            if "csrc" in listing or any(n.endswith(_CUDA_SOURCE_SUFFIXES) for n in listing):
+                sources = directory
+                break
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                break
+            directory, listing = parent, _listdir(parent)
+            folders.append(directory)
+        if sources is not None:
+            tree_files, tree_folders = _python_tree(sources)
+            files = sorted(set(files).union(tree_files))
+            folders = sorted(set(folders).union(tree_folders))
+    memo = _PACKAGE_INPUTS[folder] = (tuple(files), tuple(folders), sources)
+    return memo
+
+
+def _python_tree(top: str) -> tuple[list[str], list[str]]:
+    files: list[str] = []
+    folders: list[str] = []
+    for directory, subfolders, names in os.walk(top):
+        subfolders.sort()
+        folders.append(directory)
+        files.extend(os.path.join(directory, n) for n in sorted(names) if n.endswith(".py"))
+    return files, folders
+
+
+def _read_cuda_package(folder: str) -> CudaPackage:
+    files, folders, sources = package_inputs(folder)
+    if not files:
+        return CudaPackage(None, files, folders)
+    reason = None
+    if sources is not None:
+        package = os.path.basename(sources)
+        tree = [p for p in files if p.startswith(sources + os.sep)]
+        if sources not in _SOURCE_TREES_OTHER_BACKEND:  # one reading per tree and pass
+            _SOURCE_TREES_OTHER_BACKEND[sources] = _names_another_backend(
+                sources, tree, _NON_CUDA_DIALECT
+            )
+        if not _SOURCE_TREES_OTHER_BACKEND[sources]:
+            reason = (f"a package that builds CUDA sources (`{package}/`), none of whose "
+                      f"{len(tree)} modules names another backend")  # fmt: skip
+    if reason is None:
+        own = [p for p in files if os.path.dirname(p) == folder]
+        for name in own:
+            match = _TOP_LEVEL_CUDA_IMPORT.search(_read_text(name) or "")
+            if match:
+                if not _names_another_backend(folder, own, _NON_CUDA_BACKEND):
+                    reason = (f"a package of CUDA-only modules (`{os.path.basename(name)}` "
+                              f"imports `{match.group(1)}`; no module beside it names "
+                              "another backend)")  # fmt: skip
+                break
+    return CudaPackage(reason, files, folders)
+
+
+def _names_another_backend(top: str, files: list[str], backend: re.Pattern[str]) -> bool:
+    """Whether a module among `files`, or the name of a file or folder in `top`'s listing
+    (an `npu/` subpackage), names a backend matched by `backend`."""
+    if any(backend.search(name.rsplit(".", 1)[0]) for name in _listdir(top)):
+        return True
+    return any(backend.search(_read_text(name) or "") for name in files)
+
+
+def package_facts_read() -> tuple[list[str], list[str]]:
+    """The files and folders every package fact this process read depends on (the run
+    memo watches them: a sibling edit must not replay a stale report)."""
+    files: dict[str, None] = {}
+    folders: dict[str, None] = {}
+    for read_files, read_folders, _ in list(_PACKAGE_INPUTS.values()):
+        files.update(dict.fromkeys(read_files))
+        folders.update(dict.fromkeys(read_folders))
+    return list(files), list(folders)
+
+
+def forget_changed_packages() -> int:
+    """Drop the memoised package facts whose inputs changed on disk since they were read
+    (the language server calls this, through `forget_changed_projects`)."""
+    _PACKAGE_INPUTS.clear()  # listings are cheap: a new or removed file is seen
+    _SOURCE_TREES_OTHER_BACKEND.clear()
+    changed = [
+        folder
+        for folder, (stamp, _) in _PACKAGES.items()
+        if stamp is None or cuda_package_stamp(folder) != stamp
+    ]
+    for folder in changed:
+        del _PACKAGES[folder]
+    return len(changed)

@@ -12,7 +12,6 @@ import io
 import os
 import re
 import stat
-import tempfile
 import tokenize
 from dataclasses import dataclass
 
@@ -194,7 +193,7 @@ def _replace_keeping_metadata(path: str, data: bytes, info: os.stat_result) -> b
     """Atomic replacement; False (nothing changed) where the metadata could not be copied."""
     directory = os.path.dirname(path)
     try:
-        fd, temp = tempfile.mkstemp(prefix=".lifetime-lint-", suffix=".tmp", dir=directory)
+        fd, temp = _temporary_beside(directory)
     except PermissionError:
         return False  # a read-only folder with a writable file: rewrite it in place
     try:
@@ -251,7 +250,7 @@ def write_atomic(path: str, data: bytes) -> None:
         write_file(path, data)
         return
     directory = os.path.dirname(os.path.abspath(path))
-    fd, temp = tempfile.mkstemp(prefix=".lifetime-lint-", suffix=".tmp", dir=directory)
+    fd, temp = _temporary_beside(directory)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -271,3 +270,12 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def _temporary_beside(directory: str) -> tuple[int, str]:
+    """A new temporary file in `directory` (for an atomic replace). `tempfile` is imported
+    here: it pulls in `shutil`, `random` and the compression modules, which a run that
+    writes nothing (every `check`, the one-file gate) has no use for."""
+    import tempfile
+
+    return tempfile.mkstemp(prefix=".lifetime-lint-", suffix=".tmp", dir=directory)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 
 import libcst as cst
 
 from lifetime_lint.analysis.cfg import CFG, DefSite, Node, TooLarge, build, iter_children
 from lifetime_lint.analysis.dataflow import Dataflow, solve
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
+from lifetime_lint.globs import glob_matcher
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.rule import FileContext, Rule
@@ -288,8 +288,7 @@ _NUMBER_REDUCERS = frozenset({"sum", "len", "min", "max", "mean", "median", "fme
 
 
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
-    lowered = name.lower()
-    return any(fnmatchcase(lowered, pattern) for pattern in patterns)
+    return glob_matcher(patterns)(name.lower())  # fnmatchcase's answer, no regex compiled
 
 
 def _is_no_grad_context(context: FileContext, expression: cst.BaseExpression) -> bool:

@@ -45,14 +45,25 @@ class DiscardedAllGather(Rule):
     `only_rank_0` is True, its default", while a flag without such a default (`if rank ==
     0 or debug:`) is taken to let every rank read. A function of the same module that fills
     a list with a collective and returns it (mmengine's `all_gather_object(data, group) ->
-    gather_list`) is followed like the collective it wraps.
+    gather_list`) is followed like the collective it wraps, and so are other packages'
+    helpers: mmengine's `all_gather_object` and `all_gather`, accelerate's `gather_object`,
+    and any function named for an all-gather (`evenly_divisible_all_gather`,
+    `concat_all_gather`; not `string_list_all_gather`), also through `typing.cast`
+    (`x = cast(torch.Tensor, idist.all_gather(x))`). Reads that learn only the result's
+    length, type or presence (`len(x)`, `isinstance(x, T)`, `x is None`) may run on every
+    rank; a merge loop on every rank (`for part in gathered: merged[k].extend(part[k])`,
+    adding to a collection made empty just before it) is followed to the merged name; an
+    early exit may be nested (`if main_rank is not None: if rank != main_rank: return`), and
+    the root may be a rank named for its job (`rank == self.save_rank`).
 
     Each finding has a significance from what each rank sends (the facts layer's origin of
     the sent tensor, refined by its name): `high` for decoded frames or tiles, `medium` for
     activations and tensors of unknown origin, `low` for latent-sized predictions,
     embeddings and scalars (world_size copies of a few MiB), and for `all_gather_object`
     of anything the facts layer does not know to be a tensor (pickled request ids, sets,
-    status records: metadata), except a state dict (`model.state_dict()`,
+    status records: metadata), except a collection whose name says it holds what a loop
+    collected (`result_part`, `self.results`, `predictions`, `preds`, `outputs`,
+    `local_states`; not one step's `result` nor an `rng_state`), which is `medium`, a state dict (`model.state_dict()`,
     `optimizer.state_dict()`, or a local bound to one: every weight or optimizer state the
     rank holds), which is `high`, and a list, tuple or dict that carries a tensor (known
     to the facts layer, or returned by a call named for one: `[pack_states_to_tensor(p),
@@ -139,7 +150,9 @@ class DiscardedAllGather(Rule):
     (a vendored copy: `lifetime-lint vendor-runtime`) is offered as unsafe whatever the
     analysis shows, since the fixed code would not import elsewhere.
 
-    No fix for `all_gather_object` (use `dist.gather_object`), `full_tensor()`,
+    No fix where a rank other than the root reads the result's length, type or presence
+    (after a gather to one rank it would have nothing to measure), for a merge loop, nor
+    for `all_gather_object` (use `dist.gather_object`), `full_tensor()`,
     functional collectives (they take meshes and are traced by `torch.compile`), wrappers, a root given by a flag
     (`if is_root:`), a root that only holds when a destination is given (`if dst is not
     None and rank != dst: return`: every rank reads when `dst` is None), and results that
@@ -157,7 +170,7 @@ class DiscardedAllGather(Rule):
     code = "LL003"
     name = "discarded-all-gather"
     summary = "`all_gather` result read on one rank only: the others' receive buffers are wasted"
-    triggers = ("all_gather", "full_tensor")
+    triggers = ("all_gather", "full_tensor", "gather_object")
     fix_availability = "sometimes"
     options = (
         Option(
@@ -220,6 +233,12 @@ class DiscardedAllGather(Rule):
             return FULL  # `DTensor.full_tensor()`: every shard all-gathered on every rank
         if isinstance(call.func, cst.Name) and qualified is None and "gather" in call.func.value:
             return self._module_wrapper(call.func.value)
+        if qualified is not None and not qualified.startswith("torch."):
+            known = _PACKAGE_WRAPPERS.get(qualified)
+            if known is not None:
+                return known
+            if _NAMED_ALL_GATHER.match(qualified.rpartition(".")[2]):
+                return WRAPPER  # `evenly_divisible_all_gather(outputs, concat=True)`
         return None
 
     def _module_wrapper(self, name: str) -> str | None:
@@ -238,7 +257,7 @@ class DiscardedAllGather(Rule):
     # -- analysis ---------------------------------------------------------------------
     def _check(self, function: cst.FunctionDef, candidate: _Candidate) -> None:
         call, kind, ancestors = candidate.call, candidate.kind, candidate.ancestors
-        site = _call_site(call, kind, ancestors)
+        site = _call_site(self.context, call, kind, ancestors)
         if site is None or _is_async(call, kind):
             return
         if _backend_dispatch(self.context, ancestors):
@@ -258,13 +277,17 @@ class DiscardedAllGather(Rule):
         reads = _reads_of(uses_for(self.context, function), result, statement, allocation)
         if reads is None and kind not in BUFFER_KINDS:
             # `param = param.full_tensor()` in a loop: the reads this binding reaches
-            reads = _reads_of_binding(ranks, result, statement, call)
+            reads = _reads_of_binding(ranks, result, statement, _bound_value(statement, call))
         if reads is None:
             return
         # decide: every read is on one rank (directly, or through a concatenation).
         guards: list[_Guard] = []
         through: list[_Derived] = []  # results derived on every rank, read on the root only
+        presence = False  # `len(x)`, `isinstance(x, T)`, `x is None` read on every rank
         for chain in reads.chains:
+            if _presence_read(self.context, chain):
+                presence = True
+                continue
             guard = _guard(ranks, chain)
             if guard is None:
                 derived = self._derived(ranks, chain)
@@ -300,6 +323,8 @@ class DiscardedAllGather(Rule):
                 "the loop rebinds it, so the waste is one parameter's size"
             )
         if not guards:
+            if presence:
+                return  # only its length or type is read, on every rank: not "unused"
             self.report(
                 call,
                 f"`{written}` {fills} on every rank, but nothing reads it: every rank "
@@ -316,11 +341,20 @@ class DiscardedAllGather(Rule):
         if through:
             via = " (through " + ", ".join(sorted({f"`{d.name}`" for d in through})) + ")"
         advice = _ADVICE[kind]
+        if kind == WRAPPER and isinstance(call.func, cst.Name):
+            advice = _GATHER_ADVICE  # a function, not a group coordinator's method
         fix = None
-        fixable = root != _FLAG and not given and kind in FIXABLE_KINDS and reads.after_call
+        fixable = (
+            root != _FLAG
+            and not given
+            and not presence  # `len(None)` would raise on the other ranks after the fix
+            and kind in FIXABLE_KINDS
+            and reads.after_call
+        )
         if (
             fixable
             and allocation is not None
+            and all(derived.concat is not None for derived in through)
             and (not through or (len(reads.chains) == 1 and kind == LIST))
         ):
             fix = self._fix(
@@ -339,6 +373,8 @@ class DiscardedAllGather(Rule):
     def _derived(self, ranks: _Ranks, chain: Sequence[cst.CSTNode]) -> _Derived | None:
         """For `video = torch.cat(result, ...)` run on every rank, where only the root reads
         `video`: the derived name and the guards of its reads. None otherwise."""
+        if len(chain) >= 2 and isinstance(chain[-2], cst.For) and chain[-2].iter is chain[-1]:
+            return self._merged(ranks, chain[-2])
         if len(chain) < 5:
             return None
         argument, concat, assign, statement = chain[-2], chain[-3], chain[-4], chain[-5]
@@ -366,6 +402,38 @@ class DiscardedAllGather(Rule):
         if any(guard is None for guard in guards):
             return None
         return _Derived(name, guards, statement, concat)  # type: ignore[arg-type]
+
+    def _merged(self, ranks: _Ranks, loop: cst.For) -> _Derived | None:
+        """For `for part in gathered: merged[k].extend(part[k])` run on every rank (mmdet's
+        per-category merge), where only the root reads `merged`: the merged name and the
+        guards of its reads. The loop may only add to locals made empty just before it
+        (`merged = defaultdict(list)`); None otherwise."""
+        accumulators = _accumulators(loop.body)
+        if accumulators is None or len(accumulators) != 1:
+            return None
+        name = accumulators.pop()
+        if _declared_or_parameter(ranks, name):
+            return None
+        uses = uses_for(self.context, ranks.function)
+        bindings = [u for u in uses.of(name) if u.binding and not u.inside(loop)]
+        first = min(bindings, key=lambda u: u.order, default=None)
+        loop_order = next((u.order for u in uses.of(name) if u.inside(loop)), None)
+        if first is None or loop_order is None or first.order > loop_order:
+            return None
+        start = next(
+            (a for a in reversed(first.ancestors) if isinstance(a, cst.SimpleStatementLine)),
+            None,
+        )
+        assign = start.body[0] if start is not None else None
+        if not (isinstance(assign, cst.Assign) and _is_empty_collection(assign.value)):
+            return None
+        reads = _reads_of(uses, name, loop, start)  # type: ignore[arg-type]
+        if reads is None or not reads.chains or not reads.after_call:
+            return None
+        guards = [_guard(ranks, read) for read in reads.chains]
+        if any(guard is None for guard in guards):
+            return None
+        return _Derived(name, guards, start, None)  # type: ignore[arg-type]
 
     # -- fix ----------------------------------------------------------------------------
     def _fix(
@@ -447,6 +515,8 @@ class DiscardedAllGather(Rule):
         # `video = torch.cat(frames, dim=2)` on every rank: the helper concatenates instead.
         removed = [allocation]
         if derived is not None:
+            if derived.concat is None:
+                return None  # a merge loop: nothing the helper can take over
             dim = _concat_dim(self.context, derived.concat)
             if dim is None or not _later_sibling(block, statement, derived.statement):
                 return None
@@ -606,6 +676,14 @@ def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> 
                 f"; each rank sends a tensor (`{carried}`) pickled with the object, so each "
                 f"of the others receives world_size of them"
             )
+        collected = _collected_results(ranks, sent)
+        if collected is not None:
+            # `all_gather_object(result_part)` in an evaluation: every sample's outputs.
+            return S.MEDIUM, (
+                f"; each rank sends `{collected}`, by its name the results, predictions or "
+                f"states it collected (pickled, growing with the data it covers), so each "
+                f"of the others receives world_size of them"
+            )
         # `all_gather_object` pickles Python objects: request ids, sets, status records.
         return S.LOW, "; each rank sends a pickled Python object (metadata), so the waste is small"
     size = S.size_class(origin)
@@ -656,6 +734,39 @@ def _tensor_in_object(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | N
         if isinstance(value, cst.Call) and _TENSOR_RETURNING.search(_last_name(value.func) or ""):
             return ranks.context.code_for(element).strip()
     return None
+
+
+# Names of collections that hold what a loop collected per sample or per parameter:
+# `result_part`, `results`, `self.results`, `predictions`, `preds`, `outputs`,
+# `local_states` (not `result`, one step's outcome, nor `rng_state`).
+_COLLECTED = compile_lazily(
+    r"^_?((.*_)?(results|predictions|preds|outputs|states)(_.*)?|results?_parts?)$"
+)
+
+
+def _collected_results(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | None:
+    """The code of what `all_gather_object` sends when its name says it is a collection
+    of results, predictions or states (`result_part`, `self.results`, `(preds, labels)`),
+    unless the facts layer or its one binding shows metadata (a string, a path, a
+    number). None otherwise."""
+    if isinstance(sent, (cst.Tuple, cst.List)):
+        for element in sent.elements:
+            found = _collected_results(ranks, element.value)
+            if found is not None:
+                return found
+        return None
+    if not isinstance(sent, (cst.Name, cst.Attribute)):
+        return None
+    name = _last_name(sent)
+    if name is None or not _COLLECTED.match(name):
+        return None
+    if isinstance(sent, cst.Name):
+        bound = ranks.binding(sent)
+        if bound is not None and bound[1] is None:
+            value = bound[0]
+            if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.Integer)):
+                return None
+    return ranks.context.code_for(sent).strip()
 
 
 _IPC_REDUCTIONS = frozenset(
@@ -809,17 +920,81 @@ _COLLECTIVES: dict[str, str] = {
     f"{_DIST}.nn.functional.all_gather": RETURNED,
 }
 
+# Other packages' functions that all-gather and return the result on every rank.
+_PACKAGE_WRAPPERS: dict[str, str] = {
+    "mmengine.dist.all_gather_object": WRAPPED_OBJECT,
+    "mmengine.dist.dist.all_gather_object": WRAPPED_OBJECT,
+    "mmengine.dist.all_gather": WRAPPER,
+    "mmengine.dist.dist.all_gather": WRAPPER,
+    "accelerate.utils.gather_object": WRAPPED_OBJECT,
+    "accelerate.utils.operations.gather_object": WRAPPED_OBJECT,
+}
+# A function of another package named for an all-gather (`evenly_divisible_all_gather`,
+# `concat_all_gather`): returns what every rank sent.
+# (`string_list_all_gather` gathers strings, not tensors: metadata, not matched.)
+_NAMED_ALL_GATHER = compile_lazily(r"^(?!.*(string|str|object|obj|name|key)_)(.+_)?all_gather$")
+
 _CONCATENATIONS = {"torch.cat", "torch.concat", "torch.concatenate", "torch.stack"}
 
 
 @dataclass(frozen=True)
 class _Derived:
-    """`name = torch.cat(result, ...)`, run on every rank, whose reads are root-only."""
+    """`name = torch.cat(result, ...)` (or a merge loop over `result` into `name`), run on
+    every rank, whose reads are root-only."""
 
     name: str
     guards: list[_Guard]
     statement: cst.SimpleStatementLine
-    concat: cst.Call
+    concat: cst.Call | None  # None for a merge loop: no fix moves it
+
+
+_ADDING_METHODS = frozenset({"append", "extend", "update", "add", "setdefault"})
+_EMPTY_FACTORIES = frozenset({"list", "dict", "set", "defaultdict", "OrderedDict"})
+
+
+def _is_empty_collection(value: cst.BaseExpression) -> bool:
+    """`[]`, `{}`, `list()`, `dict()`, `defaultdict(list)`, `OrderedDict()`."""
+    if isinstance(value, (cst.List, cst.Dict)):
+        return not value.elements
+    if isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)):
+        name = _last_name(value.func)
+        return name in _EMPTY_FACTORIES and (name == "defaultdict" or not value.args)
+    return False
+
+
+def _accumulators(body: cst.BaseSuite) -> set[str] | None:
+    """The locals a merge loop's body only adds to (`merged[k].extend(v)`,
+    `merged.append(x)`, `merged[k] = v`), through nested `for` loops; None when the body
+    does anything else (another call, a branch, a return)."""
+    found: set[str] = set()
+    statements = body.body if isinstance(body, cst.IndentedBlock) else (body,)
+    for statement in statements:
+        if isinstance(statement, cst.For) and statement.orelse is None:
+            inner = _accumulators(statement.body)
+            if inner is None:
+                return None
+            found |= inner
+            continue
+        lines = statement.body if isinstance(statement, cst.SimpleStatementLine) else None
+        if isinstance(statement, cst.SimpleStatementSuite):
+            lines = statement.body
+        if not lines:
+            return None
+        for line in lines:
+            target: cst.BaseExpression | None = None
+            if isinstance(line, cst.Expr) and isinstance(line.value, cst.Call):
+                func = line.value.func
+                if isinstance(func, cst.Attribute) and func.attr.value in _ADDING_METHODS:
+                    target = func.value
+            elif isinstance(line, cst.Assign) and len(line.targets) == 1:
+                if isinstance(line.targets[0].target, cst.Subscript):
+                    target = line.targets[0].target
+            while isinstance(target, cst.Subscript):
+                target = target.value
+            if not isinstance(target, cst.Name):
+                return None
+            found.add(target.value)
+    return found
 
 
 def _concat_dim(context, concat: cst.Call) -> str | None:
@@ -874,14 +1049,61 @@ class _Candidate:
     ancestors: tuple[cst.CSTNode, ...]
 
 
+def _presence_read(context, chain: Sequence[cst.CSTNode]) -> bool:
+    """The read at the end of `chain` learns only the result's length, type or presence
+    (`len(x)`, `isinstance(x, T)`, `x is None`), not its data: a test every rank may run
+    while only the root reads the data. (With the data gathered to one rank the others
+    would need that fact another way, so a finding with such reads gets no fix.)"""
+    if len(chain) < 3:
+        return False
+    name, parent, outer = chain[-1], chain[-2], chain[-3]
+    if isinstance(parent, cst.CompFor) and parent.iter is name and not parent.ifs:
+        # `all(item is None for item in gathered)`: each element tested for None only
+        element = getattr(outer, "elt", None)
+        return (
+            parent.inner_for_in is None
+            and isinstance(parent.target, cst.Name)
+            and isinstance(element, cst.Comparison)
+            and isinstance(element.left, cst.Name)
+            and element.left.value == parent.target.value
+            and _is_none_test(element)
+        )
+    if isinstance(parent, cst.Arg) and isinstance(outer, cst.Call) and outer.args:
+        if outer.args[0] is parent and isinstance(outer.func, cst.Name):
+            return outer.func.value in ("len", "isinstance") and context.qualified_name(
+                outer.func
+            ) in (None, f"builtins.{outer.func.value}")
+        return False
+    if isinstance(parent, cst.Comparison) and parent.left is name:
+        return _is_none_test(parent)
+    return False
+
+
+def _is_none_test(test: cst.Comparison) -> bool:
+    """`x is None` or `x is not None`."""
+    if len(test.comparisons) != 1:
+        return False
+    comparison = test.comparisons[0]
+    return (
+        isinstance(comparison.operator, (cst.Is, cst.IsNot))
+        and isinstance(comparison.comparator, cst.Name)
+        and comparison.comparator.value == "None"
+    )
+
+
 def _call_site(
-    call: cst.Call, kind: str, ancestors: Sequence[cst.CSTNode]
+    context, call: cst.Call, kind: str, ancestors: Sequence[cst.CSTNode]
 ) -> tuple[str, cst.SimpleStatementLine, cst.CSTNode] | None:
     """(result name, the statement, its block) for `f(result, ...)` as a statement of its
-    own, or `result = f(...)` for calls that return the result."""
-    if len(ancestors) < 4:
+    own, or `result = f(...)` for calls that return the result, also through
+    `typing.cast` (`x = cast(torch.Tensor, idist.all_gather(x))`: the same object)."""
+    end = len(ancestors)
+    if kind not in BUFFER_KINDS:
+        while end >= 3 and _casts(context, ancestors[end - 3], ancestors[end - 2]):
+            end -= 2  # the cast call stands for the collective
+    if end < 4:
         return None
-    parent, statement, block = ancestors[-2], ancestors[-3], ancestors[-4]
+    parent, statement, block = ancestors[end - 2], ancestors[end - 3], ancestors[end - 4]
     if not isinstance(statement, cst.SimpleStatementLine):
         return None
     if not isinstance(block, (cst.IndentedBlock, cst.Module)):
@@ -898,6 +1120,18 @@ def _call_site(
     if isinstance(parent, cst.AnnAssign) and isinstance(parent.target, cst.Name):
         return parent.target.value, statement, block
     return None
+
+
+def _casts(context, outer: cst.CSTNode, argument: cst.CSTNode) -> bool:
+    """`outer` is `typing.cast(T, value)` and `argument` its value argument: the call
+    returns `value` itself."""
+    return (
+        isinstance(outer, cst.Call)
+        and isinstance(argument, cst.Arg)
+        and len(outer.args) == 2
+        and outer.args[1] is argument
+        and context.qualified_name(outer.func) == "typing.cast"
+    )
 
 
 def _arguments(call: cst.Call, names: Sequence[str]) -> dict[str, cst.BaseExpression]:
@@ -1040,8 +1274,16 @@ def _reads_of(
     return _Reads(chains, after_call)
 
 
+def _bound_value(statement: cst.SimpleStatementLine, call: cst.Call) -> cst.BaseExpression:
+    """The value `statement` binds: `call`, or the `cast(T, call)` around it."""
+    assignment = statement.body[0]
+    if isinstance(assignment, (cst.Assign, cst.AnnAssign)) and assignment.value is not None:
+        return assignment.value
+    return call
+
+
 def _reads_of_binding(
-    ranks: _Ranks, name: str, statement: cst.SimpleStatementLine, call: cst.Call
+    ranks: _Ranks, name: str, statement: cst.SimpleStatementLine, call: cst.BaseExpression
 ) -> _Reads | None:
     """The reads of `name` that the binding `name = <call>` may reach (the facts layer's
     reaching definitions), for a name bound before too (`param = param.full_tensor()` in
@@ -1087,7 +1329,8 @@ _NOT_RANK = compile_lazily(
 )
 _ROOT_VALUE = compile_lazily(
     r"^_?(dst|root|src|master|leader|target|main)(_?rank|_?idx|_?id)?$|"
-    r"^_?[a-z0-9]+_(dst|root|src)$"
+    r"^_?[a-z0-9]+_(dst|root|src)$|"
+    r"^_?(save|saver|dump|log|logging|write|writer|output|report)_rank$"  # `self.save_rank`
 )
 _ROOT_FLAGS = {
     "is_root", "is_root_rank", "is_master", "is_main_process", "is_main_rank", "is_rank_zero",
@@ -1122,10 +1365,27 @@ def _early_exit_guard(ranks: _Ranks, block: cst.CSTNode, child: cst.CSTNode) -> 
     for statement in block.body:  # type: ignore[attr-defined]
         if statement is child:
             return None
-        if isinstance(statement, cst.If) and statement.orelse is None and _exits(statement.body):
-            found = _root_when(ranks, statement.test, False)
+        test = _exit_test(statement)
+        if test is not None:
+            found = _root_when(ranks, test, False)
             if found is not None:
                 return found
+    return None
+
+
+def _exit_test(statement: cst.CSTNode) -> cst.BaseExpression | None:
+    """The condition under which `statement` leaves the block: `if t: return` gives `t`;
+    `if a: if b: return` (nothing else in either) reads as `a and b` (nemo's
+    `if main_rank is not None: if rank != main_rank: return None`)."""
+    if not isinstance(statement, cst.If) or statement.orelse is not None:
+        return None
+    if _exits(statement.body):
+        return statement.test
+    body = statement.body
+    if isinstance(body, cst.IndentedBlock) and len(body.body) == 1:
+        inner = _exit_test(body.body[0])
+        if inner is not None:
+            return cst.BooleanOperation(left=statement.test, operator=cst.And(), right=inner)
     return None
 
 

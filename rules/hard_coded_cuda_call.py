@@ -172,7 +172,8 @@ class HardCodedCudaCall(Rule):
     (also one read from a table of `(condition, reason)` pairs), private helpers called
     only from CUDA-bound code, CUDA-only capability declarations, ROCm-only classes, code
     past an early exit unless a ROCm, HIP or AMD probe holds, CUDA-only subsystems, branches on a
-    same-module predicate that is true only on CUDA), scripts and
+    same-module predicate that is true only on CUDA, a module of a CUDA-only package read
+    from the package's other files), scripts and
     non-library paths as LL004 (see its documentation);
     a call whose result only feeds a log message (also through locals that only log
     messages read: `before_mb = torch.cuda.memory_reserved() / 2**20`, then

@@ -73,7 +73,12 @@ class RawEmptyCache(Rule):
     library binds (`shuffle_weight` from `aiter`) or what a same-module accessor of one
     returns (`_api()[1](...)`, every `return` `None` or the library's names), CUDA's driver API, IPC or VMM
     subsystems, or a CUDA stream of its own, a module that JIT-builds CUDA kernel sources
-    (`cuda_files=["gemm/tiny_gemm.cuh"]`, `load_inline(cuda_sources=...)`), code past a
+    (`cuda_files=["gemm/tiny_gemm.cuh"]`, `load_inline(cuda_sources=...)`), a module of
+    a CUDA-only package, read from the package's other files (the nearest package at or
+    above the module ships CUDA sources, a `csrc/` folder or `*.cu` files; or a module
+    beside it imports CUDA's driver or a CUDA-only kernel library at top level, `from
+    cuda.bindings import driver`, `import cutlass`; only while none of the modules read,
+    nor a file or folder name there, names another backend such as npu, xpu or mps), code past a
     loop that returns unless each item is on CUDA, past `if not _enable_splitk: return`
     where the module sets that flag only once a CUDA-only library loaded, under a local
     that is None unless the device is CUDA, in a branch on a same-module predicate whose

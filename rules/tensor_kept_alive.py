@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
-from fnmatch import fnmatchcase
 from typing import Any
 
 import libcst as cst
@@ -38,6 +37,7 @@ from lifetime_lint.analysis.tables import FEED_FORWARD_SUBMODULES, MODEL_CALLS
 from lifetime_lint.devices import Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
+from lifetime_lint.globs import glob_matcher
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.rule import Option, Rule
 from lifetime_lint.rules.autograd_history_kept import held_by_autograd
@@ -389,8 +389,7 @@ class TensorKeptAlive(Rule):
         return work
 
     def _matches(self, name: str) -> bool:
-        lowered = name.lower()
-        return any(fnmatchcase(lowered, pattern) for pattern in self._heavy_patterns)
+        return glob_matcher(self._heavy_patterns)(name.lower())  # fnmatchcase's answer
 
 
 def _is_compiled(function: cst.FunctionDef) -> bool:
@@ -455,7 +454,7 @@ def _feed_forward(work: F.Work) -> bool:
     if work.level != F.PEAK or not work.parts:
         return False
     name = work.parts[-1].lower()
-    return any(fnmatchcase(name, p) for p in FEED_FORWARD_SUBMODULES)
+    return glob_matcher(FEED_FORWARD_SUBMODULES)(name)
 
 
 def _heavier(work: F.Work, than: F.Work) -> bool:

@@ -23,11 +23,8 @@ place that knows torch).
 
 from __future__ import annotations
 
-import functools
-import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from fnmatch import translate
 from typing import Any
 
 import libcst as cst
@@ -36,6 +33,7 @@ from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import CFG, DefSite, Node, TooLarge, build, iter_children
 from lifetime_lint.analysis.dataflow import Dataflow, solve
 from lifetime_lint.analysis.domain import parameter_streams
+from lifetime_lint.globs import glob_matcher
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.traversal import walk
 
@@ -329,15 +327,9 @@ def _is_tensor_constructor(value: cst.BaseExpression) -> bool:
 
 
 def _glob_any(name: str, patterns: tuple[str, ...]) -> bool:
-    """Whether `name` matches any of the glob `patterns` (`fnmatchcase`'s answer)."""
-    return _glob_matcher(patterns)(name) is not None
-
-
-@functools.cache
-def _glob_matcher(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]:
-    """One regular expression for a table of globs: the alternation of what
-    `fnmatchcase` matches each with, so one match replaces a loop over the patterns."""
-    return re.compile("|".join(f"(?:{translate(pattern)})" for pattern in patterns)).match
+    """Whether `name` matches any of the glob `patterns` (`fnmatchcase`'s answer; matched
+    by string tests, see `lifetime_lint.globs`)."""
+    return glob_matcher(patterns)(name)
 
 
 # -- the facts of one function ---------------------------------------------------------------

@@ -1,0 +1,135 @@
+"""LL004/LL005's package fact (`project.cuda_package`), read from a module's sibling files:
+a package whose modules import CUDA's own driver or a CUDA-only kernel library at top level,
+or which ships CUDA sources, and none of whose modules names another backend, is CUDA-only.
+
+A fact read from other files must never be served stale: each test edits a sibling through
+the real CLI with the cache on (the content key, the stat index, the run memo of a
+one-file run) and the finding comes back, then goes away again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lifetime_lint import cache as cache_module
+from lifetime_lint import project
+
+MANAGER = "import torch\n\n\ndef wait(x):\n    torch.cuda.synchronize()\n    return x\n"
+TRANSPORT = "from cuda.bindings import driver\n\n\ndef handle():\n    return driver\n"
+PORTABLE = "import numpy as driver\n\n\ndef handle():\n    return driver\n"
+
+
+def _forget_package_facts() -> None:
+    """This process's memo of package facts, dropped (a test edits the files they read)."""
+    project._PACKAGES.clear()
+    project._PACKAGE_INPUTS.clear()
+    project._SOURCE_TREES_OTHER_BACKEND.clear()
+
+
+def settle() -> None:
+    """Wait until what was just written is older than the racily-clean window."""
+    time.sleep(cache_module.RACY_NANOSECONDS / 1e9 + 0.2)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n[tool.lifetime-lint]\n')
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "manager.py").write_text(MANAGER)
+    (package / "transport.py").write_text(TRANSPORT)
+    return tmp_path
+
+
+def rows(tree: Path, *paths: str) -> list[tuple[str, int]]:
+    """The LL005 findings of `lifetime-lint check PATHS` (the real command, cache on)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "lifetime_lint", "check", "--jobs", "1", "--select", "LL005",
+         "--output-format", "json", "--exit-zero", *paths],
+        cwd=tree, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return [
+        (os.path.basename(d["filename"]), d["location"]["row"]) for d in json.loads(done.stdout)
+    ]
+
+
+def test_fact_needs_a_cuda_only_import_and_no_other_backend(tree: Path) -> None:
+    manager = str(tree / "pkg" / "manager.py")
+    fact = project.cuda_package(manager)
+    assert fact.reason is not None and "`transport.py` imports `cuda`" in fact.reason
+    _forget_package_facts()
+    (tree / "pkg" / "npu_ops.py").write_text("import torch_npu\n")  # a sibling for NPU
+    assert project.cuda_package(manager).reason is None
+    _forget_package_facts()
+    (tree / "pkg" / "npu_ops.py").unlink()
+    (tree / "pkg" / "__init__.py").unlink()  # a folder of scripts is no package
+    assert project.cuda_package(manager).reason is None
+    _forget_package_facts()
+
+
+def test_fact_of_a_package_that_ships_cuda_sources(tree: Path) -> None:
+    (tree / "pkg" / "transport.py").write_text(PORTABLE)
+    (tree / "pkg" / "ops").mkdir()
+    (tree / "pkg" / "ops" / "__init__.py").write_text("")
+    (tree / "pkg" / "ops" / "launch.py").write_text(MANAGER)
+    (tree / "pkg" / "csrc").mkdir()
+    (tree / "pkg" / "csrc" / "kernel.cu").write_text("__global__ void k() {}\n")
+    launch = str(tree / "pkg" / "ops" / "launch.py")
+    try:
+        reason = project.cuda_package(launch).reason
+        assert reason is not None and "builds CUDA sources (`pkg/`)" in reason
+        assert rows(tree, "pkg") == []
+        # A module of the package for Intel GPUs: the kernels' package is not CUDA-only.
+        (tree / "pkg" / "ops" / "xpu.py").write_text("import torch\nDEVICE = 'xpu'\n")
+        assert sorted(rows(tree, "pkg")) == [("launch.py", 5), ("manager.py", 5)]
+    finally:
+        _forget_package_facts()
+
+
+def test_sibling_edit_is_seen_by_the_content_key_and_the_stat_index(tree: Path) -> None:
+    settle()
+    assert rows(tree, "pkg") == []  # bound by transport.py's driver import
+    assert rows(tree, "pkg") == []  # warm: answered by the stat index
+    entries = json.loads(next((tree / ".lifetime_lint_cache").glob("*/index.json")).read_text())
+    assert entries["entries"][str(tree / "pkg" / "manager.py")][6]  # the package stamp
+    (tree / "pkg" / "transport.py").write_text(PORTABLE)
+    assert rows(tree, "pkg") == [("manager.py", 5)]  # manager.py itself is unchanged
+    settle()
+    assert rows(tree, "pkg") == [("manager.py", 5)]
+    (tree / "pkg" / "transport.py").write_text(TRANSPORT)
+    assert rows(tree, "pkg") == []
+    settle()
+    assert rows(tree, "pkg") == []
+
+
+def test_sibling_edit_is_seen_by_a_one_file_run_and_its_run_memo(tree: Path) -> None:
+    settle()
+    for _ in range(2):  # the second run may be replayed from the run memo
+        assert rows(tree, "pkg/manager.py") == []
+    (tree / "pkg" / "transport.py").write_text(PORTABLE)
+    assert rows(tree, "pkg/manager.py") == [("manager.py", 5)]
+    settle()
+    for _ in range(2):
+        assert rows(tree, "pkg/manager.py") == [("manager.py", 5)]
+    (tree / "pkg" / "transport.py").write_text(TRANSPORT)
+    assert rows(tree, "pkg/manager.py") == []
+
+
+def test_a_long_running_process_forgets_a_changed_package(tree: Path) -> None:
+    manager = str(tree / "pkg" / "manager.py")
+    try:
+        settle()
+        assert project.cuda_package(manager).reason is not None
+        (tree / "pkg" / "transport.py").write_text(PORTABLE)
+        assert project.forget_changed_projects() >= 1  # what the language server calls
+        assert project.cuda_package(manager).reason is None
+    finally:
+        _forget_package_facts()
