@@ -20,12 +20,13 @@ from lifetime_lint.analysis import chunks as C
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
+from lifetime_lint.analysis.class_config import off_default_path
 from lifetime_lint.analysis.dataflow import Dataflow
 from lifetime_lint.analysis.domain import (
     AUDIO_STREAM,
     LARGE_DOMAIN,
     TEXT_STREAM,
-    file_domain,
+    class_domain,
     mentions_video,
     runs_against_cache,
     short_stream,
@@ -160,6 +161,15 @@ class TensorKeptAlive(Rule):
     and `mlp` run over the prompt's few hundred tokens), and a class built only by such
     classes (the refiner's blocks). The same class also built for the video tokens
     (`self.patch_refiner = TokenRefiner(...)` called on `hidden_states`) keeps its size.
+    In a video file that holds several models (diffusers' `attention.py`: SD3's image
+    `JointTransformerBlock` beside AnimateDiff's video blocks), the video size goes per class:
+    to a class named for video or whose code shows it, to the classes that build or name one,
+    and to what those build; another class of the file works at image size. A finding that
+    exists only on a path the model's own defaults never take (`attn_output` held across the
+    feed-forward only when `self.attn2` is None, where the constructor's default and every
+    construction in the file build `attn2`; a class the file builds only under a non-default
+    selector) is `low`, and its message says so. A default of None, a value from a config or
+    `**kwargs` keeps the finding.
     Findings in tests, examples, benchmarks and scripts (the non-library globs the
     portability rules share) are `low`: small inputs, run once.
     The default run reports `medium` and `high`; `min-significance = "low"` under
@@ -485,9 +495,9 @@ class _Held:
 
 
 class _Pending:
-    __slots__ = ("estimate", "held", "info", "name", "origin", "status", "tokens")
+    __slots__ = ("estimate", "held", "info", "name", "note", "origin", "status", "tokens")
 
-    def __init__(self, name, info, status, held, origin, estimate, tokens) -> None:
+    def __init__(self, name, info, status, held, origin, estimate, tokens, note="") -> None:
         self.name = name
         self.info = info
         self.status = status
@@ -495,6 +505,7 @@ class _Pending:
         self.origin = origin
         self.estimate = estimate
         self.tokens = tokens  # the token domain its size follows (`S.token_domain`)
+        self.note = note  # why it is held only off the defaults' path (`class_config`)
 
 
 class _Analysis:
@@ -558,7 +569,7 @@ class _Analysis:
                 facts.feeds_decoder(site) for site in owned
             ):
                 origin = S.DECODER_INPUT  # `x = self.post_quant_conv(z)` ... `self.decoder(x[i])`
-            domain = file_domain(self.context)
+            domain = class_domain(self.context, self._owner_name)
             origin = S.domain_origin(
                 origin,
                 self.context.path,
@@ -600,11 +611,15 @@ class _Analysis:
             elif not info.insertable:
                 status = 3
             held, estimate = self._rated(info, origin, held_across, tokens)
+            # Held only on a path the model's own defaults never take: low.
+            note = off_default_path(self.context, self._owner_name, info, name, held.node)
+            if note:
+                estimate = replace(estimate, level=S.LOW)
             if not library:
                 # Tests, examples, benchmarks, scripts: small inputs, run once (the shared
                 # non-library globs): low, shown with `min-significance = "low"`.
                 estimate = replace(estimate, level=S.LOW)
-            finding = _Pending(name, info, status, held, origin, estimate, tokens)
+            finding = _Pending(name, info, status, held, origin, estimate, tokens, note)
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)
         self._report(pending, groups)
@@ -1120,7 +1135,8 @@ class _Analysis:
                 until = ""
             level = finding.estimate.level
             message = (
-                f"{subject} stays alive across {across}{until}; `del` it after its last use "
+                f"{subject} stays alive across {across}{until}{finding.note}; `del` it after its "
+                "last use "
                 f"(significance: {level})"
             )
             fix = None

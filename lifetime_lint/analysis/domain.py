@@ -206,6 +206,98 @@ def file_domain(context) -> str:
     return domain
 
 
+# -- which classes of a video file work at video size ----------------------------------------
+# One file often holds several independent models: diffusers' `attention.py` holds an SD1.x
+# UNet block with GLIGEN's gated attention, SD3's `JointTransformerBlock` (an image DiT) and
+# AnimateDiff's `FreeNoiseTransformerBlock` (video). The file's domain is video because of the
+# last; the image blocks hold ~4k tokens at 1024^2, not 32,760.
+
+_VIDEO_CLASSES_KEY = "domain.video_classes"
+# How much of a class's own code must be about video (video words, 5-D structure) to count.
+_CLASS_VIDEO_EVIDENCE = 2
+
+
+def class_domain(context, owner: str | None) -> str:
+    """The domain a class of the file works at: the file's (`file_domain`), except that in a
+    video file whose video evidence lies in some of its classes, a class with no link to them
+    works at image size (`LARGE_DOMAIN`). See `video_classes` for the links."""
+    domain = file_domain(context)
+    if domain != VIDEO_DOMAIN or owner is None:
+        return domain
+    video = video_classes(context.module, context.memo)
+    if video is None or owner in video or owner not in video.classes:
+        return domain
+    return LARGE_DOMAIN
+
+
+@dataclass(frozen=True)
+class VideoClasses:
+    """The top-level classes of a file (`classes`) and those that work at video size."""
+
+    classes: frozenset[str]
+    video: frozenset[str]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.video
+
+
+def video_classes(module: cst.Module, memo: dict) -> VideoClasses | None:
+    """Which top-level classes of a module work at video size, memoised per file; None when no
+    class shows video in its own code (the file's evidence is elsewhere: keep the file's
+    domain for all). A class is video when
+    - its name names video (`VideoBlock`, `TemporalBasicTransformerBlock`), or its own code
+      shows it (`_CLASS_VIDEO_EVIDENCE` video words or 5-D structures: `num_frames`,
+      `b, c, t, h, w = x.shape`, `Conv3d`);
+    - it names (builds, subclasses or lists in `_no_split_modules`) a class that does, or
+      one that names such a class (a model that builds a video block is a video model); or
+    - a video class names it (a block built by a video model runs on its tokens:
+      `WanTransformerBlock`, built only by `WanTransformer3DModel`).
+    Naming counts any identifier or string word equal to a class name, so a block built
+    through a variable or a config list still links; a class named by a module-level
+    function (`initialize_layers(model)` building the blocks) keeps the file's domain."""
+    if _VIDEO_CLASSES_KEY in memo:
+        return memo[_VIDEO_CLASSES_KEY]
+    result = _video_classes(module)
+    memo[_VIDEO_CLASSES_KEY] = result
+    return result
+
+
+def _video_classes(module: cst.Module) -> VideoClasses | None:
+    definitions = [s for s in module.body if isinstance(s, cst.ClassDef)]
+    classes = frozenset(s.name.value for s in definitions)
+    names: dict[str, set[str]] = {}  # class -> the other classes of the file it names
+    shown: set[str] = set()
+    for statement in definitions:
+        name = statement.name.value
+        code = module.code_for_node(statement)
+        words = _WORD.findall(code)
+        names[name] = (set(words) & classes) - {name}
+        evidence = sum(1 for word in words if mentions_video(word))
+        evidence += len(_VIDEO_STRUCTURE.findall(code))
+        if evidence >= _CLASS_VIDEO_EVIDENCE or mentions_video(name):  # (`VideoBlock`)
+            shown.add(name)
+    if not shown:
+        return None
+    video = set(shown)
+    for function in module.body:  # named by module-level code (a builder function): linked
+        if isinstance(function, cst.FunctionDef):
+            video |= set(_WORD.findall(module.code_for_node(function))) & classes
+    changed = True
+    while changed:  # up: a class that names a video class (its model, its subclass)
+        changed = False
+        for name, named in names.items():
+            if name not in video and named & video:
+                video.add(name)
+                changed = True
+    pending = list(video)
+    while pending:  # down: what a video class names (its blocks, processors, bases)
+        for built in names[pending.pop()]:
+            if built not in video:
+                video.add(built)
+                pending.append(built)
+    return VideoClasses(classes, frozenset(video))
+
+
 # -- which stream of a multi-stream model a value belongs to ----------------------------------
 # A two-stream model (an audio-video DiT such as LTX-2, a dual-stream image DiT, a
 # mixture-of-transformers such as BAGEL or Cosmos3 with its understanding and generation
