@@ -2079,7 +2079,7 @@ class FunctionFacts:
                     level = PEAK if self._joins_large(call) else LAYER
                     return Work(level, "concatenation", parts=parts)
                 if last in T.HEAVY_TORCH_OPS:
-                    heavy = last.startswith("conv") or last in (
+                    heavy = (last.startswith("conv") and not _grouped(call)) or last in (
                         "scaled_dot_product_attention",
                         "interpolate",
                         "grid_sample",
@@ -2458,6 +2458,22 @@ def _is_kernel_dsl_name(qualified: str) -> bool:
 
 def _is_kernel_language(qualified: str) -> bool:
     return qualified.startswith(_KERNEL_LANGUAGES)
+
+
+def _grouped(call: cst.Call) -> bool:
+    """A functional convolution with `groups=` other than a literal 1: one filter per group
+    (depthwise when it is the channel count: `F.conv3d(x, w, groups=x.shape[1])`, Haar
+    wavelet patchers, Mamba's causal `conv1d`). It keeps the channel count, and a stride
+    shrinks it, so its output is at most about one input: one sublayer, not the wide
+    channel expansion that sets a block's peak (measured: the Cosmos tokenizer's wavelet
+    subbands held across such convolutions lower its peak by 0 MiB, benchmarks/RESULTS.md,
+    VAE calibration)."""
+    for argument in call.args:
+        keyword = argument.keyword
+        if keyword is not None and keyword.value == "groups":
+            value = argument.value
+            return not (isinstance(value, cst.Integer) and value.value == "1")
+    return False
 
 
 def _argument_for(
