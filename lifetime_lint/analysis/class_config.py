@@ -322,6 +322,7 @@ def built_by_default(module: cst.Module, memo: dict, owner: str) -> frozenset[st
     init = _init_of(definition) if definition is not None else None
     built: set[str] = set()
     if init is not None:
+        always: set[str] = set()  # built by an unconditional `self.attr = Module(...)`
         for statement, branches in _assignments(init):
             target = statement.targets[0].target if len(statement.targets) == 1 else None
             attribute = _self_attribute(target)
@@ -334,13 +335,46 @@ def built_by_default(module: cst.Module, memo: dict, owner: str) -> frozenset[st
                 if truth is None:
                     continue
                 value, conditional = (value.body if truth else value.orelse), True
-            if not conditional or not isinstance(value, cst.Call):
+            if not isinstance(value, cst.Call):
                 continue
-            if _under_defaults(table, module, owner, branches):
+            if not conditional:
+                always.add(attribute)
+            elif _under_defaults(table, module, owner, branches):
                 built.add(attribute)
+        # An attribute the constructor always builds (Allegro's `self.attn2 = Attention(...)`)
+        # is never None unless the class binds it to something else somewhere.
+        if always and definition is not None:
+            built.update(always - _bound_to_non_call(definition))
     result = frozenset(built)
     table.built[owner] = result
     return result
+
+
+def _bound_to_non_call(definition: cst.ClassDef) -> set[str]:
+    """The `self.` attributes any method of the class binds to something other than a call
+    (`self.attn2 = None`, `self.attn2 = attn`), or deletes: such an attribute may be None
+    (or anything) when `forward` runs."""
+    found: set[str] = set()
+
+    class Scan(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                attribute = _self_attribute(target.target)
+                if attribute is not None and not isinstance(node.value, cst.Call):
+                    found.add(attribute)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            attribute = _self_attribute(node.target)
+            if attribute is not None and not isinstance(node.value, cst.Call):
+                found.add(attribute)
+
+        def visit_Del(self, node: cst.Del) -> None:
+            attribute = _self_attribute(node.target)
+            if attribute is not None:
+                found.add(attribute)
+
+    definition.visit(Scan())
+    return found
 
 
 def _assignments(function: cst.FunctionDef):
