@@ -48,9 +48,21 @@ FILES = {
     "wan-vae-tiled": ("autoencoders", "autoencoder_kl_wan.py"),
     "wan-vae-decode-81": ("autoencoders", "autoencoder_kl_wan.py"),
     "cosmos-vae": ("autoencoders", "autoencoder_kl_cosmos.py"),
+    "hunyuan15-vae-decode-121": ("autoencoders", "autoencoder_kl_hunyuanvideo15.py"),
+    "hunyuan-vae-decode-129": ("autoencoders", "autoencoder_kl_hunyuan_video.py"),
+    "cogvideox-vae-decode-49": ("autoencoders", "autoencoder_kl_cogvideox.py"),
+    "cogvideox-vae-decode-81": ("autoencoders", "autoencoder_kl_cogvideox.py"),
 }
-TILED = {"wan-vae-tiled", "wan-vae-decode-81"}  # run with the model's `enable_tiling()`
-DECODE_ONLY = {"wan-vae-decode-81"}  # `model.decode(**inputs)` instead of `model(**inputs)`
+# The latent of each decode-only workload: (channels, latent frames, height, width).
+DECODE_LATENTS = {
+    "wan-vae-decode-81": (16, 21, 90, 160),  # Wan 2.1: 81 frames at 720x1280
+    "hunyuan15-vae-decode-121": (32, 31, 45, 80),  # HunyuanVideo 1.5: 121 frames at 720p
+    "hunyuan-vae-decode-129": (16, 33, 90, 160),  # HunyuanVideo: 129 frames at 720p
+    "cogvideox-vae-decode-49": (16, 13, 60, 90),  # CogVideoX-5B: 49 frames at 480x720
+    "cogvideox-vae-decode-81": (16, 21, 96, 170),  # CogVideoX1.5: 81 frames at 768x1360
+}
+DECODE_ONLY = set(DECODE_LATENTS)  # `model.decode(**inputs)` instead of `model(**inputs)`
+TILED = {"wan-vae-tiled", *DECODE_ONLY}  # run with the model's `enable_tiling()`
 
 
 def prepare() -> None:
@@ -164,12 +176,22 @@ def _wan_vae_tiled(torch: Any, smoke: bool) -> tuple[str, dict[str, Any], dict[s
     return "AutoencoderKLWan", {}, _video(torch, smoke, 17, 720, 1280)
 
 
-def _wan_vae_decode_81(torch: Any, smoke: bool) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    # The tiled decode alone of a full Wan 2.1 clip, 81 frames at 720x1280 (21 x 90 x 160
-    # latents): output-sized values (decoded tiles, rows) grow with the frames.
-    g = torch.Generator(device="cpu").manual_seed(1)
-    shape = (1, 16, *((2, 4, 4) if smoke else (21, 90, 160)))
-    return "AutoencoderKLWan", {}, {"z": torch.randn(*shape, generator=g), "return_dict": False}
+def _decode_latent(name: str) -> Any:
+    """The tiled decode alone of a full clip at its model's real size (`DECODE_LATENTS`):
+    output-sized values (decoded tiles, rows) grow with the frames, one tile's decoder
+    activations with the tile's frames."""
+
+    def workload(torch: Any, smoke: bool) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        channels, frames, height, width = DECODE_LATENTS[name]
+        g = torch.Generator(device="cpu").manual_seed(1)
+        shape = (1, channels, *((2, 4, 4) if smoke else (frames, height, width)))
+        class_name = {
+            "wan": "AutoencoderKLWan", "hunyuan15": "AutoencoderKLHunyuanVideo15",
+            "hunyuan": "AutoencoderKLHunyuanVideo", "cogvideox": "AutoencoderKLCogVideoX",
+        }[name.split("-")[0]]  # fmt: skip
+        return class_name, {}, {"z": torch.randn(*shape, generator=g), "return_dict": False}
+
+    return workload
 
 
 def _cosmos_vae(torch: Any, smoke: bool) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -180,7 +202,7 @@ def _cosmos_vae(torch: Any, smoke: bool) -> tuple[str, dict[str, Any], dict[str,
 WORKLOADS = {
     "wan": _wan, "ltx2": _ltx2, "flux": _flux,
     "wan-vae": _wan_vae, "wan-vae-tiled": _wan_vae_tiled, "cosmos-vae": _cosmos_vae,
-    "wan-vae-decode-81": _wan_vae_decode_81,
+    **{name: _decode_latent(name) for name in DECODE_LATENTS},
 }  # fmt: skip
 
 
@@ -206,7 +228,7 @@ def _forward_peak(torch: Any, call: Any, inputs: dict[str, Any]) -> tuple[int, s
     return peak, digest
 
 
-def run(names: list[str], smoke: bool) -> list[dict[str, Any]]:
+def run(names: list[str], smoke: bool, only: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     _install()
     import diffusers
     import torch
@@ -225,7 +247,8 @@ def run(names: list[str], smoke: bool) -> list[dict[str, Any]]:
             e
             for e in make_variants(site_models / subpackage / filename, variants)
             if e["code"] == "LL001" and e["safe"]
-        ]
+            and (not only or any(f"_{line}_" in e["name"] for line in only))
+        ]  # fmt: skip
         device_inputs = {
             k: v.to(device, dtype if v.is_floating_point() else v.dtype)
             if isinstance(v, torch.Tensor)
@@ -276,6 +299,7 @@ def main() -> None:
     runner = sub.add_parser("run")
     runner.add_argument("--models", default="wan,ltx2,flux")
     runner.add_argument("--smoke", action="store_true", help="tiny inputs (a CPU check)")
+    runner.add_argument("--lines", default="", help="only the fixes at these lines (a,b,...)")
     args = parser.parse_args()
     if args.command == "prepare":
         prepare()
@@ -284,7 +308,7 @@ def main() -> None:
     rows = []
     for name in args.models.split(","):
         try:
-            rows += run([name], args.smoke)
+            rows += run([name], args.smoke, tuple(x for x in args.lines.split(",") if x))
         except Exception as error:  # one model's failure must not lose the others
             import traceback
 
