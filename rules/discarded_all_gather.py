@@ -396,12 +396,7 @@ class DiscardedAllGather(Rule):
         if _declared_or_parameter(ranks, name):
             return None
         reads = _reads_of(uses_for(self.context, ranks.function), name, statement, None)
-        if reads is None or not reads.chains or not reads.after_call:
-            return None
-        guards = [_guard(ranks, read) for read in reads.chains]
-        if any(guard is None for guard in guards):
-            return None
-        return _Derived(name, guards, statement, concat)  # type: ignore[arg-type]
+        return _guarded(ranks, name, reads, statement, concat)
 
     def _merged(self, ranks: _Ranks, loop: cst.For) -> _Derived | None:
         """For `for part in gathered: merged[k].extend(part[k])` run on every rank (mmdet's
@@ -428,12 +423,7 @@ class DiscardedAllGather(Rule):
         if not (isinstance(assign, cst.Assign) and _is_empty_collection(assign.value)):
             return None
         reads = _reads_of(uses, name, loop, start)  # type: ignore[arg-type]
-        if reads is None or not reads.chains or not reads.after_call:
-            return None
-        guards = [_guard(ranks, read) for read in reads.chains]
-        if any(guard is None for guard in guards):
-            return None
-        return _Derived(name, guards, start, None)  # type: ignore[arg-type]
+        return _guarded(ranks, name, reads, start, None)
 
     # -- fix ----------------------------------------------------------------------------
     def _fix(
@@ -1337,6 +1327,18 @@ _ROOT_FLAGS = {
     "is_rank0", "is_rank_0", "is_leader", "is_world_process_zero", "is_global_zero",
     "is_master_process", "is_dst", "is_first_rank",
 }  # fmt: skip
+
+
+def _guarded(ranks: _Ranks, name: str, reads, statement, concat) -> _Derived | None:
+    """The derived value `name` (bound at `statement`) when every read of it after the
+    collective is under a root guard; None when it is never read after the call or some read
+    is unguarded."""
+    if reads is None or not reads.chains or not reads.after_call:
+        return None
+    guards = [_guard(ranks, read) for read in reads.chains]
+    if any(guard is None for guard in guards):
+        return None
+    return _Derived(name, guards, statement, concat)  # type: ignore[arg-type]
 
 
 def _guard(ranks: _Ranks, chain: Sequence[cst.CSTNode]) -> _Guard | None:
