@@ -1214,9 +1214,17 @@ class _Analysis:
         last, dynamic = self._last_use(info, name)
         if last is None or dynamic:
             return False
-        context = self.context
-        row = context.position(last).start
         found = False
+
+        def contains_last(node: cst.CSTNode) -> bool:
+            inside = False
+
+            def mark(current: cst.CSTNode) -> None:
+                nonlocal inside
+                inside = inside or current is last
+
+            walk(node, mark, _ignore)
+            return inside
 
         def enter(node: cst.CSTNode) -> None:
             nonlocal found
@@ -1227,34 +1235,29 @@ class _Analysis:
                 return
             if not _always_exits(node.body):
                 return
-            span = context.position(node)
-            start, end = (span.start.line, span.start.column), (span.end.line, span.end.column)
-            found = start <= (row.line, row.column) <= end
+            found = contains_last(node)
 
         walk(info.statement, enter, _ignore)
         return found
 
     def _last_use(self, info: StatementInfo, name: str) -> tuple[cst.CSTNode | None, bool]:
-        """The last read of `name` inside the statement: a Name, or a `locals()`-like call
-        (then the flag is True) when the name is only read dynamically."""
-        context = self.context
-        span = context.position(info.statement)
-        low = (span.start.line, span.start.column)
-        high = (span.end.line, span.end.column)
+        """The last read of `name` inside the statement, in source order (the walk's order;
+        no positions, which would cost a code generation of the module): a Name, or a
+        `locals()`-like call (then the flag is True) when the name is only read
+        dynamically."""
+        loads = {id(load) for node in self.cfg.nodes for load in node.loads if load.value == name}
+        calls = {id(n.dynamic_call) for n in self.cfg.nodes if n.dynamic_call is not None}
         best: cst.CSTNode | None = None
-        best_key = None
         dynamic = False
-        for node in self.cfg.nodes:
-            reads: list[tuple[cst.CSTNode, bool]] = [
-                (load, False) for load in node.loads if load.value == name
-            ]
-            if node.dynamic_call is not None:
-                reads.append((node.dynamic_call, True))
-            for read, is_dynamic in reads:
-                position = context.position(read).start
-                key = (position.line, position.column)
-                if low <= key <= high and (best_key is None or key > best_key):
-                    best, best_key, dynamic = read, key, is_dynamic
+
+        def enter(node: cst.CSTNode) -> None:
+            nonlocal best, dynamic
+            if id(node) in loads:
+                best, dynamic = node, False
+            elif id(node) in calls:
+                best, dynamic = node, True
+
+        walk(info.statement, enter, _ignore)
         return best, dynamic
 
     def _fix(self, info: StatementInfo, names: Sequence[str]) -> Fix:
