@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from lifetime_lint.traversal import visit
+
 MEMO_KEY = "analysis.class_config"
 _UNKNOWN = object()  # a value the file does not decide
 _DEPTH = 4  # how many constructors a parameter is followed through
@@ -101,7 +103,7 @@ def _table(module: cst.Module, memo: dict) -> _Table:
                 )
 
     if classes:
-        module.visit(Scan())
+        visit(module, Scan())  # (attribute hooks: LibCST's own walk)
     memo[MEMO_KEY] = table
     return table
 
@@ -149,7 +151,7 @@ def _reassigned(function: cst.FunctionDef, name: str) -> bool:
         def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
             check(node.target)
 
-    function.body.visit(Scan())
+    visit(function.body, Scan())
     return found
 
 
@@ -373,7 +375,7 @@ def _bound_to_non_call(definition: cst.ClassDef) -> set[str]:
             if attribute is not None:
                 found.add(attribute)
 
-    definition.visit(Scan())
+    visit(definition, Scan())
     return found
 
 
