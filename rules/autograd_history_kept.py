@@ -103,6 +103,24 @@ _DETACHING_ATTRIBUTES = frozenset(
         "layout",
     }
 )
+# Functions that return gradients: without `create_graph=True` the gradients are plain
+# tensors with no graph of their own (`grad, = torch.autograd.grad(loss, [x],
+# retain_graph=True)` keeps `loss`'s graph for a later backward, not in `grad`).
+_GRADIENT_CALLS = frozenset({"torch.autograd.grad"})
+
+
+def _creates_graph(call: cst.Call) -> bool:
+    """Whether a `torch.autograd.grad` call may record a graph of the gradients: its
+    `create_graph` argument (keyword, or the fifth positional) is present and not `False`."""
+    for position, arg in enumerate(call.args):
+        named = arg.keyword.value if arg.keyword is not None else None
+        if named == "create_graph" or (named is None and arg.star == "" and position == 4):
+            return not (isinstance(arg.value, cst.Name) and arg.value.value in ("False", "None"))
+        if arg.star:
+            return True  # `**kwargs` may set it
+    return False
+
+
 # Attributes whose reading means the gradient matters: the `.detach()` fix would change it.
 _GRAD_ATTRIBUTES = frozenset(
     {"grad", "grad_fn", "requires_grad", "is_leaf", "retain_grad", "register_hook"}
@@ -509,7 +527,8 @@ class AutogradHistoryKept(Rule):
     (`loss.backward()`, `accelerator.backward(loss)`, `scaler.scale(loss).backward()`,
     `torch.autograd.grad`, the value a `training_step` returns), or anything derived from
     one by tensor operations (operators, `outputs.loss`, `out[0]`, tensor methods,
-    `torch.*` functions, `sum()`). Not history: `.item()`, `float()`, `.detach()`,
+    `torch.*` functions, `sum()`). Not history: the gradients `torch.autograd.grad` returns
+    without `create_graph=True`, `.item()`, `float()`, `.detach()`,
     `.data`, `.tolist()`, `.numpy()`, integer and boolean results (`argmax`, comparisons),
     results of unknown functions (`accelerator.gather(loss)`), anything computed under
     `torch.no_grad()` or `torch.inference_mode()` (or `set_grad_enabled` of anything but
@@ -828,6 +847,8 @@ class _FunctionAnalysis:
         if qualified is not None and (qualified == "torch" or qualified.startswith("torch.")):
             last = qualified.rsplit(".", 1)[-1]
             if last in _NON_DIFFERENTIABLE_TORCH or not enabled:
+                return False
+            if qualified in _GRADIENT_CALLS and not _creates_graph(call):
                 return False
             return any(self._carries(a, bits, enabled) for a in arguments)
         if isinstance(func, cst.Name):
