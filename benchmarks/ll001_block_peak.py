@@ -52,6 +52,8 @@ FILES = {
     "hunyuan-vae-decode-129": ("autoencoders", "autoencoder_kl_hunyuan_video.py"),
     "cogvideox-vae-decode-49": ("autoencoders", "autoencoder_kl_cogvideox.py"),
     "cogvideox-vae-decode-81": ("autoencoders", "autoencoder_kl_cogvideox.py"),
+    "mochi-vae-decode-163": ("autoencoders", "autoencoder_kl_mochi.py"),
+    "ltx-vae-decode-161": ("autoencoders", "autoencoder_kl_ltx.py"),
 }
 # The latent of each decode-only workload: (channels, latent frames, height, width).
 DECODE_LATENTS = {
@@ -60,6 +62,8 @@ DECODE_LATENTS = {
     "hunyuan-vae-decode-129": (16, 33, 90, 160),  # HunyuanVideo: 129 frames at 720p
     "cogvideox-vae-decode-49": (16, 13, 60, 90),  # CogVideoX-5B: 49 frames at 480x720
     "cogvideox-vae-decode-81": (16, 21, 96, 170),  # CogVideoX1.5: 81 frames at 768x1360
+    "mochi-vae-decode-163": (12, 28, 60, 106),  # Mochi 1: 163 frames at 480x848
+    "ltx-vae-decode-161": (128, 21, 22, 38),  # LTX-Video: 161 frames at 704x1216
 }
 DECODE_ONLY = set(DECODE_LATENTS)  # `model.decode(**inputs)` instead of `model(**inputs)`
 TILED = {"wan-vae-tiled", *DECODE_ONLY}  # run with the model's `enable_tiling()`
@@ -188,6 +192,7 @@ def _decode_latent(name: str) -> Any:
         class_name = {
             "wan": "AutoencoderKLWan", "hunyuan15": "AutoencoderKLHunyuanVideo15",
             "hunyuan": "AutoencoderKLHunyuanVideo", "cogvideox": "AutoencoderKLCogVideoX",
+            "mochi": "AutoencoderKLMochi", "ltx": "AutoencoderKLLTXVideo",
         }[name.split("-")[0]]  # fmt: skip
         return class_name, {}, {"z": torch.randn(*shape, generator=g), "return_dict": False}
 
