@@ -303,12 +303,91 @@ def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
 
     The same `visit_<Type>`/`leave_<Type>` calls in the same order; a `visit_*` returning
     False skips the node's children, as in LibCST. A visitor with attribute hooks
-    (`visit_<Type>_<field>`) is handed to LibCST itself, which calls them.
+    (`visit_<Type>_<field>`, e.g. `visit_If_body` to know which branch a node is in) gets
+    them around each field, as LibCST calls them, still without rebuilding.
     """
     if _has_attribute_hooks(type(visitor)):
-        node.visit(visitor)
+        _visit_with_attributes(node, visitor)
         return
     _visit(node, visitor.on_visit, visitor.on_leave)
+
+
+# Optional fields LibCST does not visit at all (no field hooks) when they hold None: an
+# f-string or t-string expression's `format_spec` (every other None field gets its hooks).
+_UNHOOKED_WHEN_NONE = frozenset({"format_spec"})
+
+
+def _visit_with_attributes(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """`_visit` that also calls the visitor's field hooks: `on_visit_attribute(node, field)`
+    before a field's children (a field holding None or a sentinel included, as in LibCST)
+    and `on_leave_attribute` after them. A node type whose fields are not known is walked
+    by LibCST itself."""
+    _visit_fields(node, visitor, _field_hooks(type(visitor)))
+
+
+def _visit_fields(
+    node: cst.CSTNode, visitor: cst.CSTVisitor, hooks: frozenset[tuple[str, str]] | None
+) -> None:
+    if not visitor.on_visit(node):
+        visitor.on_leave(node)
+        return
+    node_type = type(node)
+    fields = _CHILD_FIELDS.get(node_type, _UNKNOWN)
+    if fields is _UNKNOWN:
+        fields = child_fields(node_type)
+    if fields is None:
+        for child in node.children:
+            child.visit(visitor)
+    else:
+        type_name = node_type.__name__
+        for name in fields:
+            value = getattr(node, name)
+            if value is None and name in _UNHOOKED_WHEN_NONE:
+                continue
+            hooked = hooks is None or (type_name, name) in hooks
+            if hooked:
+                visitor.on_visit_attribute(node, name)
+            kind = type(value)
+            if kind is tuple or kind is list:
+                for item in value:
+                    if _is_node(type(item)):
+                        _visit_fields(item, visitor, hooks)
+            elif _is_node(kind):
+                _visit_fields(value, visitor, hooks)
+            if hooked:
+                visitor.on_leave_attribute(node, name)
+    visitor.on_leave(node)
+
+
+_FIELD_HOOKS: dict[type, frozenset[tuple[str, str]] | None] = {}
+
+
+def _field_hooks(visitor_type: type[cst.CSTVisitor]) -> frozenset[tuple[str, str]] | None:
+    """The (node type, field) pairs the visitor has a `visit_`/`leave_` hook for, or None
+    when it overrides `on_visit_attribute`/`on_leave_attribute` (then every field is
+    announced). Calling LibCST's dispatch for fields without a hook would only look them up."""
+    try:
+        return _FIELD_HOOKS[visitor_type]
+    except KeyError:
+        pass
+    answer: frozenset[tuple[str, str]] | None
+    if (
+        visitor_type.on_visit_attribute is not cst.CSTVisitor.on_visit_attribute
+        or visitor_type.on_leave_attribute is not cst.CSTVisitor.on_leave_attribute
+    ):
+        answer = None
+    else:
+        pairs = set()
+        for klass in visitor_type.__mro__:
+            if klass.__module__.startswith("libcst"):
+                continue
+            for attribute in vars(klass):
+                if _ATTRIBUTE_HOOK.match(attribute):
+                    _, node_type, field = attribute.split("_", 2)
+                    pairs.add((node_type, field))
+        answer = frozenset(pairs)
+    _FIELD_HOOKS[visitor_type] = answer
+    return answer
 
 
 def _visit(

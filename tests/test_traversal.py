@@ -161,3 +161,53 @@ def test_visit_equals_libcst_visit(name, visitor_type):
     traversal.visit(module, fast)
     assert fast.events == expected.events
     assert ("name", "kept") in fast.events and ("name", "pruned") not in fast.events
+
+
+class _AttributeRecorder(_Recorder):
+    """Records node and field events (`visit_If_body` makes it a field-hook visitor)."""
+
+    def visit_If_body(self, node: cst.If) -> None:
+        self.events.append(("if-body", id(node)))
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        self.events.append(("field", id(node), attribute))
+        super().on_visit_attribute(node, attribute)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        self.events.append(("left-field", id(original_node), attribute))
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+def test_visit_with_field_hooks_equals_libcst_visit(name):
+    module = cst.parse_module(TEXTS[name])
+    expected = _AttributeRecorder()
+    module.visit(expected)
+    fast = _AttributeRecorder()
+    traversal.visit(module, fast)
+    assert fast.events == expected.events
+
+
+class _BranchHooks(_Recorder):
+    """Field hooks only (no on_visit_attribute override): the fast walk calls just these."""
+
+    def visit_If_body(self, node: cst.If) -> None:
+        self.events.append(("if-body", id(node)))
+
+    def leave_If_body(self, node: cst.If) -> None:
+        self.events.append(("left-if-body", id(node)))
+
+    def visit_If_orelse(self, node: cst.If) -> None:
+        self.events.append(("if-orelse", id(node)))
+
+    def leave_FormattedStringExpression_format_spec(self, node) -> None:
+        self.events.append(("format-spec", id(node)))
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+def test_visit_with_some_field_hooks_equals_libcst_visit(name):
+    module = cst.parse_module(TEXTS[name])
+    expected = _BranchHooks()
+    module.visit(expected)
+    fast = _BranchHooks()
+    traversal.visit(module, fast)
+    assert fast.events == expected.events
