@@ -2185,10 +2185,29 @@ def in_debugging_branch(context: FileContext, ancestors: Sequence[cst.CSTNode]) 
     for index in range(len(chain) - 1):
         node, child = chain[index], chain[index + 1]
         if isinstance(node, cst.If) and child is node.body:
-            words = re.split(r"[^A-Za-z0-9]+", context.code_for(node.test).lower())
-            if _DEBUG_WORDS.intersection(words):
+            if _names_debug_flag(context, node.test):
                 return True
+        if isinstance(node, cst.IndentedBlock):
+            # Past `if not trace_e2e: return` (or `if not os.environ.get("X_DEBUG"):
+            # return`) in an enclosing block: the rest runs only with the flag set.
+            for statement in node.body:
+                if statement is child:
+                    break
+                if (
+                    isinstance(statement, cst.If)
+                    and statement.orelse is None
+                    and isinstance(statement.test, cst.UnaryOperation)
+                    and isinstance(statement.test.operator, cst.Not)
+                    and _names_debug_flag(context, statement.test.expression)
+                    and _how_body_exits(statement.body) is not None
+                ):
+                    return True
     return False
+
+
+def _names_debug_flag(context: FileContext, test: cst.BaseExpression) -> bool:
+    words = re.split(r"[^A-Za-z0-9]+", context.code_for(test).lower())
+    return bool(_DEBUG_WORDS.intersection(words))
 
 
 def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
