@@ -563,12 +563,11 @@ def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str |
             tree_files, tree_folders = _python_tree(sources)
             files = sorted(set(files).union(tree_files))
             folders = sorted(set(folders).union(tree_folders))
-        project = project_tree(folder)
+        project = _project_fact(folder)
         if project is not None:
-            _, project_files, project_folders = project
-            if len(project_files) >= PROJECT_MIN_MODULES:
-                files = sorted(set(files).union(project_files))
-            folders = sorted(set(folders).union(project_folders))
+            _, evidence_files, evidence_folders = project
+            files = sorted(set(files).union(evidence_files))
+            folders = sorted(set(folders).union(evidence_folders))
     memo = _PACKAGE_INPUTS[folder] = (tuple(files), tuple(folders), sources)
     return memo
 
@@ -597,8 +596,8 @@ _PLATFORM_FOLDERS = frozenset({"platforms", "platform", "hardware_backend", "dev
 _SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "build", "dist", "site-packages"})
 # top package folder -> (project root, its Python files, its folders), this process
 _PROJECT_TREES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]] | None] = {}
-# project root -> why it is CUDA-only (None: it is not), this pass
-_PROJECT_FACTS: dict[str, str | None] = {}
+# project root -> (why it is CUDA-only or None, the files and folders that decide it)
+_PROJECT_FACTS: dict[str, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {}
 
 
 def project_tree(folder: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
@@ -639,31 +638,53 @@ def project_tree(folder: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | 
 
 def cuda_project(folder: str) -> str | None:
     """Why the project of the package in `folder` is CUDA-only, or None."""
+    fact = _project_fact(folder)
+    return None if fact is None else fact[0]
+
+
+def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, ...]] | None:
+    """The project fact of the package in `folder` with what decides it (the stamps cover
+    only that): the first module or folder that names another backend (while it stays,
+    the project is multi-backend, whatever the other files say); for a CUDA-only project
+    every module and folder; for too small a tree its folders (a module added is seen).
+    None: not a package."""
     tree = project_tree(folder)
     if tree is None:
         return None
     root, files, folders = tree
-    if root in _PROJECT_FACTS:
-        return _PROJECT_FACTS[root]
-    reason = None
-    if len(files) >= PROJECT_MIN_MODULES and not _project_names_another_backend(files, folders):
-        reason = (f"{CUDA_PROJECT} (`{os.path.basename(root)}`: none of its "
-                  f"{len(files)} modules names another backend or a platform layer)")  # fmt: skip
-    _PROJECT_FACTS[root] = reason
-    return reason
+    fact = _PROJECT_FACTS.get(root)
+    if fact is not None:
+        return fact
+    if len(files) < PROJECT_MIN_MODULES:
+        fact = (None, (), folders)
+    else:
+        evidence = _project_names_another_backend(files, folders)
+        if evidence is not None:
+            fact = (None, *evidence)
+        else:
+            reason = (f"{CUDA_PROJECT} (`{os.path.basename(root)}`: none of its "
+                      f"{len(files)} modules names another backend or a platform layer)")  # fmt: skip
+            fact = (reason, files, folders)
+    _PROJECT_FACTS[root] = fact
+    return fact
 
 
-def _project_names_another_backend(files: tuple[str, ...], folders: tuple[str, ...]) -> bool:
+def _project_names_another_backend(
+    files: tuple[str, ...], folders: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The (files, folders) whose stat shows the evidence gone: a folder named for another
+    backend or a platform layer (its parent's listing), or the first module that names one;
+    None: there is none."""
     for directory in folders:
         name = os.path.basename(directory)
         if name in _PLATFORM_FOLDERS or _PROJECT_OTHER_BACKEND.search(name):
-            return True
+            return (), (os.path.dirname(directory),)
     for path in files:
-        if _PROJECT_OTHER_BACKEND.search(os.path.basename(path)[:-3]):
-            return True
-        if _PROJECT_OTHER_BACKEND.search(_read_text(path) or ""):
-            return True
-    return False
+        if _PROJECT_OTHER_BACKEND.search(os.path.basename(path)[:-3]) or (
+            _PROJECT_OTHER_BACKEND.search(_read_text(path) or "")
+        ):
+            return (path,), ()
+    return None
 
 
 def _python_tree(top: str) -> tuple[list[str], list[str]]:
