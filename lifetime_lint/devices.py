@@ -25,7 +25,7 @@ import libcst as cst
 
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.lazy_regex import compile_lazily
-from lifetime_lint.project import cuda_package
+from lifetime_lint.project import CUDA_PROJECT, cuda_package
 from lifetime_lint.rule import FileContext
 from lifetime_lint.scopes import IMPORT, NONE, Binding, ScopeTable
 from lifetime_lint.traversal import walk
@@ -2133,9 +2133,12 @@ def _is_cuda_availability(
 # portability findings there are rarely worth a maintainer's time. A bare name matches any
 # folder or file name in the path; a pattern with a `/` matches the path from the config's
 # folder.
+# Folder globs name the kind (`parallel_examples/`, `unit_tests/`, `gpu-benchmarks/`); not a
+# singular `*_example`, which names library packages (diffusers' `paint_by_example/`).
 DEFAULT_NON_LIBRARY = (
     "tests", "test", "testing", "examples", "example", "benchmarks", "benchmark", "scripts",
-    "notebooks", "docs", "tools", "test_*.py", "*_test.py", "tests.py", "conftest.py", "*.ipynb",
+    "notebooks", "docs", "tools", "*[_-]examples", "*[_-]tests", "*[_-]benchmarks",
+    "*[_-]scripts", "test_*.py", "*_test.py", "tests.py", "conftest.py", "*.ipynb",
     "testing_utils.py",
 )  # fmt: skip
 
@@ -2151,6 +2154,7 @@ LEFT_OUT_SCRIPT = "script entry point"
 LEFT_OUT_LOGGING = "logging only"
 LEFT_OUT_DEBUG = "debugging branch"
 LEFT_OUT_OWN_FALLBACK = "past its own answer without CUDA"
+LEFT_OUT_CUDA_PROJECT = "CUDA-only project"
 # The setting that reports every one of them (what `--statistics` prints beside the counts).
 SHOWS_LEFT_OUT = 'portability = "strict"'
 
@@ -2185,10 +2189,29 @@ def in_debugging_branch(context: FileContext, ancestors: Sequence[cst.CSTNode]) 
     for index in range(len(chain) - 1):
         node, child = chain[index], chain[index + 1]
         if isinstance(node, cst.If) and child is node.body:
-            words = re.split(r"[^A-Za-z0-9]+", context.code_for(node.test).lower())
-            if _DEBUG_WORDS.intersection(words):
+            if _names_debug_flag(context, node.test):
                 return True
+        if isinstance(node, cst.IndentedBlock):
+            # Past `if not trace_e2e: return` (or `if not os.environ.get("X_DEBUG"):
+            # return`) in an enclosing block: the rest runs only with the flag set.
+            for statement in node.body:
+                if statement is child:
+                    break
+                if (
+                    isinstance(statement, cst.If)
+                    and statement.orelse is None
+                    and isinstance(statement.test, cst.UnaryOperation)
+                    and isinstance(statement.test.operator, cst.Not)
+                    and _names_debug_flag(context, statement.test.expression)
+                    and _how_body_exits(statement.body) is not None
+                ):
+                    return True
     return False
+
+
+def _names_debug_flag(context: FileContext, test: cst.BaseExpression) -> bool:
+    words = re.split(r"[^A-Za-z0-9]+", context.code_for(test).lower())
+    return bool(_DEBUG_WORDS.intersection(words))
 
 
 def only_for_logging(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -2345,7 +2368,9 @@ class Portability:
             return LEFT_OUT_PLATFORM
         if not self.library or _in_test_function(ancestors):
             return LEFT_OUT_SCOPE
-        if _in_script_entry_point(ancestors) or reached_only_from_script(context, ancestors):
+        if _in_script_entry_point(ancestors, module_level=True) or reached_only_from_script(
+            context, ancestors
+        ):
             return LEFT_OUT_SCRIPT
         if only_for_logging(context, ancestors) or (query and in_logging_function(ancestors)):
             return LEFT_OUT_LOGGING
@@ -2368,6 +2393,8 @@ def left_out_label(reason: str) -> str:
         return LEFT_OUT_CALLER_GATED
     if reason.startswith(OWN_FALLBACK):
         return LEFT_OUT_OWN_FALLBACK
+    if reason.startswith(CUDA_PROJECT):
+        return LEFT_OUT_CUDA_PROJECT
     if "ROCm" in reason:
         return LEFT_OUT_ROCM
     return LEFT_OUT_CUDA_BOUND
@@ -2382,9 +2409,10 @@ def _in_test_function(ancestors: Sequence[cst.CSTNode]) -> bool:
     )
 
 
-def _in_script_entry_point(ancestors: Sequence[cst.CSTNode]) -> bool:
+def _in_script_entry_point(ancestors: Sequence[cst.CSTNode], module_level: bool = False) -> bool:
     """Code under `if __name__ == "__main__":`, or in a top-level `main()` of a module that
-    has such a block: a script, whatever folder it lives in."""
+    has such a block: a script, whatever folder it lives in; with `module_level`, also
+    the module-level code of such a file."""
     if not ancestors or not isinstance(ancestors[0], cst.Module):
         return False
     module = ancestors[0]
@@ -2392,6 +2420,11 @@ def _in_script_entry_point(ancestors: Sequence[cst.CSTNode]) -> bool:
     if isinstance(top, cst.If) and _is_main_guard(top):
         return True
     if isinstance(top, cst.FunctionDef) and top.name.value == "main":
+        return any(isinstance(s, cst.If) and _is_main_guard(s) for s in module.body)
+    if module_level and top is not None and not isinstance(top, (cst.FunctionDef, cst.ClassDef)):
+        # Module-level code of a script file (one with a `__main__` block): it runs when
+        # the script does (`torch.cuda.set_device(rank)` beside `dist.init_process_group()`).
+        # Not for the callers of a function (a module-level table may export it).
         return any(isinstance(s, cst.If) and _is_main_guard(s) for s in module.body)
     return False
 

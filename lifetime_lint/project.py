@@ -5,7 +5,7 @@ lifetime-lint as a dependency (so a fix may import `lifetime_lint.runtime` there
 its import sorter wants imports laid out (Ruff's `[tool.ruff.lint.isort]`, or isort's
 `[tool.isort]`), so an import a fix adds is where `ruff check --select I` expects it.
 And one fact for LL004/LL005, read from a module's sibling files: whether its package is
-CUDA-only (`cuda_package`).
+CUDA-only (`cuda_package`), or the whole project it belongs to (`cuda_project`).
 """
 
 from __future__ import annotations
@@ -563,8 +563,128 @@ def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str |
             tree_files, tree_folders = _python_tree(sources)
             files = sorted(set(files).union(tree_files))
             folders = sorted(set(folders).union(tree_folders))
+        project = _project_fact(folder)
+        if project is not None:
+            _, evidence_files, evidence_folders = project
+            files = sorted(set(files).union(evidence_files))
+            folders = sorted(set(folders).union(evidence_folders))
     memo = _PACKAGE_INPUTS[folder] = (tuple(files), tuple(folders), sources)
     return memo
+
+
+# -- the CUDA-only project a package belongs to -------------------------------------------
+#
+# A project whose every module (its installable package, or the whole repository where the
+# package sits beside its `pyproject.toml`/`setup.py`) names no backend but CUDA: no
+# `npu`/`xpu`/`mps`/`hip`/... branch, no `torch.accelerator`, no platform layer (a
+# `platforms/` folder, a `*Platform` class). Its `torch.cuda` calls are the device API by
+# design (audiocraft, stable-audio-tools, NVIDIA's Cosmos): LL004/LL005 leave them out by
+# default (`portability = "strict"` reports them). Too small a tree (a few modules) is no
+# evidence; too large a one is not read.
+PROJECT_MIN_MODULES = 20
+CUDA_PROJECT = "a CUDA-only project"  # how its reason starts
+PROJECT_MAX_MODULES = 20000
+# (ROCm by its code, not the word: "Hip-hop" is a genre; "neuron" only as AWS's library.)
+_PROJECT_OTHER_BACKEND = compile_lazily(
+    r"(?<![A-Za-z0-9])(mps|npu|xpu|hpu|mlu|musa|mtia|tpu|xla|neuronx|torch_neuronx?|habana|"
+    r"ascend|gaudi|privateuse1|intel_extension_for_pytorch|ipex|rocm|is_hip)(?![A-Za-z0-9])"
+    r"|\bversion\.hip\b|\btorch\.accelerator\b|\bget_device_module\b"
+    r"|\bclass[ \t]+\w*(?:Platform|DeviceInterface)\b",
+    re.IGNORECASE,
+)
+_PLATFORM_FOLDERS = frozenset({"platforms", "platform", "hardware_backend", "device_backends"})
+_SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "build", "dist", "site-packages"})
+# top package folder -> (project root, its Python files, its folders), this process
+_PROJECT_TREES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]] | None] = {}
+# project root -> (why it is CUDA-only or None, the files and folders that decide it)
+_PROJECT_FACTS: dict[str, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def project_tree(folder: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
+    """The project of the package in `folder`: its root (the folder above the top-level
+    package, or above its `src/`, where that holds a `pyproject.toml`, `setup.cfg` or
+    `setup.py`; else the top-level package itself), its Python files and its folders
+    (hidden, build and cache folders left out). None: `folder` is not a package."""
+    if "__init__.py" not in _listdir(folder):
+        return None
+    top = folder
+    while True:
+        parent = os.path.dirname(top)
+        if parent == top or "__init__.py" not in _listdir(parent):
+            break
+        top = parent
+    if top in _PROJECT_TREES:
+        return _PROJECT_TREES[top]
+    root = top
+    above = os.path.dirname(top)
+    if os.path.basename(above) == "src":
+        above = os.path.dirname(above)
+    if any(name in _ROOT_MARKERS for name in _listdir(above)):
+        root = above
+    files: list[str] = []
+    folders: list[str] = []
+    for directory, subfolders, names in os.walk(root):
+        subfolders[:] = sorted(
+            d for d in subfolders if not d.startswith(".") and d not in _SKIPPED_FOLDERS
+        )
+        folders.append(directory)
+        files.extend(os.path.join(directory, n) for n in sorted(names) if n.endswith(".py"))
+        if len(files) > PROJECT_MAX_MODULES:
+            _PROJECT_TREES[top] = None
+            return None
+    tree = _PROJECT_TREES[top] = (root, tuple(files), tuple(folders))
+    return tree
+
+
+def cuda_project(folder: str) -> str | None:
+    """Why the project of the package in `folder` is CUDA-only, or None."""
+    fact = _project_fact(folder)
+    return None if fact is None else fact[0]
+
+
+def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, ...]] | None:
+    """The project fact of the package in `folder` with what decides it (the stamps cover
+    only that): the first module or folder that names another backend (while it stays,
+    the project is multi-backend, whatever the other files say); for a CUDA-only project
+    every module and folder; for too small a tree its folders (a module added is seen).
+    None: not a package."""
+    tree = project_tree(folder)
+    if tree is None:
+        return None
+    root, files, folders = tree
+    fact = _PROJECT_FACTS.get(root)
+    if fact is not None:
+        return fact
+    if len(files) < PROJECT_MIN_MODULES:
+        fact = (None, (), folders)
+    else:
+        evidence = _project_names_another_backend(files, folders)
+        if evidence is not None:
+            fact = (None, *evidence)
+        else:
+            reason = (f"{CUDA_PROJECT} (`{os.path.basename(root)}`: none of its "
+                      f"{len(files)} modules names another backend or a platform layer)")  # fmt: skip
+            fact = (reason, files, folders)
+    _PROJECT_FACTS[root] = fact
+    return fact
+
+
+def _project_names_another_backend(
+    files: tuple[str, ...], folders: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The (files, folders) whose stat shows the evidence gone: a folder named for another
+    backend or a platform layer (its parent's listing), or the first module that names one;
+    None: there is none."""
+    for directory in folders:
+        name = os.path.basename(directory)
+        if name in _PLATFORM_FOLDERS or _PROJECT_OTHER_BACKEND.search(name):
+            return (), (os.path.dirname(directory),)
+    for path in files:
+        if _PROJECT_OTHER_BACKEND.search(os.path.basename(path)[:-3]) or (
+            _PROJECT_OTHER_BACKEND.search(_read_text(path) or "")
+        ):
+            return (path,), ()
+    return None
 
 
 def _python_tree(top: str) -> tuple[list[str], list[str]]:
@@ -602,6 +722,8 @@ def _read_cuda_package(folder: str) -> CudaPackage:
                               f"imports `{match.group(1)}`; no module beside it names "
                               "another backend)")  # fmt: skip
                 break
+    if reason is None:
+        reason = cuda_project(folder)
     return CudaPackage(reason, files, folders)
 
 
@@ -629,6 +751,8 @@ def forget_changed_packages() -> int:
     (the language server calls this, through `forget_changed_projects`)."""
     _PACKAGE_INPUTS.clear()  # listings are cheap: a new or removed file is seen
     _SOURCE_TREES_OTHER_BACKEND.clear()
+    _PROJECT_TREES.clear()
+    _PROJECT_FACTS.clear()
     changed = [
         folder
         for folder, (stamp, _) in _PACKAGES.items()

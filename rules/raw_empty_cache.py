@@ -85,10 +85,14 @@ class RawEmptyCache(Rule):
     every `return` needs a CUDA device (`if self._offload_enabled():`, or a local bound to
     it, where the method returns `... and self.device.type == "cuda"`; an AMD
     architecture probe such as `is_gfx95_supported()` counts as ROCm), or in a branch for a CUDA-only subsystem
-    (`if item.has_cuda_ipc_proxy():`); tests, examples, benchmarks, scripts and
-    notebooks (the `non-library` globs), `test_*`/`benchmark_*` functions, and a script's
-    `main()`, `__main__` block and the helpers only they call. `--statistics` names
-    each reason (`CUDA-bound code`, `ROCm-only code`, `called only from CUDA-bound code`,
+    (`if item.has_cuda_ipc_proxy():`); a CUDA-only project (20 or more modules in its
+    package, or its repository beside the package's `pyproject.toml`/`setup.py`, none of
+    which names another backend, `torch.accelerator` or a platform layer: audiocraft,
+    stable-audio-tools); tests, examples, benchmarks, scripts and notebooks (the
+    `non-library` globs, also `parallel_examples/`-style folders), `test_*`/`benchmark_*`
+    functions, and a script's `main()`, `__main__` block, module-level code and the
+    helpers only they call. `--statistics` names each reason (`CUDA-bound code`,
+    `ROCm-only code`, `called only from CUDA-bound code`, `CUDA-only project`,
     `platform layer`, `non-library path`, `script entry point`).
 
     ## Example

@@ -254,3 +254,71 @@ def test_session4_causes_are_counted_by_reason_and_strict_reports_them(tmp_path:
     strict, statistics = _check(tmp_path)
     assert "left out" not in statistics
     assert {Path(f["filename"]).name for f in strict} >= set(negatives)
+
+
+def test_example_folder_globs_are_non_library(tmp_path: Path) -> None:
+    """`parallel_examples/`, `unit_tests/`, `gpu-benchmarks/` are examples, tests and
+    benchmarks by name (the default `*[_-]examples`-style globs); a singular
+    `paint_by_example/` package is library code."""
+    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    for relative in (
+        "parallel_examples/run_flux.py",
+        "unit_tests/check.py",
+        "gpu-benchmarks/bench.py",
+        "pkg/paint_by_example/pipeline.py",
+    ):
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(LIBRARY)
+    findings, statistics = _check(tmp_path)
+    assert {Path(f["filename"]).parent.name for f in findings} == {"paint_by_example"}
+    assert "    3\tLL004 \t    left out: non-library path" in statistics
+
+
+def _cuda_project(root: Path, modules: int, other: str = "") -> None:
+    (root / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    package = root / "audiogen"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "generation.py").write_text(LIBRARY)
+    for index in range(modules - 2):
+        (package / f"block{index}.py").write_text("import torch\n\nWIDTH = 8\n")
+    if other:
+        (package / "block0.py").write_text(other)
+
+
+def test_cuda_only_project_is_left_out_and_counted(tmp_path: Path) -> None:
+    """A project of 20+ modules none of which names another backend or a platform layer
+    (audiocraft, stable-audio-tools): its torch.cuda calls are left out by default, counted
+    as `CUDA-only project`, and reported by `portability = "strict"`."""
+    _cuda_project(tmp_path, 24)
+    findings, statistics = _check(tmp_path)
+    assert findings == []
+    assert "    1\tLL004 \t    left out: CUDA-only project" in statistics
+    assert "    1\tLL005 \t    left out: CUDA-only project" in statistics
+    (tmp_path / "pyproject.toml").write_text('[tool.lifetime-lint]\nportability = "strict"\n')
+    strict, _ = _check(tmp_path)
+    assert len(strict) == 2
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        'DEVICE = "mps" if torch.backends.mps.is_available() else "cuda"\n',
+        "def sync():\n    torch.accelerator.synchronize()\n",
+        "class AudioPlatform:\n    pass\n",
+        "IS_ROCM = torch.version.hip is not None\n",
+    ],
+)
+def test_project_naming_another_backend_is_reported(tmp_path: Path, other: str) -> None:
+    """One module that names another backend, `torch.accelerator` or a platform class
+    makes the project multi-backend: its torch.cuda calls are reported."""
+    _cuda_project(tmp_path, 24, other)
+    findings, _ = _check(tmp_path)
+    assert len(findings) == 2
+
+
+def test_small_project_is_no_evidence(tmp_path: Path) -> None:
+    _cuda_project(tmp_path, 6)
+    findings, _ = _check(tmp_path)
+    assert len(findings) == 2

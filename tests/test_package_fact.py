@@ -31,6 +31,8 @@ def _forget_package_facts() -> None:
     project._PACKAGES.clear()
     project._PACKAGE_INPUTS.clear()
     project._SOURCE_TREES_OTHER_BACKEND.clear()
+    project._PROJECT_TREES.clear()
+    project._PROJECT_FACTS.clear()
 
 
 def settle() -> None:
@@ -131,5 +133,53 @@ def test_a_long_running_process_forgets_a_changed_package(tree: Path) -> None:
         (tree / "pkg" / "transport.py").write_text(PORTABLE)
         assert project.forget_changed_projects() >= 1  # what the language server calls
         assert project.cuda_package(manager).reason is None
+    finally:
+        _forget_package_facts()
+
+
+@pytest.fixture
+def cuda_project(tmp_path: Path) -> Path:
+    """A project of 24 modules in two subpackages, none naming another backend."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "gen"\n[tool.lifetime-lint]\n')
+    for sub in ("gen", "gen/models"):
+        folder = tmp_path / sub
+        folder.mkdir()
+        (folder / "__init__.py").write_text("")
+        for index in range(11):
+            (folder / f"m{index}.py").write_text("import torch\n\nWIDTH = 8\n")
+    (tmp_path / "gen" / "models" / "manager.py").write_text(MANAGER)
+    return tmp_path
+
+
+def test_a_backend_named_anywhere_in_the_project_is_seen_by_a_warm_run(
+    cuda_project: Path,
+) -> None:
+    """The project fact is read from every module: a module of another subpackage that
+    starts to name another backend brings the finding back through the stat index, and
+    dropping it again leaves it out."""
+    settle()
+    assert rows(cuda_project, "gen") == []
+    assert rows(cuda_project, "gen") == []  # warm
+    (cuda_project / "gen" / "m3.py").write_text('DEVICE = "npu"\n')
+    assert rows(cuda_project, "gen") == [("manager.py", 5)]
+    settle()
+    assert rows(cuda_project, "gen") == [("manager.py", 5)]
+    (cuda_project / "gen" / "m3.py").write_text("WIDTH = 8\n")
+    assert rows(cuda_project, "gen") == []
+
+
+def test_multi_backend_project_stamps_only_its_evidence(cuda_project: Path) -> None:
+    """In a multi-backend project the stamps cover the module that names the backend, not
+    every module: an unrelated edit leaves every other folder's package stamp as it was."""
+    (cuda_project / "gen" / "m3.py").write_text('DEVICE = "npu"\n')
+    models = str(cuda_project / "gen" / "models")
+    try:
+        settle()
+        files, _, _ = project.package_inputs(models)
+        assert str(cuda_project / "gen" / "m3.py") in files
+        assert str(cuda_project / "gen" / "m5.py") not in files
+        before = project.cuda_package_stamp(models)
+        (cuda_project / "gen" / "m5.py").write_text("WIDTH = 9\n")
+        assert project.cuda_package_stamp(models) == before
     finally:
         _forget_package_facts()
