@@ -291,6 +291,15 @@ def test_latent_names_are_latent_sized_even_over_decoded_inputs() -> None:
     assert S.size_class(F.ALLOCATION) == S.SMALL_SIZED  # shape unseen: paddings, statistics
 
 
+def test_indicator_and_flag_tensors_are_small_whatever_their_modality_word() -> None:
+    """`image_only_indicator = torch.zeros(batch, frames)` (Stable Video Diffusion's UNet) and
+    `keyframe_flags` are per-frame numbers: the word `image` does not make them frames."""
+    for origin in (F.ALLOCATION, F.CONCATENATION, F.ACTIVATION):
+        assert S.name_origin("image_only_indicator", origin) == F.SMALL
+        assert S.name_origin("keyframe_flags", origin) == F.SMALL
+    assert S.name_origin("frames", F.ALLOCATION) == F.DECODED
+
+
 def test_a_classmethods_cls_is_its_class_not_a_module_passed_in() -> None:
     """`cls._get_sde_coeff(...)` in a classmethod calls the class's own method: no sublayer
     work (sglang's LTX-2 sampler step was rated as a peak-level sublayer through it)."""

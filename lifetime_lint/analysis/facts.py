@@ -1022,6 +1022,8 @@ class FunctionFacts:
             if method == "pop" and len(call.args) == 2 and isinstance(call.args[1].value, cst.Name):
                 # `x = callback_outputs.pop("x", x)`: the callback's replacement or x itself.
                 return self._name_value(call.args[1].value.value, node)
+        if _is_string_codec(call):
+            return _METADATA  # `text = blob.decode("utf-8")`: a str, not decoded frames
         work = self.work(call)
         if work.level >= LIGHT and work.kind not in ("collective", "none", "helper"):
             origin = _origin_of_work(work)
@@ -2063,6 +2065,8 @@ class FunctionFacts:
         last = parts[-1]
         if last[:1].isupper():
             return _NO_WORK  # a class: `DecoderOutput(...)`
+        if _is_string_codec(call):
+            return _NO_WORK  # `new_text.encode()`: bytes from a str, no model
         if last.lstrip("_").startswith(_LOADERS):
             return _NO_WORK  # `get_model()`, `load_vae(...)`: returns a module or config
         lowered = [part.lower() for part in parts]
@@ -2693,6 +2697,29 @@ def _pixel_preprocess(func: cst.BaseExpression) -> str | None:
     if not owner.rsplit(".", 1)[-1].endswith("processor"):
         return None
     return DECODED if "video" in func.attr.value else IMAGE
+
+
+def _is_string_codec(call: cst.Call) -> bool:
+    """`s.encode()`, `blob.decode("utf-8")`, `raw.decode(errors="replace")`: str/bytes
+    conversion, not an encoder or decoder model. A model's `encode`/`decode` takes the
+    tensor to work on; a codec takes nothing, an encoding name or `encoding=`/`errors=`."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in ("encode", "decode"):
+        return False
+    if isinstance(func.value, cst.Name) and func.value.value == "self":
+        return False  # `self.decode()`: the class's own method
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if any(a.star for a in call.args):
+        return False
+    if any(
+        a.keyword is not None and a.keyword.value not in ("encoding", "errors") for a in call.args
+    ):
+        return False
+    if not positional:
+        return True
+    return len(positional) <= 2 and all(
+        isinstance(a.value, (cst.SimpleString, cst.ConcatenatedString)) for a in positional
+    )
 
 
 def _is_tensor_method(name: str) -> bool:
