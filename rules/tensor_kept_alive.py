@@ -27,6 +27,8 @@ from lifetime_lint.analysis.domain import (
     LARGE_DOMAIN,
     TEXT_STREAM,
     class_domain,
+    frame_wise_classes,
+    latent_width_classes,
     mentions_video,
     runs_against_cache,
     short_stream,
@@ -594,6 +596,8 @@ class _Analysis:
                 # The short stream by dataflow: the video-to-audio attention's output has
                 # audio queries; `und_norm` is the understanding (text) stream.
                 origin = self._owner_stream() or self._short_stream_origin(real) or origin
+                if origin == F.ACTIVATION and self._latent_width():
+                    origin = F.LATENTS  # `TemporalEncoder(dim=in_channels)`: 4-channel latents
                 if origin == F.ACTIVATION and _read_only_broadcast(facts.function, name):
                     origin = S.BROADCAST_TABLE  # `token_types[:, :, None, None, :]`
             if S.size_class(origin) == S.TINY:
@@ -671,6 +675,14 @@ class _Analysis:
         stream = short_stream_classes(self.context.module, self.context.memo).get(self._owner_name)
         return {AUDIO_STREAM: S.AUDIO_STREAM, TEXT_STREAM: S.TEXT_STREAM}.get(stream or "")
 
+    def _latent_width(self) -> bool:
+        """Whether the function's class works at a latent channel width
+        (`domain.latent_width_classes`: every build passes `dim=in_channels`, 4 by default)."""
+        if self._owner_name is None:
+            return False
+        module, memo = self.context.module, self.context.memo
+        return self._owner_name in latent_width_classes(module, memo)
+
     def _names_video(self) -> bool:
         """Whether the function's own code names video (`video`, `frames`): its pixels are
         frames even where the file shows too little to be a video file."""
@@ -679,7 +691,11 @@ class _Analysis:
     def _token_domain(self, domain: str) -> str:
         """How many tokens the function's activations hold (`S.token_domain`)."""
         function = self.facts.function
-        image = S.image_named(self.context.path, self._owner_name)
+        image = S.image_named(self.context.path, self._owner_name) or (
+            # a frame-wise 2-D conv network (a frame interpolator): one image's activations
+            self._owner_name is not None
+            and self._owner_name in frame_wise_classes(self.context.module, self.context.memo)
+        )
         memo = self.context.memo
         if _NAMES_VIDEO not in memo:
             memo[_NAMES_VIDEO] = mentions_video(self.context.source)
