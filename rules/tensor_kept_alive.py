@@ -425,6 +425,19 @@ def _is_compiled(function: cst.FunctionDef) -> bool:
 _NAMES_VIDEO = "tensor_kept_alive.names_video"  # memo key: whether the file names video
 
 
+def _samples_latents(value: cst.BaseExpression | None) -> bool:
+    """A sampling helper's result: a call given both the latents (`latents=`) and the noise
+    levels (`timesteps=`, `sigmas=`) by keyword, such as a pipeline's own denoise loop
+    (`self.backward_loop(timesteps=..., latents=x_1_t1)`): latents, whatever the result is
+    called. (A decoder takes no timesteps: its pixels keep their size.)"""
+    if not isinstance(value, cst.Call):
+        return False
+    keywords = {a.keyword.value.lower() for a in value.args if a.keyword is not None}
+    return "latents" in keywords and any(
+        word in keyword for keyword in keywords for word in ("timestep", "sigma")
+    )
+
+
 def _names_a_mask(name: str) -> bool:
     """`prompt_attention_mask`, `connector_attention_mask`, `masks`: batch x tokens, a few
     KiB, whatever call returned it (a pixel-space mask of decoded frames keeps its class)."""
@@ -562,6 +575,10 @@ class _Analysis:
             if self._shared_live(info, real, candidates):
                 continue
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
+            if S.size_class(origin) == S.ACTIVATION_SIZED and all(
+                _samples_latents(site.value) for site, o in zip(real, origins) if o is not None
+            ):
+                origin = F.LATENTS  # `x_1_t0 = self.backward_loop(timesteps=..., latents=x)`
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
                 continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
             owned = [site for site, o in zip(real, origins) if o is not None]
