@@ -425,6 +425,27 @@ def _is_compiled(function: cst.FunctionDef) -> bool:
 _NAMES_VIDEO = "tensor_kept_alive.names_video"  # memo key: whether the file names video
 
 
+# What an audio model's own values are (its waveform, its latents): sized like its work.
+_AUDIO_ORIGINS = frozenset([S.WAVEFORM, S.AUDIO_STREAM, F.SMALL_MODEL])
+
+
+def _audio_model_work(work: F.Work) -> F.Work:
+    """A model-level call named for audio (`self._decode_audio(...)`, `self.vocoder(mel)`)
+    beside video: an audio VAE's or vocoder's activations are seconds of samples, a few MiB,
+    so a video-sized value held across it is held across one sublayer's worth of work
+    (`LAYER`), not at the video decode's peak (LTX-2's decoded video held across the audio
+    decode that follows it)."""
+    if work.level < F.MODEL or not work.parts or work.kind == "collective":
+        return work
+    words = {w for part in work.parts for w in part.lower().strip("_").split("_")}
+    if not words & _AUDIO_WORK_WORDS:
+        return work
+    return replace(work, level=F.LAYER)
+
+
+_AUDIO_WORK_WORDS = frozenset(["audio", "vocoder", "waveform", "wav", "speech", "mel"])
+
+
 def _samples_latents(value: cst.BaseExpression | None) -> bool:
     """A sampling helper's result: a call given both the latents (`latents=`) and the noise
     levels (`timesteps=`, `sigmas=`) by keyword, such as a pipeline's own denoise loop
@@ -655,15 +676,19 @@ class _Analysis:
         row = self.context.position(info.statement).start.line
         function_peak = self._function_peak()
         peak: int | None = function_peak
-        if any(held.work.level >= function_peak for held in candidates):
+        audio = origin not in _AUDIO_ORIGINS  # (an audio model's own values: sized like it)
+        works = [_audio_model_work(held.work) if audio else held.work for held in candidates]
+        if any(work.level >= function_peak for work in works):
             peak = None  # alive at the function's peak: no lighter-work discount
         autoencoder = S.autoencoder_named(self.context.path, self._owner_name)
-        for held in candidates:
+        for held, work in zip(candidates, works):
             carried = self.context.position(held.node).start.line <= row
             # (held into the next iteration: one chunk's worth)
+            if autoencoder:
+                work = S.at_autoencoder_bottleneck(work)
             estimate = S.estimate(
                 origin,
-                S.at_autoencoder_bottleneck(held.work) if autoencoder else held.work,
+                work,
                 one_chunk=carried,
                 function_peak=peak,
                 domain=tokens,
