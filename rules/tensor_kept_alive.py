@@ -9,6 +9,7 @@ that alone owns a tensor dies while heavy work still runs, rates the finding
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
@@ -41,6 +42,7 @@ from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.globs import glob_matcher
 from lifetime_lint.imports import dotted_name
+from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.rule import Option, Rule
 from lifetime_lint.rules.autograd_history_kept import held_by_autograd
 from lifetime_lint.traversal import LEAF_TYPES, child_nodes, walk
@@ -425,6 +427,9 @@ def _is_compiled(function: cst.FunctionDef) -> bool:
 _NAMES_VIDEO = "tensor_kept_alive.names_video"  # memo key: whether the file names video
 
 
+_DOWNSAMPLING = compile_lazily(r"down_?sampl", re.IGNORECASE)
+
+
 # What an audio model's own values are (its waveform, its latents): sized like its work.
 _AUDIO_ORIGINS = frozenset([S.WAVEFORM, S.AUDIO_STREAM, F.SMALL_MODEL])
 
@@ -636,6 +641,8 @@ class _Analysis:
                 origin = self._owner_stream() or self._short_stream_origin(real) or origin
                 if origin == F.ACTIVATION and self._latent_width():
                     origin = F.LATENTS  # `TemporalEncoder(dim=in_channels)`: 4-channel latents
+                elif self._downsampling_block():
+                    origin = S.DOWNSAMPLED  # `conv_out`, `pool_out` of `CosmosDownsample3d`
                 if origin == F.ACTIVATION and _read_only_broadcast(facts.function, name):
                     origin = S.BROADCAST_TABLE  # `token_types[:, :, None, None, :]`
             if S.size_class(origin) == S.TINY:
@@ -724,6 +731,16 @@ class _Analysis:
             return False
         module, memo = self.context.module, self.context.memo
         return self._owner_name in latent_width_classes(module, memo)
+
+    def _downsampling_block(self) -> bool:
+        """Whether the function is a method of an autoencoder's downsampling block
+        (`CosmosDownsample3d`, `Downsample2D` in a VAE file)."""
+        owner = self._owner_name
+        return (
+            owner is not None
+            and _DOWNSAMPLING.search(owner) is not None
+            and S.autoencoder_named(self.context.path, owner)
+        )
 
     def _names_video(self) -> bool:
         """Whether the function's own code names video (`video`, `frames`): its pixels are
