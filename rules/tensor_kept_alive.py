@@ -427,6 +427,40 @@ def _is_compiled(function: cst.FunctionDef) -> bool:
 _NAMES_VIDEO = "tensor_kept_alive.names_video"  # memo key: whether the file names video
 
 
+_MAIN_GUARD_KEY = "tensor_kept_alive.main_guard_calls"
+
+
+def _main_guard_calls(module: cst.Module, memo: dict) -> frozenset[str]:
+    """The names the module's top-level `if __name__ == "__main__":` blocks call, memoised."""
+    found = memo.get(_MAIN_GUARD_KEY)
+    if found is not None:
+        return found
+    names: set[str] = set()
+    for statement in module.body:
+        if isinstance(statement, cst.If) and _is_main_guard(statement.test):
+
+            def enter(node: cst.CSTNode) -> None:
+                if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+                    names.add(node.func.value)
+
+            walk(statement.body, enter, _ignore)
+    found = frozenset(names)
+    memo[_MAIN_GUARD_KEY] = found
+    return found
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    if not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(isinstance(side, cst.Name) and side.value == "__name__" for side in sides) and any(
+        isinstance(side, cst.SimpleString) and side.evaluated_value == "__main__" for side in sides
+    )
+
+
 _DOWNSAMPLING = compile_lazily(r"down_?sampl", re.IGNORECASE)
 
 
@@ -664,9 +698,10 @@ class _Analysis:
             note = off_default_path(self.context, self._owner_name, info, name, held.node)
             if note:
                 estimate = replace(estimate, level=S.LOW)
-            if not library:
+            if not library or self._script_entry():
                 # Tests, examples, benchmarks, scripts: small inputs, run once (the shared
-                # non-library globs): low, shown with `min-significance = "low"`.
+                # non-library globs, or the function an `if __name__ == "__main__":` block
+                # of the file calls): low, shown with `min-significance = "low"`.
                 estimate = replace(estimate, level=S.LOW)
             finding = _Pending(name, info, status, held, origin, estimate, tokens, note)
             groups.setdefault(id(info), []).append(finding)
@@ -731,6 +766,15 @@ class _Analysis:
             return False
         module, memo = self.context.module, self.context.memo
         return self._owner_name in latent_width_classes(module, memo)
+
+    def _script_entry(self) -> bool:
+        """Whether the function is a module-level function that the file's own
+        `if __name__ == "__main__":` block calls (a vendored model file's demo `main()`)."""
+        if self.facts.owner is not None:
+            return False
+        return self.facts.function.name.value in _main_guard_calls(
+            self.context.module, self.context.memo
+        )
 
     def _downsampling_block(self) -> bool:
         """Whether the function is a method of an autoencoder's downsampling block
