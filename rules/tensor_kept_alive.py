@@ -9,6 +9,7 @@ that alone owns a tensor dies while heavy work still runs, rates the finding
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
@@ -27,6 +28,8 @@ from lifetime_lint.analysis.domain import (
     LARGE_DOMAIN,
     TEXT_STREAM,
     class_domain,
+    frame_wise_classes,
+    latent_width_classes,
     mentions_video,
     runs_against_cache,
     short_stream,
@@ -39,6 +42,7 @@ from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.globs import glob_matcher
 from lifetime_lint.imports import dotted_name
+from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.rule import Option, Rule
 from lifetime_lint.rules.autograd_history_kept import held_by_autograd
 from lifetime_lint.traversal import LEAF_TYPES, child_nodes, walk
@@ -423,6 +427,77 @@ def _is_compiled(function: cst.FunctionDef) -> bool:
 _NAMES_VIDEO = "tensor_kept_alive.names_video"  # memo key: whether the file names video
 
 
+_MAIN_GUARD_KEY = "tensor_kept_alive.main_guard_calls"
+
+
+def _main_guard_calls(module: cst.Module, memo: dict) -> frozenset[str]:
+    """The names the module's top-level `if __name__ == "__main__":` blocks call, memoised."""
+    found = memo.get(_MAIN_GUARD_KEY)
+    if found is not None:
+        return found
+    names: set[str] = set()
+    for statement in module.body:
+        if isinstance(statement, cst.If) and _is_main_guard(statement.test):
+
+            def enter(node: cst.CSTNode) -> None:
+                if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+                    names.add(node.func.value)
+
+            walk(statement.body, enter, _ignore)
+    found = frozenset(names)
+    memo[_MAIN_GUARD_KEY] = found
+    return found
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    if not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(isinstance(side, cst.Name) and side.value == "__name__" for side in sides) and any(
+        isinstance(side, cst.SimpleString) and side.evaluated_value == "__main__" for side in sides
+    )
+
+
+_DOWNSAMPLING = compile_lazily(r"down_?sampl", re.IGNORECASE)
+
+
+# What an audio model's own values are (its waveform, its latents): sized like its work.
+_AUDIO_ORIGINS = frozenset([S.WAVEFORM, S.AUDIO_STREAM, F.SMALL_MODEL])
+
+
+def _audio_model_work(work: F.Work) -> F.Work:
+    """A model-level call named for audio (`self._decode_audio(...)`, `self.vocoder(mel)`)
+    beside video: an audio VAE's or vocoder's activations are seconds of samples, a few MiB,
+    so a video-sized value held across it is held across one sublayer's worth of work
+    (`LAYER`), not at the video decode's peak (LTX-2's decoded video held across the audio
+    decode that follows it)."""
+    if work.level < F.MODEL or not work.parts or work.kind == "collective":
+        return work
+    words = {w for part in work.parts for w in part.lower().strip("_").split("_")}
+    if not words & _AUDIO_WORK_WORDS:
+        return work
+    return replace(work, level=F.LAYER)
+
+
+_AUDIO_WORK_WORDS = frozenset(["audio", "vocoder", "waveform", "wav", "speech", "mel"])
+
+
+def _samples_latents(value: cst.BaseExpression | None) -> bool:
+    """A sampling helper's result: a call given both the latents (`latents=`) and the noise
+    levels (`timesteps=`, `sigmas=`) by keyword, such as a pipeline's own denoise loop
+    (`self.backward_loop(timesteps=..., latents=x_1_t1)`): latents, whatever the result is
+    called. (A decoder takes no timesteps: its pixels keep their size.)"""
+    if not isinstance(value, cst.Call):
+        return False
+    keywords = {a.keyword.value.lower() for a in value.args if a.keyword is not None}
+    return "latents" in keywords and any(
+        word in keyword for keyword in keywords for word in ("timestep", "sigma")
+    )
+
+
 def _names_a_mask(name: str) -> bool:
     """`prompt_attention_mask`, `connector_attention_mask`, `masks`: batch x tokens, a few
     KiB, whatever call returned it (a pixel-space mask of decoded frames keeps its class)."""
@@ -560,6 +635,10 @@ class _Analysis:
             if self._shared_live(info, real, candidates):
                 continue
             origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
+            if S.size_class(origin) == S.ACTIVATION_SIZED and all(
+                _samples_latents(site.value) for site, o in zip(real, origins) if o is not None
+            ):
+                origin = F.LATENTS  # `x_1_t0 = self.backward_loop(timesteps=..., latents=x)`
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
                 continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
             owned = [site for site, o in zip(real, origins) if o is not None]
@@ -594,6 +673,10 @@ class _Analysis:
                 # The short stream by dataflow: the video-to-audio attention's output has
                 # audio queries; `und_norm` is the understanding (text) stream.
                 origin = self._owner_stream() or self._short_stream_origin(real) or origin
+                if origin == F.ACTIVATION and self._latent_width():
+                    origin = F.LATENTS  # `TemporalEncoder(dim=in_channels)`: 4-channel latents
+                elif self._downsampling_block():
+                    origin = S.DOWNSAMPLED  # `conv_out`, `pool_out` of `CosmosDownsample3d`
                 if origin == F.ACTIVATION and _read_only_broadcast(facts.function, name):
                     origin = S.BROADCAST_TABLE  # `token_types[:, :, None, None, :]`
             if S.size_class(origin) == S.TINY:
@@ -615,9 +698,10 @@ class _Analysis:
             note = off_default_path(self.context, self._owner_name, info, name, held.node)
             if note:
                 estimate = replace(estimate, level=S.LOW)
-            if not library:
+            if not library or self._script_entry():
                 # Tests, examples, benchmarks, scripts: small inputs, run once (the shared
-                # non-library globs): low, shown with `min-significance = "low"`.
+                # non-library globs, or the function an `if __name__ == "__main__":` block
+                # of the file calls): low, shown with `min-significance = "low"`.
                 estimate = replace(estimate, level=S.LOW)
             finding = _Pending(name, info, status, held, origin, estimate, tokens, note)
             groups.setdefault(id(info), []).append(finding)
@@ -634,15 +718,19 @@ class _Analysis:
         row = self.context.position(info.statement).start.line
         function_peak = self._function_peak()
         peak: int | None = function_peak
-        if any(held.work.level >= function_peak for held in candidates):
+        audio = origin not in _AUDIO_ORIGINS  # (an audio model's own values: sized like it)
+        works = [_audio_model_work(held.work) if audio else held.work for held in candidates]
+        if any(work.level >= function_peak for work in works):
             peak = None  # alive at the function's peak: no lighter-work discount
         autoencoder = S.autoencoder_named(self.context.path, self._owner_name)
-        for held in candidates:
+        for held, work in zip(candidates, works):
             carried = self.context.position(held.node).start.line <= row
             # (held into the next iteration: one chunk's worth)
+            if autoencoder:
+                work = S.at_autoencoder_bottleneck(work)
             estimate = S.estimate(
                 origin,
-                S.at_autoencoder_bottleneck(held.work) if autoencoder else held.work,
+                work,
                 one_chunk=carried,
                 function_peak=peak,
                 domain=tokens,
@@ -671,6 +759,33 @@ class _Analysis:
         stream = short_stream_classes(self.context.module, self.context.memo).get(self._owner_name)
         return {AUDIO_STREAM: S.AUDIO_STREAM, TEXT_STREAM: S.TEXT_STREAM}.get(stream or "")
 
+    def _latent_width(self) -> bool:
+        """Whether the function's class works at a latent channel width
+        (`domain.latent_width_classes`: every build passes `dim=in_channels`, 4 by default)."""
+        if self._owner_name is None:
+            return False
+        module, memo = self.context.module, self.context.memo
+        return self._owner_name in latent_width_classes(module, memo)
+
+    def _script_entry(self) -> bool:
+        """Whether the function is a module-level function that the file's own
+        `if __name__ == "__main__":` block calls (a vendored model file's demo `main()`)."""
+        if self.facts.owner is not None:
+            return False
+        return self.facts.function.name.value in _main_guard_calls(
+            self.context.module, self.context.memo
+        )
+
+    def _downsampling_block(self) -> bool:
+        """Whether the function is a method of an autoencoder's downsampling block
+        (`CosmosDownsample3d`, `Downsample2D` in a VAE file)."""
+        owner = self._owner_name
+        return (
+            owner is not None
+            and _DOWNSAMPLING.search(owner) is not None
+            and S.autoencoder_named(self.context.path, owner)
+        )
+
     def _names_video(self) -> bool:
         """Whether the function's own code names video (`video`, `frames`): its pixels are
         frames even where the file shows too little to be a video file."""
@@ -679,7 +794,11 @@ class _Analysis:
     def _token_domain(self, domain: str) -> str:
         """How many tokens the function's activations hold (`S.token_domain`)."""
         function = self.facts.function
-        image = S.image_named(self.context.path, self._owner_name)
+        image = S.image_named(self.context.path, self._owner_name) or (
+            # a frame-wise 2-D conv network (a frame interpolator): one image's activations
+            self._owner_name is not None
+            and self._owner_name in frame_wise_classes(self.context.module, self.context.memo)
+        )
         memo = self.context.memo
         if _NAMES_VIDEO not in memo:
             memo[_NAMES_VIDEO] = mentions_video(self.context.source)

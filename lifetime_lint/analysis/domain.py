@@ -519,6 +519,12 @@ def _class_streams(module: cst.Module, memo: dict) -> dict[str, str]:
             if len(builders) == 1 and (stream := builders.pop()) is not None:
                 streams[name] = stream
                 changed = True
+    # A class named for the understanding stream (`Cosmos3UndDecoderLayer`) serves it; its
+    # parts may serve the generation stream too (named there as a default `mlp_cls`), so the
+    # name does not spread to them.
+    for name in _classes_of(module):
+        if _class_named_for_text(name):
+            streams.setdefault(name, TEXT_STREAM)
     return streams
 
 
@@ -713,3 +719,242 @@ def _named_stream(expr: cst.BaseExpression, depth: int) -> str | None:
         sides = {_named_stream(side, depth - 1) for side in (expr.left, expr.right)}
         return sides.pop() if len(sides) == 1 else None
     return None
+
+
+# Class-name words of a short stream's own layers (`Cosmos3UndDecoderLayer`, BAGEL's
+# understanding layers, `TxtBlock`); wider words (`Text`, `Context`) also name main-stream
+# classes (`TextToVideoBlock`, `ContextParallelAttention`) and are not used.
+_TEXT_CLASS_WORDS = frozenset(["und", "understanding", "txt"])
+_CLASS_WORD = compile_lazily(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def _classes_of(module: cst.Module) -> list[str]:
+    return [s.name.value for s in module.body if isinstance(s, cst.ClassDef)]
+
+
+def _class_named_for_text(name: str) -> bool:
+    """A class named for the text or understanding stream and for no main one."""
+    words = {word.lower() for word in _CLASS_WORD.findall(name)}
+    return bool(words & _TEXT_CLASS_WORDS) and not words & _MAIN_STREAM_WORDS
+
+
+# -- classes that work at a known narrow (latent) width ---------------------------------------
+# I2VGen-XL's UNet builds `I2VGenXLTransformerTemporalEncoder(dim=in_channels, ...)` with
+# `in_channels: int = 4`: the encoder's attention and feed-forward run over 4-channel image
+# latents, however video-like the file. A class whose every build in the file passes, as its
+# width, a constructor parameter of the builder with a small integer default (a latent
+# channel count) holds latent-sized activations.
+
+_LATENT_WIDTH_KEY = "domain.latent_width_classes"
+# Keywords (and `__init__` parameter names) that set a block's own hidden width.
+_WIDTH_KEYWORDS = frozenset(
+    ["dim", "hidden_size", "hidden_dim", "embed_dim", "query_dim", "d_model", "model_dim"]
+)
+# The widest latent channel count of the autoencoders read (SD 4, SD3/Flux/Wan 2.1 16,
+# HunyuanVideo 1.5 32, Wan 2.2 48).
+_LATENT_WIDTH = 48
+_LATENT_NAME = compile_lazily(r"channel|latent|z_dim")
+
+
+def latent_width_classes(module: cst.Module, memo: dict) -> frozenset[str]:
+    """The classes of a module that every build of the file gives a latent width (see above),
+    memoised per file."""
+    found = memo.get(_LATENT_WIDTH_KEY)
+    if found is None:
+        found = _latent_width_classes(module)
+        memo[_LATENT_WIDTH_KEY] = found
+    return found
+
+
+def _latent_width_classes(module: cst.Module) -> frozenset[str]:
+    definitions = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
+    if not definitions:
+        return frozenset()
+    widths = {name: _width_parameter(cls) for name, cls in definitions.items()}
+    verdicts: dict[str, set[bool]] = {}
+
+    class Builds(cst.CSTVisitor):
+        def __init__(self, narrow: dict[str, int]) -> None:
+            self.narrow = narrow  # the builder's parameters with a small int default
+
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if not isinstance(func, cst.Name) or func.value not in definitions:
+                return
+            width = _width_argument(call, widths[func.value])
+            narrow = isinstance(width, cst.Name) and width.value in self.narrow
+            verdicts.setdefault(func.value, set()).add(narrow)
+
+    for statement in module.body:
+        for function in _functions_of(statement):
+            visit(function, Builds(_narrow_parameters(function)))
+    return frozenset(name for name, seen in verdicts.items() if seen == {True})
+
+
+def _functions_of(statement: cst.CSTNode) -> Iterator[cst.FunctionDef]:
+    if isinstance(statement, cst.FunctionDef):
+        yield statement
+    elif isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+        for item in statement.body.body:
+            if isinstance(item, cst.FunctionDef):
+                yield item
+
+
+def _width_parameter(cls: cst.ClassDef) -> tuple[int, str] | None:
+    """The position (after `self`) and name of the width parameter of a class's `__init__`:
+    its first parameter, when that is named for a width."""
+    for function in _functions_of(cls):
+        if function.name.value == "__init__":
+            params = list(function.params.params)[1:]
+            if params and params[0].name.value in _WIDTH_KEYWORDS:
+                return 0, params[0].name.value
+            return None
+    return None
+
+
+def _width_argument(call: cst.Call, parameter: tuple[int, str] | None) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in _WIDTH_KEYWORDS:
+            return arg.value
+    if parameter is not None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if positional:
+            return positional[0].value
+    return None
+
+
+def _narrow_parameters(function: cst.FunctionDef) -> dict[str, int]:
+    """A function's channel-count parameters whose default is a small positive integer
+    (`in_channels: int = 4`, `latent_channels=16`; not `dim=64`, a toy default)."""
+    narrow: dict[str, int] = {}
+    for param in (*function.params.params, *function.params.kwonly_params):
+        default = param.default
+        if isinstance(default, cst.Integer) and _LATENT_NAME.search(param.name.value):
+            value = int(default.evaluated_value)
+            if 0 < value <= _LATENT_WIDTH:
+                narrow[param.name.value] = value
+    return narrow
+
+
+# -- classes that work on one frame (or a frame pair) at a time -------------------------------
+# A frame interpolator in a video stack (RIFE's `IFBlock`: 2-D convolutions over a pair of
+# decoded frames and their flow) holds one image's activations: a few to tens of MiB, not a
+# video's. A class built only from 2-D convolutions, pointwise layers and containers (and
+# from the file's classes and functions that are), with at least one 2-D convolution, is such
+# a frame-wise network. A class that also builds anything else (a 3-D or causal conv, an
+# attention, a linear layer, a block imported from elsewhere) may see the whole clip.
+
+_FRAME_WISE_KEY = "domain.frame_wise_classes"
+_FRAME_CONVS = frozenset(["Conv2d", "ConvTranspose2d"])
+_FRAME_WISE_LAYERS = _FRAME_CONVS | frozenset(
+    [
+        "Sequential", "ModuleList", "Identity", "Parameter", "Dropout",
+        "ReLU", "LeakyReLU", "PReLU", "SiLU", "GELU", "Sigmoid", "Tanh", "ELU", "Hardswish",
+        "BatchNorm2d", "InstanceNorm2d", "GroupNorm",
+        "PixelShuffle", "PixelUnshuffle", "Upsample", "MaxPool2d", "AvgPool2d",
+        "ones", "zeros", "tensor", "super", "__init__", "int", "range", "len", "float",
+    ]
+)  # fmt: skip
+
+
+def frame_wise_classes(module: cst.Module, memo: dict) -> frozenset[str]:
+    """The classes of a module that are frame-wise 2-D conv networks (see above), memoised
+    per file."""
+    found = memo.get(_FRAME_WISE_KEY)
+    if found is None:
+        found = _frame_wise_classes(module)
+        memo[_FRAME_WISE_KEY] = found
+    return found
+
+
+def _frame_wise_classes(module: cst.Module) -> frozenset[str]:
+    parts: dict[str, tuple[set[str], set[str]]] = {}  # name -> (layers, own parts)
+    local = set()
+    for statement in module.body:
+        if isinstance(statement, (cst.ClassDef, cst.FunctionDef)):
+            local.add(statement.name.value)
+    for statement in module.body:
+        if isinstance(statement, cst.ClassDef):
+            body = [f for f in _functions_of(statement) if f.name.value == "__init__"]
+        elif isinstance(statement, cst.FunctionDef):
+            body = [statement]
+        else:
+            continue
+        layers: set[str] = set()
+        own: set[str] = set()
+        for function in body:
+            for name in _constructor_names(function):
+                (own if name in local else layers).add(name)
+        parts[statement.name.value] = (layers, own)
+    verdict: dict[str, bool] = {}
+
+    def frame_wise(name: str, seen: frozenset[str]) -> tuple[bool, bool]:
+        """(only frame-wise parts, some 2-D conv among them)"""
+        layers, own = parts.get(name, (set(), set()))
+        if not layers <= _FRAME_WISE_LAYERS:
+            return False, False
+        conv = bool(layers & _FRAME_CONVS)
+        for part in own - seen - {name}:
+            ok, has = frame_wise(part, seen | {name})
+            if not ok:
+                return False, False
+            conv = conv or has
+        return True, conv
+
+    definitions = [s for s in module.body if isinstance(s, cst.ClassDef)]
+    video = {s.name.value for s in definitions if _shows_frames(module, s)}
+    builders: dict[str, set[str]] = {}  # class -> the classes of the file that build it
+    for statement in definitions:
+        for part in parts[statement.name.value][1]:
+            builders.setdefault(part, set()).add(statement.name.value)
+    for statement in definitions:
+        name = statement.name.value
+        ok, conv = frame_wise(name, frozenset())
+        verdict[name] = ok and conv and not _built_for_video(name, builders, video)
+    return frozenset(name for name, ok in verdict.items() if ok)
+
+
+def _shows_frames(module: cst.Module, cls: cst.ClassDef) -> bool:
+    """Whether a class's name or own code handles a clip (`TemporalConv`, `num_frames`, a
+    5-D unpack of a shape, `video`): 2-D layers over `batch * num_frames` images see every
+    frame at once. (A lone `frame`, as in "one intermediate frame", is no clip.)"""
+    code = module.code_for_node(cls)
+    if mentions_video(cls.name.value) or _VIDEO_STRUCTURE.search(code):
+        return True
+    return any(word.lower() in _CLIP_WORDS for word in _WORD.findall(code))
+
+
+_CLIP_WORDS = frozenset(["video", "videos", "temporal", "clip", "clips"])
+
+
+def _built_for_video(name: str, builders: dict[str, set[str]], video: set[str]) -> bool:
+    """Whether the class, or a class that builds it (up the file's build chain), shows video."""
+    seen: set[str] = set()
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if current in video:
+            return True
+        if current in seen:
+            continue
+        seen.add(current)
+        pending.extend(builders.get(current, ()))
+    return False
+
+
+def _constructor_names(function: cst.FunctionDef) -> set[str]:
+    """The last name of every call in a function (`nn.Conv2d(...)` -> `Conv2d`)."""
+    names: set[str] = set()
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if isinstance(func, cst.Name):
+                names.add(func.value)
+            elif isinstance(func, cst.Attribute):
+                names.add(func.attr.value)
+            else:
+                names.add("<dynamic>")
+
+    visit(function, Calls())
+    return names

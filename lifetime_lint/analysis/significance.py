@@ -107,6 +107,10 @@ BROADCAST_TABLE = "broadcast-table"
 DECODER_INPUT = "decoder-input"
 # A tensor in host (CPU) memory (`facts.ValueFact.host`): it holds no GPU memory.
 HOST_TENSOR = "host-tensor"
+# An activation of an autoencoder's downsampling block (`CosmosDownsample3d`): after its
+# first strided conv or pool it is at a quarter of its input's size or less, and the
+# block's peak is at its input (measured on the H200: 0 MiB for each such finding).
+DOWNSAMPLED = "downsampled"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -128,6 +132,7 @@ _SIZE_OF_ORIGIN = {
     BROADCAST_TABLE: SMALL_SIZED,
     DECODER_INPUT: SMALL_SIZED,
     HOST_TENSOR: SMALL_SIZED,
+    DOWNSAMPLED: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -174,6 +179,10 @@ _DESCRIPTION = {
         " usually a few MiB"
     ),
     HOST_TENSOR: "a tensor in host (CPU) memory: it holds no GPU memory",
+    DOWNSAMPLED: (
+        "an activation of an autoencoder's downsampling block: a fraction of its input,"
+        " below the block's peak"
+    ),
     F.SMALL: "small",
 }
 
