@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from lifetime_lint.analysis import chunks as C
+from lifetime_lint.analysis import decoders as D
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis import tables as T
@@ -493,6 +494,10 @@ class AccumulateThenConcat(Rule):
                     _header_node(facts, loop),
                 )
         structure = structure or generic
+        if structure is None and S.size_class(origin) == S.LARGE:
+            # A tiled decode whose tile calls decode frame batches or whole tiles: their
+            # activations, not the merge, set the peak.
+            structure = S.tiled_merge(D.tile_decoder_span(self.context, function, facts.owner))
         if structure is not None:
             level = S.LOW
         scoped, structure = self._scoped(level, structure)

@@ -22,6 +22,7 @@ from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.class_config import off_default_path
 from lifetime_lint.analysis.dataflow import Dataflow
+from lifetime_lint.analysis.decoders import tile_decoder_span
 from lifetime_lint.analysis.domain import (
     AUDIO_STREAM,
     LARGE_DOMAIN,
@@ -405,6 +406,20 @@ class TensorKeptAlive(Rule):
         return glob_matcher(self._heavy_patterns)(name.lower())  # fnmatchcase's answer
 
 
+def _tiled_merge_note(context, facts: F.FunctionFacts, origin: str, across: F.Work) -> str:
+    """Words for the message when `origin` is decoded output held across the merge of a
+    tiled decode whose tile calls decode frame batches or whole tiles
+    (`significance.tiled_merge`: the tile call's activations set the peak, releasing the
+    rows saves nothing); "" otherwise."""
+    merge = across.kind == "concatenation" or (
+        across.kind == "loop" and bool(across.parts) and across.parts[-1] in ("cat", "stack")
+    )
+    if S.size_class(origin) != S.LARGE or not merge:
+        return ""
+    reason = S.tiled_merge(tile_decoder_span(context, facts.function, facts.owner))
+    return f" ({reason})" if reason else ""
+
+
 def _is_compiled(function: cst.FunctionDef) -> bool:
     for decorator in function.decorators:
         name = dotted_name(
@@ -613,6 +628,7 @@ class _Analysis:
             held, estimate = self._rated(info, origin, held_across, tokens)
             # Held only on a path the model's own defaults never take: low.
             note = off_default_path(self.context, self._owner_name, info, name, held.node)
+            note = note or _tiled_merge_note(self.context, facts, origin, held.work)
             if note:
                 estimate = replace(estimate, level=S.LOW)
             if not library:
