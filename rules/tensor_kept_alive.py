@@ -103,7 +103,11 @@ class TensorKeptAlive(Rule):
       see (`torch.zeros(b, pad_len, dim)`: paddings and accumulators in the samples read),
       decoded tiles of an image model (4-D `[b, c, h, w]` tiles, or a file or class named
       for an image family: a whole image is tens of MiB, less than one tile's decoder
-      activations), the previous chunk of decoded frames held across the next decoder
+      activations), the decoded tiles of a tiled video decode held across its merge where
+      each tile call decodes a batch of latent frames, every frame of its tile, or whole
+      frames (temporal tiles; `analysis.decoders`: the call's activations set the peak, the
+      merge saved 0 MiB in Mochi, LTX-Video, HunyuanVideo 1.5 and CogVideoX on an H200;
+      one latent frame per call, as in Wan's causal VAE, keeps `high`), the previous chunk of decoded frames held across the next decoder
       call (the decoder's activations dwarf one chunk), activations held across attention
       in an autoencoder (a file, folder or class named for a VAE: its attention runs in the
       mid block at the latent resolution, below the decoder's full-resolution peak), the
@@ -239,11 +243,13 @@ class TensorKeptAlive(Rule):
     ## Example
     ```python
     def tiled_decode(self, z):
+        t = z.shape[2]  # a causal decoder: one latent frame per call
         rows = []
         for i in range(0, z.shape[3], self.tile):
             row = []
             for j in range(0, z.shape[4], self.tile):
-                row.append(self.decoder(z[:, :, :, i : i + self.tile, j : j + self.tile]))
+                frames = [z[:, :, k : k + 1, i : i + self.tile, j : j + self.tile] for k in range(t)]
+                row.append(torch.cat([self.decoder(frame) for frame in frames], dim=2))
             rows.append(row)
         result_rows = []
         for i, row in enumerate(rows):
@@ -256,11 +262,13 @@ class TensorKeptAlive(Rule):
     ## Use instead
     ```python
     def tiled_decode(self, z):
+        t = z.shape[2]  # a causal decoder: one latent frame per call
         rows = []
         for i in range(0, z.shape[3], self.tile):
             row = []
             for j in range(0, z.shape[4], self.tile):
-                row.append(self.decoder(z[:, :, :, i : i + self.tile, j : j + self.tile]))
+                frames = [z[:, :, k : k + 1, i : i + self.tile, j : j + self.tile] for k in range(t)]
+                row.append(torch.cat([self.decoder(frame) for frame in frames], dim=2))
             rows.append(row)
         result_rows = []
         for i, row in enumerate(rows):
