@@ -70,7 +70,12 @@ def _span(context, function: cst.FunctionDef, owner: cst.ClassDef | None) -> Til
     if found is None:
         return None  # an abstract decoder method: the subclass decides
     from_class = False
-    if not found and owner is not None and not _is_encoder_name(function.name.value):
+    if (
+        not found
+        and owner is not None
+        and not _is_encoder_name(function.name.value)
+        and not any(_is_decoder_name(_last_name(call.func)) for call in _calls(function))
+    ):  # a merge helper with no decoder call of its own (`tile_merge`)
         found = [
             span
             for method in methods.values()
