@@ -418,13 +418,15 @@ def _tiled_merge_note(context, facts: F.FunctionFacts, origin: str, across: F.Wo
     """Words for the message when `origin` is decoded output held across the merge of a
     tiled decode whose tile calls decode frame batches or whole tiles
     (`significance.tiled_merge`: the tile call's activations set the peak, releasing the
-    rows saves nothing); "" otherwise."""
+    rows saves nothing), or that merges one clip per call (`chunks.merged_per_call`: the
+    caller's concatenation of the clips sets the peak); "" otherwise."""
     merge = across.kind == "concatenation" or (
         across.kind == "loop" and bool(across.parts) and across.parts[-1] in ("cat", "stack")
     )
     if S.size_class(origin) != S.LARGE or not merge:
         return ""
     reason = S.tiled_merge(tile_decoder_span(context, facts.function, facts.owner))
+    reason = reason or C.merged_per_call(context, facts.function, facts.owner)
     return f" ({reason})" if reason else ""
 
 
