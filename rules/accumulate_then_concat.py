@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from lifetime_lint.analysis import chunks as C
+from lifetime_lint.analysis import decoders as D
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis import tables as T
@@ -108,7 +109,15 @@ class AccumulateThenConcat(Rule):
     peak); 4-D tile merges seen by their concatenation dims (rows on dim 2, columns on
     dim 3, when the tiles come out of a stacked buffer); activation-sized chunks out of a
     network's peak-level layer run in the loop (an MLP over each ray batch); functions
-    named for masks (`_merge_attention_masks`). Findings in
+    named for masks (`_merge_attention_masks`); the merge of a tiled video decode whose
+    tile calls decode a batch of latent frames (`z[:, :, k : k + n, i : i + t, j : j + t]`),
+    every frame of their tile (`z[:, :, :, i : i + t, j : j + t]`, `z[..., i : i + t, j : j
+    + t]`) or whole frames (temporal tiles), read from the subscripts that cut the
+    decoder's input, or from the class's tile cutters for a merge helper
+    (`analysis.decoders`): the call's own activations set the peak (measured on an H200:
+    0 MiB saved in Mochi, LTX-Video, HunyuanVideo 1.5 and CogVideoX), while one latent
+    frame per call (Wan's causal VAE, `z[:, :, k : k + 1, ...]`: -592 MiB at 720p) keeps
+    `high`. Findings in
     non-library paths (tests, examples, benchmarks, scripts, notebooks: the top-level
     `non-library` globs, shared with LL004/LL005) are `low` too: another audience, small
     inputs. The default run reports `medium` and `high`; `--statistics` counts the
@@ -493,6 +502,10 @@ class AccumulateThenConcat(Rule):
                     _header_node(facts, loop),
                 )
         structure = structure or generic
+        if structure is None and S.size_class(origin) == S.LARGE:
+            # A tiled decode whose tile calls decode frame batches or whole tiles: their
+            # activations, not the merge, set the peak.
+            structure = S.tiled_merge(D.tile_decoder_span(self.context, function, facts.owner))
         if structure is not None:
             level = S.LOW
         scoped, structure = self._scoped(level, structure)

@@ -23,6 +23,7 @@ from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.class_config import off_default_path
 from lifetime_lint.analysis.dataflow import Dataflow
+from lifetime_lint.analysis.decoders import tile_decoder_span
 from lifetime_lint.analysis.domain import (
     AUDIO_STREAM,
     LARGE_DOMAIN,
@@ -106,7 +107,11 @@ class TensorKeptAlive(Rule):
       see (`torch.zeros(b, pad_len, dim)`: paddings and accumulators in the samples read),
       decoded tiles of an image model (4-D `[b, c, h, w]` tiles, or a file or class named
       for an image family: a whole image is tens of MiB, less than one tile's decoder
-      activations), the previous chunk of decoded frames held across the next decoder
+      activations), the decoded tiles of a tiled video decode held across its merge where
+      each tile call decodes a batch of latent frames, every frame of its tile, or whole
+      frames (temporal tiles; `analysis.decoders`: the call's activations set the peak, the
+      merge saved 0 MiB in Mochi, LTX-Video, HunyuanVideo 1.5 and CogVideoX on an H200;
+      one latent frame per call, as in Wan's causal VAE, keeps `high`), the previous chunk of decoded frames held across the next decoder
       call (the decoder's activations dwarf one chunk), activations held across attention
       in an autoencoder (a file, folder or class named for a VAE: its attention runs in the
       mid block at the latent resolution, below the decoder's full-resolution peak), the
@@ -242,11 +247,13 @@ class TensorKeptAlive(Rule):
     ## Example
     ```python
     def tiled_decode(self, z):
+        t = z.shape[2]  # a causal decoder: one latent frame per call
         rows = []
         for i in range(0, z.shape[3], self.tile):
             row = []
             for j in range(0, z.shape[4], self.tile):
-                row.append(self.decoder(z[:, :, :, i : i + self.tile, j : j + self.tile]))
+                frames = [z[:, :, k : k + 1, i : i + self.tile, j : j + self.tile] for k in range(t)]
+                row.append(torch.cat([self.decoder(frame) for frame in frames], dim=2))
             rows.append(row)
         result_rows = []
         for i, row in enumerate(rows):
@@ -259,11 +266,13 @@ class TensorKeptAlive(Rule):
     ## Use instead
     ```python
     def tiled_decode(self, z):
+        t = z.shape[2]  # a causal decoder: one latent frame per call
         rows = []
         for i in range(0, z.shape[3], self.tile):
             row = []
             for j in range(0, z.shape[4], self.tile):
-                row.append(self.decoder(z[:, :, :, i : i + self.tile, j : j + self.tile]))
+                frames = [z[:, :, k : k + 1, i : i + self.tile, j : j + self.tile] for k in range(t)]
+                row.append(torch.cat([self.decoder(frame) for frame in frames], dim=2))
             rows.append(row)
         result_rows = []
         for i, row in enumerate(rows):
@@ -407,6 +416,22 @@ class TensorKeptAlive(Rule):
 
     def _matches(self, name: str) -> bool:
         return glob_matcher(self._heavy_patterns)(name.lower())  # fnmatchcase's answer
+
+
+def _tiled_merge_note(context, facts: F.FunctionFacts, origin: str, across: F.Work) -> str:
+    """Words for the message when `origin` is decoded output held across the merge of a
+    tiled decode whose tile calls decode frame batches or whole tiles
+    (`significance.tiled_merge`: the tile call's activations set the peak, releasing the
+    rows saves nothing), or that merges one clip per call (`chunks.merged_per_call`: the
+    caller's concatenation of the clips sets the peak); "" otherwise."""
+    merge = across.kind == "concatenation" or (
+        across.kind == "loop" and bool(across.parts) and across.parts[-1] in ("cat", "stack")
+    )
+    if S.size_class(origin) != S.LARGE or not merge:
+        return ""
+    reason = S.tiled_merge(tile_decoder_span(context, facts.function, facts.owner))
+    reason = reason or C.merged_per_call(context, facts.function, facts.owner)
+    return f" ({reason})" if reason else ""
 
 
 def _is_compiled(function: cst.FunctionDef) -> bool:
@@ -696,6 +721,7 @@ class _Analysis:
             held, estimate = self._rated(info, origin, held_across, tokens)
             # Held only on a path the model's own defaults never take: low.
             note = off_default_path(self.context, self._owner_name, info, name, held.node)
+            note = note or _tiled_merge_note(self.context, facts, origin, held.work)
             if note:
                 estimate = replace(estimate, level=S.LOW)
             if not library or self._script_entry():

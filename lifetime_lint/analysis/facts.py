@@ -568,6 +568,11 @@ class FunctionFacts:
         cached = self._values.get(site.index)
         if cached is not None:
             return cached
+        if self._contents is None:
+            self._fill_contents()  # first, from a clean state (`_fill_contents`)
+            cached = self._values.get(site.index)
+            if cached is not None:
+                return cached
         if site.index in self._in_progress:
             return _UNKNOWN  # a cycle (`x = x + 1` in a loop): no evidence from itself
         self._in_progress.add(site.index)
@@ -757,6 +762,8 @@ class FunctionFacts:
         """What an expression evaluated at `node` produces."""
         if expr is None:
             return _UNKNOWN
+        if self._contents is None:
+            self._fill_contents()  # first, from a clean state (`_fill_contents`)
         kind = type(expr)
         if kind is cst.Name:
             return self._name_value(expr.value, node)  # type: ignore[attr-defined]
@@ -1560,9 +1567,26 @@ class FunctionFacts:
 
     def _fill_contents(self) -> None:
         """What each container binding is given: `append`/`extend`/`insert` arguments and
-        `c[k] = v` stores, by the bindings of `c` that reach the call."""
+        `c[k] = v` stores, by the bindings of `c` that reach the call.
+
+        Filled once per function, before any value fact is computed (`value` and
+        `expression` call it first): the value facts it computes on the way see the
+        contents it has filled so far, and are memoised, so where it starts must not
+        depend on which rule asked first (it did: LL001's level of a tiled decode's `rows`
+        depended on whether LL002 was selected, whose first query came from inside another
+        value fact); they are scratch, dropped after the fill."""
         contents: dict[int, list[ValueFact]] = {}
         self._contents = contents
+        # The value and work facts computed on the way saw part of the contents: scratch,
+        # recomputed with all of them after the fill.
+        kept = self._values, self._work
+        self._values, self._work = {}, {}
+        try:
+            self._fill_contents_into(contents)
+        finally:
+            self._values, self._work = kept
+
+    def _fill_contents_into(self, contents: dict[int, list[ValueFact]]) -> None:
         for node in self.cfg.nodes:
             for call in node.calls:
                 func = call.func

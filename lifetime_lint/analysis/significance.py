@@ -65,6 +65,7 @@ from dataclasses import dataclass, replace
 
 import libcst as cst
 
+from lifetime_lint.analysis import decoders as D
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis.domain import (
     LARGE_DOMAIN,
@@ -649,3 +650,40 @@ _LATENT_WORDS = frozenset(["latent", "latents", "noise", "pred", "noise_pred", "
 _EMBEDDING_WORDS = frozenset(["embeds", "embed", "embedding", "embeddings", "emb"])
 # What a `pixel_values` binding may come from when it is a model's preprocessed input.
 _PIXEL_INPUT_ORIGINS = frozenset([F.ACTIVATION, F.DECODED, F.CONCATENATION, F.ALLOCATION])
+
+
+# Why merging a tiled decode's decoded tiles saves nothing, by what one tile call decodes
+# (`decoders.tile_decoder_span`). Measured on an H200 (benchmarks/RESULTS.md): releasing the
+# decoded rows lowered Wan 2.1's 720p tiled decode by 592 MiB (one latent frame per call), and
+# by 0 MiB in Mochi (163 frames, frame batches and whole tiles), LTX-Video (161 frames, whole
+# tiles), HunyuanVideo 1.5 (whole tiles) and CogVideoX (frame batches: 0.5 MiB of 3,862).
+_TILE_CALL = {
+    D.FRAME_BATCH: (
+        "each tile call decodes a batch of latent frames (`{source}`): its decoder activations"
+        " at the tile's full resolution outgrow the merged output, which sets no peak"
+        " (measured 0 MiB on CogVideoX and Mochi)"
+    ),
+    D.ALL_FRAMES: (
+        "each tile call decodes every frame of its spatial tile (`{source}`): that call's"
+        " activations set the peak, not the merge (measured 0 MiB on LTX-Video, Mochi and"
+        " HunyuanVideo 1.5)"
+    ),
+    D.TEMPORAL: (
+        "temporal tiles: each call decodes a batch of whole frames (`{source}`), whose"
+        " activations outgrow the merged output"
+    ),
+}
+
+
+def tiled_merge(span: D.TileSpan | None) -> str | None:
+    """Why holding or concatenating the decoded tiles of a tiled decode is `low` (the words
+    for the message), or None where it keeps its level: one latent frame of a spatial tile
+    per call (Wan's causal VAE: the merge of the whole clip sets the peak), or a decode whose
+    per-call extent the code does not show."""
+    if span is None or span.kind not in _TILE_CALL:
+        return None
+    source = " ".join(span.source.split())
+    if len(source) > 60:
+        source = source[:57] + "..."
+    where = " of the class's tile cutter" if span.from_class else ""
+    return _TILE_CALL[span.kind].format(source=source + where)
