@@ -87,6 +87,16 @@ PINNED: dict[str, str] = {
     "pytorch-metric-learning": "pytorch-metric-learning==2.9.0",
     "mmagic": "mmagic==1.2.0",
     "espnet": "espnet==202511",
+    # Session 10 (LL003): trainers, evaluation harnesses and model hubs whose evaluation
+    # and logging code gathers predictions, metrics and samples to one rank.
+    "finetrainers": "finetrainers==0.2.0",
+    "modelscope": "modelscope==1.40.2",
+    "xtuner": "xtuner==0.2.0",
+    "lm-eval": "lm-eval==0.4.13",
+    "catalyst": "catalyst==22.4",
+    "vissl": "vissl==0.1.6",
+    "open-flamingo": "open-flamingo==2.0.1",
+    "cosmos-predict2": "cosmos-predict2==1.0.9",
 }
 
 # Corpora whose importable package is not named like the distribution.
@@ -101,6 +111,9 @@ PACKAGE: dict[str, str] = {
     "nemo-toolkit": "nemo",
     "salesforce-lavis": "lavis",
     "pytorch-metric-learning": "pytorch_metric_learning",
+    "lm-eval": "lm_eval",
+    "open-flamingo": "open_flamingo",
+    "cosmos-predict2": "cosmos_predict2",
 }
 
 # Corpora with no wheel on PyPI: `pip download --no-binary :all:`, the package's folder

@@ -63,7 +63,9 @@ class DiscardedAllGather(Rule):
     of anything the facts layer does not know to be a tensor (pickled request ids, sets,
     status records: metadata), except a collection whose name says it holds what a loop
     collected (`result_part`, `self.results`, `predictions`, `preds`, `outputs`,
-    `local_states`; not one step's `result` nor an `rng_state`), which is `medium`, a state dict (`model.state_dict()`,
+    `local_states`, `completions`, `generations`, `translations`, `artifacts`, also as a
+    copy `dict(...)` or a comprehension over them; not one step's `result` nor an
+    `rng_state`), which is `medium`, a state dict (`model.state_dict()`,
     `optimizer.state_dict()`, or a local bound to one: every weight or optimizer state the
     rank holds), which is `high`, and a list, tuple or dict that carries a tensor (known
     to the facts layer, or returned by a call named for one: `[pack_states_to_tensor(p),
@@ -71,7 +73,10 @@ class DiscardedAllGather(Rule):
     are metadata; a `full_tensor()` in a loop over a state dict or a module's parameters
     (`for name, param in sd.items(): param = param.full_tensor()`) is `low`, since each
     of the other ranks holds one weight until the loop rebinds it (checkpoint
-    consolidation: one parameter's size, off the training peak). The default run reports
+    consolidation: one parameter's size, off the training peak). A uint8 tensor into
+    which the function pickles one object (`pickle.dumps(result_part)` padded to the
+    longest: an `all_gather_object` written by hand) is rated as that object would be:
+    `medium` for collected results, else `low`. The default run reports
     `medium` and `high`; `min-significance = "low"` under `[tool.lifetime-lint]` shows the
     rest. Calls resolving to
     `torch.distributed.all_gather`, `all_gather_into_tensor`, `all_gather_object`, their
@@ -676,10 +681,55 @@ def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> 
             )
         # `all_gather_object` pickles Python objects: request ids, sets, status records.
         return S.LOW, "; each rank sends a pickled Python object (metadata), so the waste is small"
+    pickled = _pickled_payload(ranks, sent) if kind not in (OBJECT, WRAPPED_OBJECT) else None
+    if pickled is not None:
+        # `part_send[:n] = torch.tensor(bytearray(pickle.dumps(result_part)), dtype=uint8)`:
+        # an all_gather_object written by hand; the bytes are the object they carry.
+        collected = _collected_results(ranks, pickled)
+        if collected is not None:
+            return S.MEDIUM, (
+                f"; each rank sends `{collected}` pickled into a byte tensor, by its name the "
+                f"results, predictions or states it collected (growing with the data it "
+                f"covers), so each of the others receives world_size of them"
+            )
+        return S.LOW, (
+            "; each rank sends a pickled Python object in a byte tensor (metadata), so the "
+            "waste is small"
+        )
     size = S.size_class(origin)
     if size in (S.SMALL_SIZED, S.TINY):
         return S.LOW, f"; each rank sends little ({S.describe(origin)}), so the waste is small"
     return (S.HIGH if size == S.LARGE else S.MEDIUM), ""
+
+
+class _PickleDumps(cst.CSTVisitor):
+    """The objects a function pickles (`pickle.dumps(obj)`, `dumps(obj)`)."""
+
+    def __init__(self) -> None:
+        self.objects: list[cst.BaseExpression] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if _last_name(node.func) == "dumps" and node.args:
+            self.objects.append(node.args[0].value)
+
+
+def _pickled_payload(ranks: _Ranks, sent: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """What a uint8 tensor sent by `all_gather` carries when the function pickles exactly
+    one object into bytes (an `all_gather_object` written by hand: `pickle.dumps(obj)`,
+    `torch.ByteTensor`/`bytearray`, padded to the longest): that object, or None."""
+    if not isinstance(sent, cst.Name):
+        return None
+    bound = ranks.binding(sent)
+    if bound is None or bound[1] is not None:
+        return None
+    code = ranks.context.code_for(bound[0])
+    if not re.search(r"uint8|ByteTensor|ByteStorage|bytearray|dumps|frombuffer", code):
+        return None
+    finder = _PickleDumps()
+    ranks.function.body.visit(finder)
+    if len(finder.objects) != 1:
+        return None
+    return finder.objects[0]
 
 
 def _state_dict(ranks: _Ranks, sent: cst.BaseExpression | None) -> bool:
@@ -729,9 +779,15 @@ def _tensor_in_object(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | N
 # Names of collections that hold what a loop collected per sample or per parameter:
 # `result_part`, `results`, `self.results`, `predictions`, `preds`, `outputs`,
 # `local_states` (not `result`, one step's outcome, nor `rng_state`).
+# Also what a generation or validation loop produced per sample: `completions`,
+# `_val_generations`, `translations`, `all_processes_artifacts` (logged images, videos).
 _COLLECTED = compile_lazily(
-    r"^_?((.*_)?(results|predictions|preds|outputs|states)(_.*)?|results?_parts?)$"
+    r"^_?((.*_)?(results|predictions|preds|outputs|states|generations|completions"
+    r"|translations|artifacts)(_.*)?|results?_parts?)$"
 )
+
+# Calls that copy a collection without changing what it holds: `dict(self._generations)`.
+_COPYING_CALLS = frozenset({"dict", "list", "tuple", "sorted"})
 
 
 def _collected_results(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | None:
@@ -744,6 +800,30 @@ def _collected_results(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | 
             found = _collected_results(ranks, element.value)
             if found is not None:
                 return found
+        return None
+    if (
+        isinstance(sent, cst.Call)
+        and isinstance(sent.func, cst.Name)
+        and sent.func.value in _COPYING_CALLS
+        and len(sent.args) == 1
+    ):
+        # `dict(self._val_generations)`: a copy of the collection.
+        return _collected_results(ranks, sent.args[0].value)
+    if isinstance(sent, (cst.ListComp, cst.GeneratorExp, cst.DictComp)):
+        # `[(t, g) for t, g in zip(translations, ground_truths) if g]`: a filtered copy.
+        comprehension: cst.CompFor | None = sent.for_in
+        while comprehension is not None:
+            iterated = comprehension.iter
+            sources = (
+                [a.value for a in iterated.args]
+                if isinstance(iterated, cst.Call) and _last_name(iterated.func) == "zip"
+                else [iterated]
+            )
+            for source in sources:
+                found = _collected_results(ranks, source)
+                if found is not None:
+                    return found
+            comprehension = comprehension.inner_for_in
         return None
     if not isinstance(sent, (cst.Name, cst.Attribute)):
         return None
