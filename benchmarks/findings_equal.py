@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lint_speed import extract_revision
+from score_corpus import python_path_for
 
 REPO = Path(__file__).resolve().parent.parent
 CORPORA = ("diffusers", "transformers", "vllm-omni", "torch-nn")
@@ -54,13 +55,14 @@ def draw(per_corpus: int, seed: int, containing: str | None = None) -> list[str]
     return chosen
 
 
-def lint(code_root: str | None, files: list[str], config: str, workdir: str) -> list[dict]:
-    """Findings of the lifetime-lint importable from `code_root` (None: this venv's)."""
+def lint(
+    code_root: str, files: list[str], config: str, workdir: str, tree: str | None = None
+) -> list[dict]:
+    """Findings of the lifetime-lint importable from `code_root`, whose files must lie in
+    `tree` (default: `code_root` itself)."""
     env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    if code_root is not None:
-        env["PYTHONPATH"] = code_root
-    expected = os.path.realpath(code_root or str(REPO))
+    env["PYTHONPATH"] = code_root
+    expected = os.path.realpath(tree or code_root)
     probe = (
         "import lifetime_lint, lifetime_lint.rules as r, os, sys;"
         "print(os.path.realpath(lifetime_lint.__file__));print(os.path.realpath(r.__file__))"
@@ -93,11 +95,14 @@ def main() -> int:
     base_root = extract_revision(args.base)
     differences = 0
     with tempfile.TemporaryDirectory() as workdir:
+        # The working tree through an installed-layout view (`rules/` as `lifetime_lint.rules`):
+        # right from a git worktree too, where the venv's editable install points elsewhere.
+        head_root = python_path_for(str(REPO), os.path.join(workdir, "head"))
         for label, text in CONFIGS.items():
             config = os.path.join(workdir, "pyproject.toml")
             Path(config).write_text(text)
             base = sorted(key(f) for f in lint(base_root, files, config, workdir))
-            head = sorted(key(f) for f in lint(None, files, config, workdir))
+            head = sorted(key(f) for f in lint(head_root, files, config, workdir, str(REPO)))
             only_base = sorted(set(base) - set(head))
             only_head = sorted(set(head) - set(base))
             same_multiset = base == head

@@ -228,6 +228,8 @@ def python_path_for(tree: str, scratch: str) -> str:
     package = os.path.join(scratch, "site", "lifetime_lint")
     os.makedirs(package, exist_ok=True)
     for name in os.listdir(os.path.join(tree, "lifetime_lint")):
+        if name in ("rules", "runtime"):
+            continue  # a worktree's own `lifetime_lint/rules -> ../rules` view: made below
         os.symlink(os.path.join(tree, "lifetime_lint", name), os.path.join(package, name))
     for name in ("rules", "runtime"):
         os.symlink(os.path.join(tree, name), os.path.join(package, name))
