@@ -54,6 +54,8 @@ FILES = {
     "cogvideox-vae-decode-81": ("autoencoders", "autoencoder_kl_cogvideox.py"),
     "mochi-vae-decode-163": ("autoencoders", "autoencoder_kl_mochi.py"),
     "ltx-vae-decode-161": ("autoencoders", "autoencoder_kl_ltx.py"),
+    "ltx2-vae-decode-121": ("autoencoders", "autoencoder_kl_ltx2.py"),
+    "magvit-vae-decode-49": ("autoencoders", "autoencoder_kl_magvit.py"),
 }
 # The latent of each decode-only workload: (channels, latent frames, height, width).
 DECODE_LATENTS = {
@@ -64,6 +66,8 @@ DECODE_LATENTS = {
     "cogvideox-vae-decode-81": (16, 21, 96, 170),  # CogVideoX1.5: 81 frames at 768x1360
     "mochi-vae-decode-163": (12, 28, 60, 106),  # Mochi 1: 163 frames at 480x848
     "ltx-vae-decode-161": (128, 21, 22, 38),  # LTX-Video: 161 frames at 704x1216
+    "ltx2-vae-decode-121": (128, 16, 24, 40),  # LTX-2: 121 frames at 768x1280
+    "magvit-vae-decode-49": (16, 13, 84, 144),  # EasyAnimate (MagViT): 49 frames at 672x1152
 }
 DECODE_ONLY = set(DECODE_LATENTS)  # `model.decode(**inputs)` instead of `model(**inputs)`
 TILED = {"wan-vae-tiled", *DECODE_ONLY}  # run with the model's `enable_tiling()`
@@ -193,6 +197,7 @@ def _decode_latent(name: str) -> Any:
             "wan": "AutoencoderKLWan", "hunyuan15": "AutoencoderKLHunyuanVideo15",
             "hunyuan": "AutoencoderKLHunyuanVideo", "cogvideox": "AutoencoderKLCogVideoX",
             "mochi": "AutoencoderKLMochi", "ltx": "AutoencoderKLLTXVideo",
+            "ltx2": "AutoencoderKLLTX2Video", "magvit": "AutoencoderKLMagvit",
         }[name.split("-")[0]]  # fmt: skip
         return class_name, {}, {"z": torch.randn(*shape, generator=g), "return_dict": False}
 

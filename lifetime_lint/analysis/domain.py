@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -902,7 +902,10 @@ def _frame_wise_classes(module: cst.Module) -> frozenset[str]:
         return True, conv
 
     definitions = [s for s in module.body if isinstance(s, cst.ClassDef)]
-    video = {s.name.value for s in definitions if _shows_frames(module, s)}
+    # Whether a class shows frames is asked only of frame-wise candidates and their builders
+    # (each answer prints the class's code: most of this scan's cost when asked of all).
+    classes = {s.name.value: s for s in definitions}
+    video = _LazyClassTest(lambda name: _shows_frames(module, classes[name]), classes)
     builders: dict[str, set[str]] = {}  # class -> the classes of the file that build it
     for statement in definitions:
         for part in parts[statement.name.value][1]:
@@ -912,6 +915,23 @@ def _frame_wise_classes(module: cst.Module) -> frozenset[str]:
         ok, conv = frame_wise(name, frozenset())
         verdict[name] = ok and conv and not _built_for_video(name, builders, video)
     return frozenset(name for name, ok in verdict.items() if ok)
+
+
+class _LazyClassTest:
+    """`name in tested`: a per-class test over the file's classes, each answered once."""
+
+    def __init__(self, test: Callable[[str], bool], classes: Container[str]) -> None:
+        self._test = test
+        self._classes = classes
+        self._answers: dict[str, bool] = {}
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str) or name not in self._classes:
+            return False
+        answer = self._answers.get(name)
+        if answer is None:
+            answer = self._answers[name] = self._test(name)
+        return answer
 
 
 def _shows_frames(module: cst.Module, cls: cst.ClassDef) -> bool:
@@ -927,7 +947,7 @@ def _shows_frames(module: cst.Module, cls: cst.ClassDef) -> bool:
 _CLIP_WORDS = frozenset(["video", "videos", "temporal", "clip", "clips"])
 
 
-def _built_for_video(name: str, builders: dict[str, set[str]], video: set[str]) -> bool:
+def _built_for_video(name: str, builders: dict[str, set[str]], video: Container[str]) -> bool:
     """Whether the class, or a class that builds it (up the file's build chain), shows video."""
     seen: set[str] = set()
     pending = [name]

@@ -661,7 +661,7 @@ _TILE_CALL = {
     D.FRAME_BATCH: (
         "each tile call decodes a batch of latent frames (`{source}`): its decoder activations"
         " at the tile's full resolution outgrow the merged output, which sets no peak"
-        " (measured 0 MiB on CogVideoX and Mochi)"
+        " (measured under 1 MiB on CogVideoX and Mochi)"
     ),
     D.ALL_FRAMES: (
         "each tile call decodes every frame of its spatial tile (`{source}`): that call's"
