@@ -711,6 +711,8 @@ class _Analysis:
                 continue
             if self._elements_held(info, real, candidates, held_across):
                 continue  # a container of tensors that keep their own names
+            if self._captured_by_live_object(info, name, held_across):
+                continue  # `meta = AttentionMetadata(joint_query=q)` ... `self.attn(x, meta)`
             status = 0
             if any(s.kind == "deleted" for s in sites):
                 status = 1
@@ -905,6 +907,45 @@ class _Analysis:
                     # the others' saving).
                     return True
         return False
+
+    def _captured_by_live_object(self, info: StatementInfo, name: str, held: list[_Held]) -> bool:
+        """Whether the name's last use stores it into an object still live at every work
+        it is held across: `attn_metadata = AttentionMetadata(joint_query=joint_q, ...)` (a
+        constructor: a capitalised callee), `dict(q=q)` or `{"q": q}`, then
+        `self.attn(q, k, v, attn_metadata)`. The object keeps the tensor there, so `del`
+        frees nothing."""
+        flow = self.flow
+        assert flow is not None and info.exit is not None
+        statement = info.statement
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return False
+        assign = statement.body[0]
+        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+            target, value = assign.targets[0].target, assign.value
+        elif isinstance(assign, cst.AnnAssign) and assign.value is not None:
+            target, value = assign.target, assign.value
+        else:
+            return False
+        if not isinstance(target, cst.Name) or target.value == name:
+            return False
+        if isinstance(value, cst.Call):
+            callee = value.func.attr if isinstance(value.func, cst.Attribute) else value.func
+            if not isinstance(callee, cst.Name):
+                return False
+            if not (callee.value[:1].isupper() or callee.value == "dict"):
+                return False
+            stored = [arg.value for arg in value.args if arg.keyword is not None]
+        elif isinstance(value, cst.Dict):
+            stored = [el.value for el in value.elements if isinstance(el, cst.DictElement)]
+        else:
+            return False
+        if not any(isinstance(v, cst.Name) and v.value == name for v in stored):
+            return False
+        nodes = [self._cfg_node(h.node) for h in held]
+        if not nodes or any(node is None for node in nodes):
+            return False
+        bit = flow.name_bit(target.value)
+        return all(flow.live_in[node.index] & bit for node in nodes if node is not None)
 
     def _elements_held(
         self, info: StatementInfo, sites: list[DefSite], candidates: set[str], held: list[_Held]

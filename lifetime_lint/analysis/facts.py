@@ -2120,6 +2120,11 @@ class FunctionFacts:
             return Work(MODEL, "collective", parts=parts)  # a helper that wraps one
         if parts[0] == "self" and owner is not None and owner.light:
             return _NO_WORK  # `self._encode_plus(...)` in a tokenizer works on lists
+        if _numeric_codec(last):
+            # `decode_e8m0(scale)`, `decode_fp8(w)`: a number format's (de)quantization,
+            # elementwise work on a weight or scale, not a model's decoder.
+            callee = self.local_callee(call)
+            return self.helper_work(callee) if callee is not None else Work(NONE, "none")
         if len(parts) <= 2 and not _glob_any(last.lower(), T.MODEL_CALLS):
             callee = self.local_callee(call)
             if callee is not None:
@@ -2667,6 +2672,17 @@ def _moves_to_device(method: str, call: cst.Call) -> bool:
         if not (text.startswith("torch.") or "dtype" in text.lower()):
             return True  # `.to(device)`, `.to(x)`, `.to("cuda")`
     return False
+
+
+# A number format after `decode`/`encode` (`decode_e8m0`, `decode_fp8`, `encode_nvfp4`,
+# `_decode_int4`): bits to values, not a model's decoder.
+_NUMERIC_CODEC = compile_lazily(
+    r"_?(?:de|en)code_(?:fp\d+|bf16|e\d+m\d+|mx\w*|nvfp\w*|u?int\d+|float\d*|nf4|f\d+)\w*"
+)
+
+
+def _numeric_codec(name: str) -> bool:
+    return _NUMERIC_CODEC.fullmatch(name.lower()) is not None
 
 
 def _names_a_decoder(func: cst.BaseExpression) -> bool:
