@@ -656,7 +656,10 @@ _PIXEL_INPUT_ORIGINS = frozenset([F.ACTIVATION, F.DECODED, F.CONCATENATION, F.AL
 # (`decoders.tile_decoder_span`). Measured on an H200 (benchmarks/RESULTS.md): releasing the
 # decoded rows lowered Wan 2.1's 720p tiled decode by 592 MiB (one latent frame per call), and
 # by 0 MiB in Mochi (163 frames, frame batches and whole tiles), LTX-Video (161 frames, whole
-# tiles), HunyuanVideo 1.5 (whole tiles) and CogVideoX (frame batches: 0.5 MiB of 3,862).
+# tiles), HunyuanVideo 1.5 (whole tiles), CogVideoX and MagViT (frame batches: 0.5 MiB of
+# 3,862, 0.4 MiB of 5,634). One whole-tile merge did set the peak: LTX-2's (121 frames,
+# 766 MiB of 2,587), whose decoder is light next to its output; the level stays low (three
+# whole-tile decodes of four measured saved nothing) and the message says so.
 _TILE_CALL = {
     D.FRAME_BATCH: (
         "each tile call decodes a batch of latent frames (`{source}`): its decoder activations"
@@ -665,8 +668,8 @@ _TILE_CALL = {
     ),
     D.ALL_FRAMES: (
         "each tile call decodes every frame of its spatial tile (`{source}`): that call's"
-        " activations set the peak, not the merge (measured 0 MiB on LTX-Video, Mochi and"
-        " HunyuanVideo 1.5)"
+        " activations usually set the peak, not the merge (measured 0 MiB on LTX-Video, Mochi"
+        " and HunyuanVideo 1.5, but 766 MiB on LTX-2, whose decoder is light)"
     ),
     D.TEMPORAL: (
         "temporal tiles: each call decodes a batch of whole frames (`{source}`), whose"
