@@ -275,11 +275,21 @@ class DiscardedAllGather(Rule):
         if ranks.facts is None or _declared_or_parameter(ranks, result):
             return
         allocation = None
+        alternative = None  # the other branch of `if world_size > 1: <gather> else: ...`
+        outer = False  # the buffers were allocated before the `if` around the call
         if kind in BUFFER_KINDS:
             allocation = _allocation_before(block, statement, result)
             if allocation is None:
+                enclosing = _branch_of(ancestors, block)
+                if enclosing is not None:
+                    branch, outer_block, alternative = enclosing
+                    allocation = _allocation_before(outer_block, branch, result)
+                    outer = True
+            if allocation is None:
                 return  # buffers from elsewhere: not this function's allocation
-        reads = _reads_of(uses_for(self.context, function), result, statement, allocation)
+        reads = _reads_of(
+            uses_for(self.context, function), result, statement, allocation, alternative
+        )
         if reads is None and kind not in BUFFER_KINDS:
             # `param = param.full_tensor()` in a loop: the reads this binding reaches
             reads = _reads_of_binding(ranks, result, statement, _bound_value(statement, call))
@@ -293,6 +303,8 @@ class DiscardedAllGather(Rule):
             if _presence_read(self.context, chain):
                 presence = True
                 continue
+            if _restructured_in_place(chain, result):
+                continue  # `x = [a for part in x for a in part]`: its later reads decide
             guard = _guard(ranks, chain)
             if guard is None:
                 derived = self._derived(ranks, chain)
@@ -355,6 +367,7 @@ class DiscardedAllGather(Rule):
             and not presence  # `len(None)` would raise on the other ranks after the fix
             and kind in FIXABLE_KINDS
             and reads.after_call
+            and not outer
         )
         if (
             fixable
@@ -1284,6 +1297,64 @@ def _allocation_before(
     return None
 
 
+def _branch_of(
+    ancestors: Sequence[cst.CSTNode], block: cst.CSTNode
+) -> tuple[cst.If, cst.CSTNode, cst.CSTNode | None] | None:
+    """For a collective in the body of `if world_size > 1:` (an `if` directly in a block,
+    not an `elif`): the `if`, its enclosing block and its other branch (`else:` filling the
+    buffers locally, which runs instead of the collective), to find buffers allocated just
+    before the `if`."""
+    index = next((i for i in range(len(ancestors) - 1, -1, -1) if ancestors[i] is block), None)
+    if index is None or index < 2:
+        return None
+    branch, enclosing = ancestors[index - 1], ancestors[index - 2]
+    if not (isinstance(branch, cst.If) and branch.body is block):
+        return None
+    if not isinstance(enclosing, (cst.IndentedBlock, cst.Module)):
+        return None
+    return branch, enclosing, branch.orelse
+
+
+def _restructured_in_place(chain: Sequence[cst.CSTNode], name: str) -> bool:
+    """The use at the end of `chain` is in `name = [a for part in name for a in part]` (or
+    `[a for a in name]`): the statement only flattens the gathered list into the same name,
+    on every rank, so it is no read of the data; the reads of the rebound name decide."""
+    statement = next((n for n in chain if isinstance(n, cst.SimpleStatementLine)), None)
+    if statement is None or len(statement.body) != 1:
+        return False
+    assign = statement.body[0]
+    if not (
+        isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+        and assign.targets[0].target.value == name
+        and isinstance(assign.value, cst.ListComp)
+    ):
+        return False
+    comp = assign.value
+    first = comp.for_in
+    if not (isinstance(first.iter, cst.Name) and first.iter.value == name and not first.ifs):
+        return False
+    inner = first.inner_for_in
+    if inner is None:
+        innermost = first
+    else:
+        if inner.inner_for_in is not None or inner.ifs:
+            return False
+        if not (
+            isinstance(inner.iter, cst.Name)
+            and isinstance(first.target, cst.Name)
+            and inner.iter.value == first.target.value
+        ):
+            return False
+        innermost = inner
+    return (
+        isinstance(innermost.target, cst.Name)
+        and isinstance(comp.elt, cst.Name)
+        and comp.elt.value == innermost.target.value
+    )
+
+
 _ALLOCATORS = compile_lazily(
     r"^(empty|zeros|ones|full|empty_like|zeros_like|ones_like|full_like|rand_like|randn_like|"
     r"empty_strided|new_empty|new_zeros|new_ones|new_full|clone)$"
@@ -1319,6 +1390,7 @@ def _reads_of(
     name: str,
     statement: cst.SimpleStatementLine,
     allocation: cst.SimpleStatementLine | None,
+    alternative: cst.CSTNode | None = None,
 ) -> _Reads | None:
     """Every read and rebinding of `name` outside the collective's statement and the
     buffers' allocation (a rebinding counts as a read: it must come after the collective,
@@ -1333,6 +1405,8 @@ def _reads_of(
     for use in occurrences:
         if use.inside(statement) or (allocation is not None and use.inside(allocation)):
             continue
+        if alternative is not None and use.inside(alternative):
+            continue  # the branch that runs instead of the collective (one process)
         if use.deleted or isinstance(use.parent, cst.NameItem):
             continue
         before = use.order < at_call
