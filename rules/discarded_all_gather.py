@@ -1279,7 +1279,7 @@ def _declared_or_parameter(ranks: _Ranks, name: str) -> bool:
 
 
 def _allocation_before(
-    block: cst.CSTNode, statement: cst.SimpleStatementLine, name: str
+    block: cst.CSTNode, statement: cst.BaseStatement, name: str
 ) -> cst.SimpleStatementLine | None:
     """The nearest earlier statement of the block that assigns `name` (`name = ...`)."""
     body = list(block.body)  # type: ignore[attr-defined]
