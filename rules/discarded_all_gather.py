@@ -277,14 +277,14 @@ class DiscardedAllGather(Rule):
         allocation = None
         alternative = None  # the other branch of `if world_size > 1: <gather> else: ...`
         outer = False  # the buffers were allocated before the `if` around the call
+        enclosing = _branch_of(ancestors, block)
+        if enclosing is not None:
+            alternative = enclosing[2]
         if kind in BUFFER_KINDS:
             allocation = _allocation_before(block, statement, result)
-            if allocation is None:
-                enclosing = _branch_of(ancestors, block)
-                if enclosing is not None:
-                    branch, outer_block, alternative = enclosing
-                    allocation = _allocation_before(outer_block, branch, result)
-                    outer = True
+            if allocation is None and enclosing is not None:
+                allocation = _allocation_before(enclosing[1], enclosing[0], result)
+                outer = True
             if allocation is None:
                 return  # buffers from elsewhere: not this function's allocation
         reads = _reads_of(
