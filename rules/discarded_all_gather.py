@@ -371,7 +371,7 @@ class DiscardedAllGather(Rule):
         )
         if (
             fixable
-            and allocation is not None
+            and isinstance(allocation, cst.SimpleStatementLine)
             and all(derived.concat is not None for derived in through)
             and (not through or (len(reads.chains) == 1 and kind == LIST))
         ):
@@ -941,14 +941,33 @@ def _ranks_of_another_group(ranks: _Ranks, call: cst.Call, guards: Sequence[_Gua
     code does not mention (`pp_rank == 0` around a gather over the TP group: one reader per
     pipeline stage, and every rank of the gathered group reads)."""
     group = _gather_group(ranks.context, call)
+    argument = _arguments(call, ("tensor_list", "tensor", "group")).get("group")
+    bound = ranks.binding(argument) if isinstance(argument, cst.Name) else None
+    origin = _normalise(ranks.context.code_for(bound[0])) if bound and bound[1] is None else None
     for guard in guards:
         kind = ranks.kind(guard.rank)
-        if isinstance(kind, tuple) and kind[1] != group:
+        if (
+            isinstance(kind, tuple)
+            and kind[1] != group
+            and not _same_role(kind[1], group)
+            and not _same_role(kind[1], origin)
+        ):
             return True
         dimension = _parallel_dimension(guard.rank)
         if dimension is not None and (group is None or dimension not in _code_words(group)):
             return True
     return False
+
+
+def _same_role(first: str | None, second: str | None) -> bool:
+    """Two groups' code naming the same attribute of different owners
+    (`self.process_group` and `fsdp_instances[k].process_group`: nested wrappers of one
+    model, sharded over the same ranks): taken as the same group."""
+    if first is None or second is None:
+        return False
+    head, dot, attribute = first.rpartition(".")
+    other, other_dot, other_attribute = second.rpartition(".")
+    return bool(dot and other_dot and attribute == other_attribute and head != other)
 
 
 # Names of parallel dimensions in rank names (`pp_rank`, `tp_rank_in_group`, `cfg_rank`).
@@ -1278,13 +1297,41 @@ def _declared_or_parameter(ranks: _Ranks, name: str) -> bool:
     return any(isinstance(use.parent, cst.NameItem) for use in uses)
 
 
+def _lazy_allocation(test: cst.If, name: str) -> bool:
+    """`if name is None: name = <fresh buffers>` (nothing else, no `else:`): buffers made
+    on first use and reused by later iterations (fairscale's optimizer-state gather)."""
+    if test.orelse is not None or not isinstance(test.test, cst.Comparison):
+        return False
+    if not (
+        isinstance(test.test.left, cst.Name)
+        and test.test.left.value == name
+        and _is_none_test(test.test)
+        and isinstance(test.test.comparisons[0].operator, cst.Is)
+    ):
+        return False
+    body = test.body.body
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+        return False
+    if len(body[0].body) != 1 or not isinstance(body[0].body[0], cst.Assign):
+        return False
+    assign = body[0].body[0]
+    return (
+        len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+        and assign.targets[0].target.value == name
+        and _is_fresh(assign.value)
+    )
+
+
 def _allocation_before(
     block: cst.CSTNode, statement: cst.BaseStatement, name: str
-) -> cst.SimpleStatementLine | None:
+) -> cst.SimpleStatementLine | cst.If | None:
     """The nearest earlier statement of the block that assigns `name` (`name = ...`)."""
     body = list(block.body)  # type: ignore[attr-defined]
     index = next(i for i, s in enumerate(body) if s is statement)
     for earlier in reversed(body[:index]):
+        if isinstance(earlier, cst.If) and _lazy_allocation(earlier, name):
+            return earlier  # `if buf is None: buf = [...]` just before: allocated here
         if isinstance(earlier, cst.SimpleStatementLine):
             for small in earlier.body:
                 if isinstance(small, cst.Assign) and any(
@@ -1375,6 +1422,15 @@ def _is_fresh(value: cst.BaseExpression) -> bool:
         return isinstance(value.left, cst.List) or isinstance(value.right, cst.List)
     if isinstance(value, cst.Call):
         name = _last_name(value.func)
+        if name == "list" and len(value.args) == 1:
+            # `list(t.new_zeros(n * size).chunk(n))`: views of a tensor made here
+            inner = value.args[0].value
+            return (
+                isinstance(inner, cst.Call)
+                and isinstance(inner.func, cst.Attribute)
+                and inner.func.attr.value in ("chunk", "split", "unbind")
+                and _is_fresh(inner.func.value)
+            )
         return name is not None and bool(_ALLOCATORS.match(name))
     return False
 
@@ -1389,7 +1445,7 @@ def _reads_of(
     uses: NameUses,
     name: str,
     statement: cst.SimpleStatementLine,
-    allocation: cst.SimpleStatementLine | None,
+    allocation: cst.SimpleStatementLine | cst.If | None,
     alternative: cst.CSTNode | None = None,
 ) -> _Reads | None:
     """Every read and rebinding of `name` outside the collective's statement and the
@@ -1410,12 +1466,28 @@ def _reads_of(
         if use.deleted or isinstance(use.parent, cst.NameItem):
             continue
         before = use.order < at_call
+        if use.binding and before and _binds_none(use.chain):
+            continue  # `buffer = None` before a lazy allocation: no data, no read
         if use.binding and before:
             return None
         if before:
             after_call = False
         chains.append(use.chain)
     return _Reads(chains, after_call)
+
+
+def _binds_none(chain: Sequence[cst.CSTNode]) -> bool:
+    """The binding at the end of `chain` is `name = None`."""
+    if len(chain) < 3:
+        return False
+    target, assign = chain[-2], chain[-3]
+    return (
+        isinstance(target, cst.AssignTarget)
+        and isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.value, cst.Name)
+        and assign.value.value == "None"
+    )
 
 
 def _bound_value(statement: cst.SimpleStatementLine, call: cst.Call) -> cst.BaseExpression:
