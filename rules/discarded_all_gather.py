@@ -305,6 +305,8 @@ class DiscardedAllGather(Rule):
                 continue
             if _restructured_in_place(chain, result):
                 continue  # `x = [a for part in x for a in part]`: its later reads decide
+            if _binds_none(chain):
+                continue  # `all_images = None`: drops the data, reads none of it
             guard = _guard(ranks, chain)
             if guard is None:
                 derived = self._derived(ranks, chain)
@@ -796,7 +798,7 @@ def _tensor_in_object(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | N
 # `_val_generations`, `translations`, `all_processes_artifacts` (logged images, videos).
 _COLLECTED = compile_lazily(
     r"^_?((.*_)?(results|predictions|preds|outputs|states|generations|completions"
-    r"|translations|artifacts)(_.*)?|results?_parts?)$"
+    r"|translations|artifacts|images|videos)(_.*)?|results?_parts?)$"
 )
 
 # Calls that copy a collection without changing what it holds: `dict(self._generations)`.
@@ -814,6 +816,9 @@ def _collected_results(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | 
             if found is not None:
                 return found
         return None
+    if isinstance(sent, cst.IfExp):
+        # `images if images is not None else [None] * n`: a filler when there is none
+        return _collected_results(ranks, sent.body) or _collected_results(ranks, sent.orelse)
     if (
         isinstance(sent, cst.Call)
         and isinstance(sent.func, cst.Name)
