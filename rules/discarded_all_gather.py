@@ -216,6 +216,8 @@ class DiscardedAllGather(Rule):
 
     def _kind(self, call: cst.Call) -> str | None:
         qualified = self.context.qualified_name(call.func)
+        if qualified is None:
+            qualified = self._local_alias(call.func)
         if qualified is not None:
             kind = _COLLECTIVES.get(qualified)
             if kind is not None:
@@ -245,6 +247,28 @@ class DiscardedAllGather(Rule):
             if _NAMED_ALL_GATHER.match(qualified.rpartition(".")[2]):
                 return WRAPPER  # `evenly_divisible_all_gather(outputs, concat=True)`
         return None
+
+    def _local_alias(self, func: cst.BaseExpression) -> str | None:
+        """`dist.all_gather_object` after `dist = torch.distributed` in the same function
+        (nemo's speechlm2 models): the qualified name through the local alias, when the
+        function binds the alias once, to a module that has that collective."""
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return None
+        alias, attribute = func.value.value, func.attr.value
+        function = next(
+            (a for a in reversed(self.context.ancestors) if isinstance(a, cst.FunctionDef)),
+            None,
+        )
+        if function is None:
+            return None
+        finder = _AssignmentFinder(alias)
+        visit(function.body, finder)
+        if len(finder.values) != 1:
+            return None
+        module = self.context.qualified_name(finder.values[0])
+        if module is None or f"{module}.{attribute}" not in _COLLECTIVES:
+            return None
+        return f"{module}.{attribute}"
 
     def _module_wrapper(self, name: str) -> str | None:
         """For a function of this module that fills a list with a collective and returns it
