@@ -216,6 +216,8 @@ class DiscardedAllGather(Rule):
 
     def _kind(self, call: cst.Call) -> str | None:
         qualified = self.context.qualified_name(call.func)
+        if qualified is None:
+            qualified = self._local_alias(call.func)
         if qualified is not None:
             kind = _COLLECTIVES.get(qualified)
             if kind is not None:
@@ -246,6 +248,28 @@ class DiscardedAllGather(Rule):
                 return WRAPPER  # `evenly_divisible_all_gather(outputs, concat=True)`
         return None
 
+    def _local_alias(self, func: cst.BaseExpression) -> str | None:
+        """`dist.all_gather_object` after `dist = torch.distributed` in the same function
+        (nemo's speechlm2 models): the qualified name through the local alias, when the
+        function binds the alias once, to a module that has that collective."""
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return None
+        alias, attribute = func.value.value, func.attr.value
+        function = next(
+            (a for a in reversed(self.context.ancestors) if isinstance(a, cst.FunctionDef)),
+            None,
+        )
+        if function is None:
+            return None
+        finder = _AssignmentFinder(alias)
+        visit(function.body, finder)
+        if len(finder.values) != 1:
+            return None
+        module = self.context.qualified_name(finder.values[0])
+        if module is None or f"{module}.{attribute}" not in _COLLECTIVES:
+            return None
+        return f"{module}.{attribute}"
+
     def _module_wrapper(self, name: str) -> str | None:
         """For a function of this module that fills a list with a collective and returns it
         (mmengine's `all_gather_object(data, group) -> gather_list`): the kind its callers
@@ -275,11 +299,21 @@ class DiscardedAllGather(Rule):
         if ranks.facts is None or _declared_or_parameter(ranks, result):
             return
         allocation = None
+        alternative = None  # the other branch of `if world_size > 1: <gather> else: ...`
+        outer = False  # the buffers were allocated before the `if` around the call
+        enclosing = _branch_of(ancestors, block)
+        if enclosing is not None:
+            alternative = enclosing[2]
         if kind in BUFFER_KINDS:
             allocation = _allocation_before(block, statement, result)
+            if allocation is None and enclosing is not None:
+                allocation = _allocation_before(enclosing[1], enclosing[0], result)
+                outer = True
             if allocation is None:
                 return  # buffers from elsewhere: not this function's allocation
-        reads = _reads_of(uses_for(self.context, function), result, statement, allocation)
+        reads = _reads_of(
+            uses_for(self.context, function), result, statement, allocation, alternative
+        )
         if reads is None and kind not in BUFFER_KINDS:
             # `param = param.full_tensor()` in a loop: the reads this binding reaches
             reads = _reads_of_binding(ranks, result, statement, _bound_value(statement, call))
@@ -293,6 +327,10 @@ class DiscardedAllGather(Rule):
             if _presence_read(self.context, chain):
                 presence = True
                 continue
+            if _restructured_in_place(chain, result):
+                continue  # `x = [a for part in x for a in part]`: its later reads decide
+            if _binds_none(chain):
+                continue  # `all_images = None`: drops the data, reads none of it
             guard = _guard(ranks, chain)
             if guard is None:
                 derived = self._derived(ranks, chain)
@@ -355,10 +393,11 @@ class DiscardedAllGather(Rule):
             and not presence  # `len(None)` would raise on the other ranks after the fix
             and kind in FIXABLE_KINDS
             and reads.after_call
+            and not outer
         )
         if (
             fixable
-            and allocation is not None
+            and isinstance(allocation, cst.SimpleStatementLine)
             and all(derived.concat is not None for derived in through)
             and (not through or (len(reads.chains) == 1 and kind == LIST))
         ):
@@ -783,7 +822,7 @@ def _tensor_in_object(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | N
 # `_val_generations`, `translations`, `all_processes_artifacts` (logged images, videos).
 _COLLECTED = compile_lazily(
     r"^_?((.*_)?(results|predictions|preds|outputs|states|generations|completions"
-    r"|translations|artifacts)(_.*)?|results?_parts?)$"
+    r"|translations|artifacts|images|videos)(_.*)?|results?_parts?)$"
 )
 
 # Calls that copy a collection without changing what it holds: `dict(self._generations)`.
@@ -801,6 +840,9 @@ def _collected_results(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | 
             if found is not None:
                 return found
         return None
+    if isinstance(sent, cst.IfExp):
+        # `images if images is not None else [None] * n`: a filler when there is none
+        return _collected_results(ranks, sent.body) or _collected_results(ranks, sent.orelse)
     if (
         isinstance(sent, cst.Call)
         and isinstance(sent.func, cst.Name)
@@ -928,14 +970,33 @@ def _ranks_of_another_group(ranks: _Ranks, call: cst.Call, guards: Sequence[_Gua
     code does not mention (`pp_rank == 0` around a gather over the TP group: one reader per
     pipeline stage, and every rank of the gathered group reads)."""
     group = _gather_group(ranks.context, call)
+    argument = _arguments(call, ("tensor_list", "tensor", "group")).get("group")
+    bound = ranks.binding(argument) if isinstance(argument, cst.Name) else None
+    origin = _normalise(ranks.context.code_for(bound[0])) if bound and bound[1] is None else None
     for guard in guards:
         kind = ranks.kind(guard.rank)
-        if isinstance(kind, tuple) and kind[1] != group:
+        if (
+            isinstance(kind, tuple)
+            and kind[1] != group
+            and not _same_role(kind[1], group)
+            and not _same_role(kind[1], origin)
+        ):
             return True
         dimension = _parallel_dimension(guard.rank)
         if dimension is not None and (group is None or dimension not in _code_words(group)):
             return True
     return False
+
+
+def _same_role(first: str | None, second: str | None) -> bool:
+    """Two groups' code naming the same attribute of different owners
+    (`self.process_group` and `fsdp_instances[k].process_group`: nested wrappers of one
+    model, sharded over the same ranks): taken as the same group."""
+    if first is None or second is None:
+        return False
+    head, dot, attribute = first.rpartition(".")
+    other, other_dot, other_attribute = second.rpartition(".")
+    return bool(dot and other_dot and attribute == other_attribute and head != other)
 
 
 # Names of parallel dimensions in rank names (`pp_rank`, `tp_rank_in_group`, `cfg_rank`).
@@ -1265,13 +1326,41 @@ def _declared_or_parameter(ranks: _Ranks, name: str) -> bool:
     return any(isinstance(use.parent, cst.NameItem) for use in uses)
 
 
+def _lazy_allocation(test: cst.If, name: str) -> bool:
+    """`if name is None: name = <fresh buffers>` (nothing else, no `else:`): buffers made
+    on first use and reused by later iterations (fairscale's optimizer-state gather)."""
+    if test.orelse is not None or not isinstance(test.test, cst.Comparison):
+        return False
+    if not (
+        isinstance(test.test.left, cst.Name)
+        and test.test.left.value == name
+        and _is_none_test(test.test)
+        and isinstance(test.test.comparisons[0].operator, cst.Is)
+    ):
+        return False
+    body = test.body.body
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+        return False
+    if len(body[0].body) != 1 or not isinstance(body[0].body[0], cst.Assign):
+        return False
+    assign = body[0].body[0]
+    return (
+        len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+        and assign.targets[0].target.value == name
+        and _is_fresh(assign.value)
+    )
+
+
 def _allocation_before(
-    block: cst.CSTNode, statement: cst.SimpleStatementLine, name: str
-) -> cst.SimpleStatementLine | None:
+    block: cst.CSTNode, statement: cst.BaseStatement, name: str
+) -> cst.SimpleStatementLine | cst.If | None:
     """The nearest earlier statement of the block that assigns `name` (`name = ...`)."""
     body = list(block.body)  # type: ignore[attr-defined]
     index = next(i for i, s in enumerate(body) if s is statement)
     for earlier in reversed(body[:index]):
+        if isinstance(earlier, cst.If) and _lazy_allocation(earlier, name):
+            return earlier  # `if buf is None: buf = [...]` just before: allocated here
         if isinstance(earlier, cst.SimpleStatementLine):
             for small in earlier.body:
                 if isinstance(small, cst.Assign) and any(
@@ -1282,6 +1371,64 @@ def _allocation_before(
                     if small.target.value == name and small.value is not None:
                         return earlier if _is_fresh(small.value) else None
     return None
+
+
+def _branch_of(
+    ancestors: Sequence[cst.CSTNode], block: cst.CSTNode
+) -> tuple[cst.If, cst.CSTNode, cst.CSTNode | None] | None:
+    """For a collective in the body of `if world_size > 1:` (an `if` directly in a block,
+    not an `elif`): the `if`, its enclosing block and its other branch (`else:` filling the
+    buffers locally, which runs instead of the collective), to find buffers allocated just
+    before the `if`."""
+    index = next((i for i in range(len(ancestors) - 1, -1, -1) if ancestors[i] is block), None)
+    if index is None or index < 2:
+        return None
+    branch, enclosing = ancestors[index - 1], ancestors[index - 2]
+    if not (isinstance(branch, cst.If) and branch.body is block):
+        return None
+    if not isinstance(enclosing, (cst.IndentedBlock, cst.Module)):
+        return None
+    return branch, enclosing, branch.orelse
+
+
+def _restructured_in_place(chain: Sequence[cst.CSTNode], name: str) -> bool:
+    """The use at the end of `chain` is in `name = [a for part in name for a in part]` (or
+    `[a for a in name]`): the statement only flattens the gathered list into the same name,
+    on every rank, so it is no read of the data; the reads of the rebound name decide."""
+    statement = next((n for n in chain if isinstance(n, cst.SimpleStatementLine)), None)
+    if statement is None or len(statement.body) != 1:
+        return False
+    assign = statement.body[0]
+    if not (
+        isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+        and assign.targets[0].target.value == name
+        and isinstance(assign.value, cst.ListComp)
+    ):
+        return False
+    comp = assign.value
+    first = comp.for_in
+    if not (isinstance(first.iter, cst.Name) and first.iter.value == name and not first.ifs):
+        return False
+    inner = first.inner_for_in
+    if inner is None:
+        innermost = first
+    else:
+        if inner.inner_for_in is not None or inner.ifs:
+            return False
+        if not (
+            isinstance(inner.iter, cst.Name)
+            and isinstance(first.target, cst.Name)
+            and inner.iter.value == first.target.value
+        ):
+            return False
+        innermost = inner
+    return (
+        isinstance(innermost.target, cst.Name)
+        and isinstance(comp.elt, cst.Name)
+        and comp.elt.value == innermost.target.value
+    )
 
 
 _ALLOCATORS = compile_lazily(
@@ -1304,6 +1451,15 @@ def _is_fresh(value: cst.BaseExpression) -> bool:
         return isinstance(value.left, cst.List) or isinstance(value.right, cst.List)
     if isinstance(value, cst.Call):
         name = _last_name(value.func)
+        if name == "list" and len(value.args) == 1:
+            # `list(t.new_zeros(n * size).chunk(n))`: views of a tensor made here
+            inner = value.args[0].value
+            return (
+                isinstance(inner, cst.Call)
+                and isinstance(inner.func, cst.Attribute)
+                and inner.func.attr.value in ("chunk", "split", "unbind")
+                and _is_fresh(inner.func.value)
+            )
         return name is not None and bool(_ALLOCATORS.match(name))
     return False
 
@@ -1318,7 +1474,8 @@ def _reads_of(
     uses: NameUses,
     name: str,
     statement: cst.SimpleStatementLine,
-    allocation: cst.SimpleStatementLine | None,
+    allocation: cst.SimpleStatementLine | cst.If | None,
+    alternative: cst.CSTNode | None = None,
 ) -> _Reads | None:
     """Every read and rebinding of `name` outside the collective's statement and the
     buffers' allocation (a rebinding counts as a read: it must come after the collective,
@@ -1333,15 +1490,33 @@ def _reads_of(
     for use in occurrences:
         if use.inside(statement) or (allocation is not None and use.inside(allocation)):
             continue
+        if alternative is not None and use.inside(alternative):
+            continue  # the branch that runs instead of the collective (one process)
         if use.deleted or isinstance(use.parent, cst.NameItem):
             continue
         before = use.order < at_call
+        if use.binding and before and _binds_none(use.chain):
+            continue  # `buffer = None` before a lazy allocation: no data, no read
         if use.binding and before:
             return None
         if before:
             after_call = False
         chains.append(use.chain)
     return _Reads(chains, after_call)
+
+
+def _binds_none(chain: Sequence[cst.CSTNode]) -> bool:
+    """The binding at the end of `chain` is `name = None`."""
+    if len(chain) < 3:
+        return False
+    target, assign = chain[-2], chain[-3]
+    return (
+        isinstance(target, cst.AssignTarget)
+        and isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.value, cst.Name)
+        and assign.value.value == "None"
+    )
 
 
 def _bound_value(statement: cst.SimpleStatementLine, call: cst.Call) -> cst.BaseExpression:
