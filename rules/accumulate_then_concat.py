@@ -953,6 +953,11 @@ class AccumulateThenConcat(Rule):
         loading = C.load_time(self.context.path, function.name.value, names)
         if loading is not None:
             return loading
+        if function.name.value == "__getitem__" and _dataset_file(self.context.path, facts):
+            return (
+                "a dataset's `__getitem__`: one sample built on the host (in a DataLoader "
+                "worker), CPU memory, not the GPU peak"
+            )
         if C.audio_model(self.context.path):
             return "an audio or speech model: its waveforms, codes and logits are a few MiB"
         if (
@@ -2057,6 +2062,14 @@ def _walks_the_batch(iterable: cst.BaseExpression, facts, header) -> bool:
         fact = facts.expression(iterable, header)
         return fact.is_tensor and not fact.element_of
     return False
+
+
+def _dataset_file(path: str, facts: F.FunctionFacts) -> bool:
+    """The file or the owning class is named for a dataset (`dataset_multiview.py`,
+    `video_super_resolution_dataset.py`, `class VideoDataset`)."""
+    stem = path.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    owner = (_owner_name(facts) or "").lower()
+    return "dataset" in stem or owner.endswith(("dataset", "data"))
 
 
 def _list_rebuilt_from(value: cst.BaseExpression | None, name: str) -> bool:
