@@ -420,8 +420,17 @@ class AccumulateThenConcat(Rule):
         chunk_exprs = [_grown_value(grow) for grow in grows]
         if any(expr is None for expr in chunk_exprs):
             return
+        # A layer that runs its own forward over pieces of its input (`SafeConv3d`: an
+        # `nn.Conv3d` subclass chunking inputs over 2 GiB along time) keeps every piece's
+        # output for one concatenation: the facts layer does not see `super().forward`.
+        own_forward = all(
+            _own_forward_output(self.context, facts, expr, nodes.get(id(grow.node)))
+            for expr, grow in zip(chunk_exprs, grows)
+        )
         chunks = [
-            _chunk(facts, expr, nodes.get(id(grow.node)), _header_node(facts, loop))  # type: ignore[arg-type]
+            _Chunk("fresh", F.ACTIVATION)
+            if own_forward
+            else _chunk(facts, expr, nodes.get(id(grow.node)), _header_node(facts, loop))  # type: ignore[arg-type]
             for expr, grow, loop in zip(chunk_exprs, grows, loops)
         ]
         if all(chunk is None for chunk in chunks):
@@ -465,8 +474,10 @@ class AccumulateThenConcat(Rule):
             work,
             decoded_before or _decode_path(function, named if names_count else []),
             _generates_segments(facts, loop_statement),
-            C.sequence_chunks(loop_statement),
+            C.sequence_chunks(loop_statement) or own_forward,
         )
+        if own_forward and generic == _SEQUENCE:
+            generic = _OWN_FORWARD
         raising, generic = (generic, None) if generic in _RAISING else (None, generic)
         # The specific reasons below say more than "outside a decoder's output assembly".
         structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP) else generic
@@ -501,6 +512,15 @@ class AccumulateThenConcat(Rule):
                     facts,
                     _header_node(facts, loop),
                 )
+        if (
+            structure is None
+            and own_forward
+            and (image := C.image_model(self.context, function, facts.owner)) is not None
+        ):
+            structure = (
+                f"a layer of {image}: its input has one frame or a few, so the pieces along "
+                f"time are few and the layer's output is an image's"
+            )
         structure = structure or generic
         if structure is None and S.size_class(origin) == S.LARGE:
             # A tiled decode whose tile calls decode frame batches or whole tiles: their
@@ -933,6 +953,11 @@ class AccumulateThenConcat(Rule):
         loading = C.load_time(self.context.path, function.name.value, names)
         if loading is not None:
             return loading
+        if function.name.value == "__getitem__" and _dataset_file(self.context.path, facts):
+            return (
+                "a dataset's `__getitem__`: one sample built on the host (in a DataLoader "
+                "worker), CPU memory, not the GPU peak"
+            )
         if C.audio_model(self.context.path):
             return "an audio or speech model: its waveforms, codes and logits are a few MiB"
         if (
@@ -1478,7 +1503,42 @@ _SEQUENCE = (
 )
 
 # Reasons that explain a level above `low` (shown in the message; they lower nothing).
-_RAISING = (_SEGMENTS, _SEQUENCE)
+_OWN_FORWARD = (
+    "the layer runs its own forward over pieces of its input (to bound one call's memory), "
+    "so each iteration's work is one piece's while the kept outputs add up to the layer's "
+    "whole output, held twice at the concatenation"
+)
+
+_RAISING = (_SEGMENTS, _SEQUENCE, _OWN_FORWARD)
+
+
+def _own_forward_output(
+    context, facts: F.FunctionFacts, expr: cst.BaseExpression | None, node: Node | None
+) -> bool:
+    """`super().forward(piece)` (or a name bound only to one) in a method of a class
+    derived from a `torch.nn` module (`class SafeConv3d(nn.Conv3d)`): the layer's own
+    output for a piece of its input, a fresh activation."""
+    owner = facts.owner
+    if expr is None or node is None or owner is None:
+        return False
+    if isinstance(expr, cst.Name):
+        sites = facts.reaching(node, expr.value)
+        if len(sites) != 1 or sites[0].kind != "assign" or sites[0].value is None:
+            return False
+        expr = sites[0].value
+    if not (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in ("forward", "__call__", "_conv_forward")
+        and isinstance(expr.func.value, cst.Call)
+        and isinstance(expr.func.value.func, cst.Name)
+        and expr.func.value.func.value == "super"
+        and expr.args
+    ):
+        return False
+    return any(
+        (context.qualified_name(base.value) or "").startswith("torch.nn.") for base in owner.bases
+    )
 
 
 def _accumulation_level(
@@ -1987,8 +2047,61 @@ def _walks_the_batch(iterable: cst.BaseExpression, facts, header) -> bool:
     if isinstance(iterable, cst.Name) and facts is not None and header is not None:
         # A tensor iterated along dim 0; not an element of a list of lists (`for tile in
         # row` over a row of decoded tiles walks tiles, not samples).
+        sites = facts.reaching(header, iterable.value)
+        if (
+            sites
+            and any(_split_off_the_batch(site.value) for site in sites)
+            and all(
+                _split_off_the_batch(site.value) or _list_rebuilt_from(site.value, iterable.value)
+                for site in sites
+            )
+        ):
+            # `for piece in torch.chunk(x, n, dim=2)` (also after `pieces = [pieces[0]] +
+            # [cat(...) for ...]` pads each piece with its neighbour's frames): along time.
+            return False
         fact = facts.expression(iterable, header)
         return fact.is_tensor and not fact.element_of
+    return False
+
+
+def _dataset_file(path: str, facts: F.FunctionFacts) -> bool:
+    """The file or the owning class is named for a dataset (`dataset_multiview.py`,
+    `video_super_resolution_dataset.py`, `class VideoDataset`)."""
+    stem = path.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    owner = (_owner_name(facts) or "").lower()
+    return "dataset" in stem or owner.endswith(("dataset", "data"))
+
+
+def _list_rebuilt_from(value: cst.BaseExpression | None, name: str) -> bool:
+    """A list display, comprehension or sum of them that reads `name` (`pieces =
+    [pieces[0]] + [torch.cat((pieces[i - 1][:, :, -2:], pieces[i]), dim=2) for i in ...]`)."""
+
+    def is_list(node: cst.BaseExpression) -> bool:
+        if isinstance(node, (cst.List, cst.ListComp)):
+            return True
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+            return is_list(node.left) and is_list(node.right)
+        return False
+
+    return value is not None and is_list(value) and name in _names_in(value)
+
+
+def _split_off_the_batch(value: cst.BaseExpression | None) -> bool:
+    """`torch.chunk(x, n, dim=2)`, `x.split(size, dim=-3)`: pieces along a dimension
+    other than the batch's (a literal `dim` other than 0)."""
+    if not isinstance(value, cst.Call) or _last_name(value.func) not in ("chunk", "split"):
+        return False
+    for position, arg in enumerate(value.args):
+        func = value.func
+        bare = 2 if isinstance(func, cst.Name) or _last_name(func.value) == "torch" else 1  # type: ignore[attr-defined]
+        if (arg.keyword is not None and arg.keyword.value == "dim") or (
+            arg.keyword is None and position == bare
+        ):
+            expr = arg.value
+            if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+                return isinstance(expr.expression, cst.Integer)
+            dim = _literal_int(expr)
+            return dim is not None and dim != 0
     return False
 
 
