@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Container, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -615,6 +615,9 @@ class _AttributeScan:
     # None, whether it is the attribute's whole value rather than an item of a container)
     builds: dict[str, list[tuple[str | None, str | None, bool]]]
     calls: dict[tuple[str, str], list[cst.Call]]  # (class, attribute) -> `self.attr(...)` calls
+    # Each `Cls(...)` of a file class inside a top-level function or a top-level class's
+    # method (nested code included), with that function (`_functions_of`'s functions).
+    constructions: list[tuple[cst.Call, cst.FunctionDef]] = field(default_factory=list)
 
 
 def _attribute_scan(module: cst.Module, memo: dict) -> _AttributeScan:
@@ -625,10 +628,26 @@ def _attribute_scan(module: cst.Module, memo: dict) -> _AttributeScan:
     scan = _AttributeScan({}, {})
     builds, calls = scan.builds, scan.calls
 
+    constructions = scan.constructions
+    eligible = {id(f) for statement in module.body for f in _functions_of(statement)}
+
     class Scan(cst.CSTVisitor):
         def __init__(self, owner: str | None) -> None:
             self.owner = owner
             self.assigned: dict[int, tuple[str, bool]] = {}  # id(call) -> (attribute, whole)
+            self.functions: list[cst.FunctionDef] = []
+            # the `_functions_of` function (top-level, or a top-level class's method) we are in
+            self.outer: cst.FunctionDef | None = None
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            if not self.functions and id(node) in eligible:
+                self.outer = node
+            self.functions.append(node)
+
+        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+            self.functions.pop()
+            if not self.functions:
+                self.outer = None
 
         def visit_Assign(self, node: cst.Assign) -> None:
             if len(node.targets) != 1:
@@ -644,6 +663,8 @@ def _attribute_scan(module: cst.Module, memo: dict) -> _AttributeScan:
             if isinstance(func, cst.Name) and func.value in classes:
                 attribute, whole = self.assigned.get(id(call), (None, False))
                 builds.setdefault(func.value, []).append((self.owner, attribute, whole))
+                if self.outer is not None:
+                    constructions.append((call, self.outer))
                 return
             if self.owner is None:
                 return
@@ -761,33 +782,25 @@ def latent_width_classes(module: cst.Module, memo: dict) -> frozenset[str]:
     memoised per file."""
     found = memo.get(_LATENT_WIDTH_KEY)
     if found is None:
-        found = _latent_width_classes(module)
+        found = _latent_width_classes(module, memo)
         memo[_LATENT_WIDTH_KEY] = found
     return found
 
 
-def _latent_width_classes(module: cst.Module) -> frozenset[str]:
+def _latent_width_classes(module: cst.Module, memo: dict) -> frozenset[str]:
     definitions = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
     if not definitions:
         return frozenset()
     widths = {name: _width_parameter(cls) for name, cls in definitions.items()}
     verdicts: dict[str, set[bool]] = {}
-
-    class Builds(cst.CSTVisitor):
-        def __init__(self, narrow: dict[str, int]) -> None:
-            self.narrow = narrow  # the builder's parameters with a small int default
-
-        def visit_Call(self, call: cst.Call) -> None:
-            func = call.func
-            if not isinstance(func, cst.Name) or func.value not in definitions:
-                return
-            width = _width_argument(call, widths[func.value])
-            narrow = isinstance(width, cst.Name) and width.value in self.narrow
-            verdicts.setdefault(func.value, set()).add(narrow)
-
-    for statement in module.body:
-        for function in _functions_of(statement):
-            visit(function, Builds(_narrow_parameters(function)))
+    narrow_of: dict[int, dict[str, int]] = {}  # id(function) -> its small-default parameters
+    for call, function in _attribute_scan(module, memo).constructions:
+        name = call.func.value  # type: ignore[attr-defined]  # (a Name: see the scan)
+        narrow = narrow_of.get(id(function))
+        if narrow is None:
+            narrow = narrow_of[id(function)] = _narrow_parameters(function)
+        width = _width_argument(call, widths[name])
+        verdicts.setdefault(name, set()).add(isinstance(width, cst.Name) and width.value in narrow)
     return frozenset(name for name, seen in verdicts.items() if seen == {True})
 
 
