@@ -1031,6 +1031,8 @@ class FunctionFacts:
                 return self._name_value(call.args[1].value.value, node)
         if _is_string_codec(call):
             return _METADATA  # `text = blob.decode("utf-8")`: a str, not decoded frames
+        if _asks_host_output(call):
+            return _METADATA  # `self._decode_latents(z, output_type="np")`: numpy or PIL
         work = self.work(call)
         if work.level >= LIGHT and work.kind not in ("collective", "none", "helper"):
             origin = _origin_of_work(work)
@@ -2737,6 +2739,22 @@ def _pixel_preprocess(func: cst.BaseExpression) -> str | None:
     if not owner.rsplit(".", 1)[-1].endswith("processor"):
         return None
     return DECODED if "video" in func.attr.value else IMAGE
+
+
+_HOST_OUTPUT_TYPES = frozenset(["np", "numpy", "pil"])
+
+
+def _asks_host_output(call: cst.Call) -> bool:
+    """A call given `output_type="np"` or `"pil"` (diffusers' decode and postprocess
+    convention) returns numpy arrays or PIL images in host memory, not a device tensor."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "output_type":
+            value = arg.value
+            return (
+                isinstance(value, cst.SimpleString)
+                and value.evaluated_value.lower() in _HOST_OUTPUT_TYPES
+            )
+    return False
 
 
 def _is_string_codec(call: cst.Call) -> bool:
