@@ -306,10 +306,11 @@ def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     (`visit_<Type>_<field>`, e.g. `visit_If_body` to know which branch a node is in) gets
     them around each field, as LibCST calls them, still without rebuilding.
     """
-    if _has_attribute_hooks(type(visitor)):
-        _visit_with_attributes(node, visitor)
-        return
-    _visit(node, visitor.on_visit, visitor.on_leave)
+    hooks = _field_hooks(type(visitor))
+    if hooks is None or hooks:
+        _visit_fields(node, visitor, hooks)
+    else:
+        _visit(node, visitor.on_visit, visitor.on_leave)
 
 
 # Optional fields LibCST does not visit at all (no field hooks) when they hold None: an
@@ -317,17 +318,13 @@ def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
 _UNHOOKED_WHEN_NONE = frozenset({"format_spec"})
 
 
-def _visit_with_attributes(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
-    """`_visit` that also calls the visitor's field hooks: `on_visit_attribute(node, field)`
-    before a field's children (a field holding None or a sentinel included, as in LibCST)
-    and `on_leave_attribute` after them. A node type whose fields are not known is walked
-    by LibCST itself."""
-    _visit_fields(node, visitor, _field_hooks(type(visitor)))
-
-
 def _visit_fields(
     node: cst.CSTNode, visitor: cst.CSTVisitor, hooks: frozenset[tuple[str, str]] | None
 ) -> None:
+    """`_visit` that also calls the visitor's field hooks: `on_visit_attribute(node, field)`
+    before a field's children (a field holding None or a sentinel included, as in LibCST)
+    and `on_leave_attribute` after them, for the (type, field) pairs in `hooks` (None: every
+    field). A node type whose fields are not known is walked by LibCST itself."""
     if not visitor.on_visit(node):
         visitor.on_leave(node)
         return
@@ -359,6 +356,7 @@ def _visit_fields(
     visitor.on_leave(node)
 
 
+_ATTRIBUTE_HOOK = compile_lazily(r"^(visit|leave)_[A-Za-z]+_[a-z_]+$")
 _FIELD_HOOKS: dict[type, frozenset[tuple[str, str]] | None] = {}
 
 
@@ -414,24 +412,6 @@ def _visit(
                 elif _is_node(kind):
                     _visit(value, on_visit, on_leave)
     on_leave(node)
-
-
-_ATTRIBUTE_HOOK = compile_lazily(r"^(visit|leave)_[A-Za-z]+_[a-z_]+$")
-_HOOKS: dict[type, bool] = {}
-
-
-def _has_attribute_hooks(visitor_type: type) -> bool:
-    try:
-        return _HOOKS[visitor_type]
-    except KeyError:
-        # LibCST's own visitor classes define every hook as a no-op; look past them.
-        answer = _HOOKS[visitor_type] = any(
-            _ATTRIBUTE_HOOK.match(name)
-            for klass in visitor_type.__mro__
-            if not klass.__module__.startswith("libcst")
-            for name in vars(klass)
-        )
-        return answer
 
 
 # isinstance() against LibCST's abstract base classes is slow; the answer per type is not.

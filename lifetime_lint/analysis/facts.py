@@ -2766,9 +2766,9 @@ def _is_string_codec(call: cst.Call) -> bool:
         return False
     if isinstance(func.value, cst.Name) and func.value.value == "self":
         return False  # `self.decode()`: the class's own method
-    positional = [a for a in call.args if a.keyword is None and not a.star]
     if any(a.star for a in call.args):
         return False
+    positional = [a for a in call.args if a.keyword is None]
     if any(
         a.keyword is not None and a.keyword.value not in ("encoding", "errors") for a in call.args
     ):
