@@ -690,6 +690,18 @@ class FunctionFacts:
             and _annotation_is_tensor(site.annotation)
         ):
             return ValueFact(TENSOR, ACTIVATION)  # `x: torch.Tensor = helper(...)`
+        if site.annotation is not None and fact.kind in (TENSOR, VIEW, CONTAINER, UNKNOWN):
+            if _annotation_is_scalar(site.annotation):
+                return _METADATA  # `backend: str = decode_backend(config)`: the author's word
+            if (
+                fact.kind == TENSOR
+                and isinstance(site.value, cst.Call)
+                and self.work(site.value).by_pattern
+                and _annotation_is_object(site.annotation)
+            ):
+                # `req: EngineCoreRequest = add_request_decoder.decode(frames)`: a call named
+                # like a decoder whose result the author annotates as a non-tensor class.
+                return _UNKNOWN
         if site.unpacked and isinstance(site.value, cst.Call):
             callee = self.local_callee(site.value)
             if callee is not None and self.helper_returns_pieces(callee):
@@ -1808,6 +1820,8 @@ class FunctionFacts:
         iterable = _unwrap_iteration(iterable)
         if iterable is None:
             return _UNKNOWN
+        if isinstance(iterable, cst.Name) and self._is_mapping(iterable.value, node):
+            return _METADATA  # `[k for k in state_dict if ...]`: a dict iterates its keys
         fact = self.expression(iterable, node)
         if fact.kind == CONTAINER:
             if fact.sources:
@@ -1818,6 +1832,31 @@ class FunctionFacts:
         if fact.kind == VIEW and fact.element_of and fact.tensor:
             return ValueFact(TENSOR, fact.origin)  # a row of a list of rows
         return _METADATA if fact.kind == METADATA else _UNKNOWN
+
+    def _is_mapping(self, name: str, node: Node) -> bool:
+        """Whether `name` holds a dict where `node` reads it: a binding of it is a dict
+        display, comprehension or `dict(...)`, or the function stores into it by a string key
+        (`state_dict["head.weight"] = w`). Iterating it yields its keys, not its tensors."""
+        if name in self._comprehension or name not in self.cfg.name_index:
+            return False
+        sites = self.reaching(node, name, real=False)
+        if not sites:
+            return False
+        indices = {s.index for s in sites}
+        for store in self.stores:
+            if store.container == name and store.index[:1] in ("'", '"'):
+                if indices & {s.index for s in self.reaching(store.node, name, real=False)}:
+                    return True
+        return any(
+            isinstance(s.value, (cst.Dict, cst.DictComp))
+            or (
+                isinstance(s.value, cst.Call)
+                and isinstance(s.value.func, cst.Name)
+                and s.value.func.value in ("dict", "OrderedDict", "defaultdict")
+            )
+            for s in sites
+            if s.kind in ("assign", "annassign") and not s.unpacked
+        )
 
     def is_container_of_tensors(self, site: DefSite) -> bool:
         fact = self.value(site)
@@ -2095,6 +2134,10 @@ class FunctionFacts:
             return _NO_WORK  # `new_text.encode()`: bytes from a str, no model
         if last.lstrip("_").startswith(_LOADERS):
             return _NO_WORK  # `get_model()`, `load_vae(...)`: returns a module or config
+        if len(parts) <= 2 and _returns_scalar(self.local_callee(call)):
+            # `decode_backend(vllm_config)` of a `def decode_backend(...) -> str` in this
+            # file: the helper's word that it returns a string, whatever its name says.
+            return _NO_WORK
         lowered = [part.lower() for part in parts]
         if any(_glob_any(part, T.LIGHT_OWNERS) for part in lowered):
             return _NO_WORK
@@ -3036,6 +3079,40 @@ _SCALAR_CONTAINERS = frozenset(
     {"list", "tuple", "dict", "set", "frozenset", "sequence", "iterable", "iterator", "mapping",
      "optional", "union", "literal", "deque"}
 )  # fmt: skip
+
+
+def _returns_scalar(function: cst.FunctionDef | None) -> bool:
+    """A function of this file annotated `-> str`, `-> int`, `-> list[str]`: never a tensor."""
+    return (
+        function is not None
+        and function.returns is not None
+        and _annotation_is_scalar(function.returns.annotation)
+    )
+
+
+# Words in a class name that say it carries tensors (`DecoderOutput`, `TensorDict`,
+# `DiagonalGaussianDistribution`, `KVCache`, `BaseModelOutput`, `Any`).
+_TENSOR_CARRIER_WORDS = ("Tensor", "Output", "Any", "Array", "Parameter", "Dist", "Cache", "Latent")
+
+
+def _annotation_is_object(annotation: cst.BaseExpression) -> bool:
+    """`EngineCoreRequest`, `Optional[SchedulerOutput]`... a class that is not a tensor nor
+    says it carries tensors (`_TENSOR_CARRIER_WORDS`)."""
+    if isinstance(annotation, cst.Subscript):
+        outer = (dotted_name(annotation.value) or "").split(".")[-1]
+        if outer != "Optional" or len(annotation.slice) != 1:
+            return False
+        inner = annotation.slice[0].slice
+        return isinstance(inner, cst.Index) and _annotation_is_object(inner.value)
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        sides = [s for s in (annotation.left, annotation.right)
+                 if not (isinstance(s, cst.Name) and s.value == "None")]  # fmt: skip
+        return len(sides) == 1 and _annotation_is_object(sides[0])
+    name = dotted_name(annotation)
+    if name is None:
+        return False
+    last = name.split(".")[-1]
+    return last[:1].isupper() and not any(word in last for word in _TENSOR_CARRIER_WORDS)
 
 
 def _annotation_is_scalar(annotation: cst.BaseExpression) -> bool:
