@@ -1627,6 +1627,36 @@ class FunctionFacts:
                 contents.setdefault(site.index, []).append(fact)
                 self._puts.setdefault(site.index, []).append((store.value, store.node))
             self._note_shared(fact, receivers)
+        for site in self.cfg.defs:
+            # `rows = [[decoded[i * n + j].to(z.device) for j ...] for i ...]`: a
+            # comprehension over another container's elements (or views of them) holds the
+            # same tensors; deleting that container frees none of them while it lives.
+            if site.kind not in ("assign", "annassign") or site.unpacked or site.node is None:
+                continue
+            if isinstance(site.value, (cst.ListComp, cst.SetComp, cst.DictComp)):
+                element = self._comprehension_element(site.value, site.node)
+                if element.is_tensor:
+                    self._note_shared(element, [site])
+
+    def _comprehension_element(
+        self, expr: cst.ListComp | cst.SetComp | cst.DictComp, node: Node
+    ) -> ValueFact:
+        """What one innermost element of a (nested) comprehension is, its targets bound."""
+        saved = dict(self._comprehension)
+        try:
+            for_in: cst.CompFor | None = expr.for_in
+            while for_in is not None:
+                element = self.element_of(for_in.iter, node)
+                fact = ValueFact(VIEW, element.origin, (), tensor=element.is_tensor)
+                for name in _target_names(for_in.target):
+                    self._comprehension[name] = fact
+                for_in = for_in.inner_for_in
+            value = expr.value if isinstance(expr, cst.DictComp) else expr.elt
+            if isinstance(value, (cst.ListComp, cst.SetComp, cst.DictComp)):
+                return self._comprehension_element(value, node)
+            return self.expression(value, node)
+        finally:
+            self._comprehension = saved
 
     def _note_shared(self, fact: ValueFact, receivers: list[DefSite]) -> None:
         """A container given an element (or a view of one) of another container shares
