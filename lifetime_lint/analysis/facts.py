@@ -3112,12 +3112,14 @@ _SCALAR_CONTAINERS = frozenset(
 
 
 def _returns_scalar(function: cst.FunctionDef | None) -> bool:
-    """A function of this file annotated `-> str`, `-> int`, `-> list[str]`: never a tensor."""
-    return (
-        function is not None
-        and function.returns is not None
-        and _annotation_is_scalar(function.returns.annotation)
-    )
+    """A function of this file annotated `-> str`, `-> int`, `-> list[str]`: never a tensor.
+    (`-> None` says nothing of its work: it may run sublayers for their side effects.)"""
+    if function is None or function.returns is None:
+        return False
+    annotation = function.returns.annotation
+    if isinstance(annotation, cst.Name) and annotation.value == "None":
+        return False
+    return _annotation_is_scalar(annotation)
 
 
 # Words in a class name that say it carries tensors (`DecoderOutput`, `TensorDict`,
