@@ -255,6 +255,8 @@ class DiscardedAllGather(Rule):
         if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
             return None
         alias, attribute = func.value.value, func.attr.value
+        if attribute not in _COLLECTIVE_NAMES:
+            return None  # no module has it as a collective: the function body is not walked
         function = next(
             (a for a in reversed(self.context.ancestors) if isinstance(a, cst.FunctionDef)),
             None,
@@ -1050,6 +1052,8 @@ _COLLECTIVES: dict[str, str] = {
     f"{_FUNCOL}.all_gather_tensor_inplace": INTO,
     f"{_DIST}.nn.functional.all_gather": RETURNED,
 }
+# Their last names: `alias.name(...)` can resolve to a collective only for one of these.
+_COLLECTIVE_NAMES = frozenset(name.rpartition(".")[2] for name in _COLLECTIVES)
 
 # Other packages' functions that all-gather and return the result on every rank.
 _PACKAGE_WRAPPERS: dict[str, str] = {
