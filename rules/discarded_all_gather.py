@@ -357,6 +357,10 @@ class DiscardedAllGather(Rule):
             written += "()"
             fills = f"all-gathers every shard into `{result}`"
         level, small = _significance(ranks, _sent_tensor(call, kind), kind)
+        if kind == LIST and _element_buffers(self.context, allocation, result):
+            # `list(t.new_zeros(world_size).chunk(world_size))`: one element per rank.
+            level = S.LOW
+            small = "; each rank receives one element per rank (a scalar's buffers), so the waste is small"
         if kind == FULL and _in_loop_over_weights(ancestors):
             # `for name, param in sd.items(): param = param.full_tensor()`: each of the
             # other ranks holds one gathered weight until the loop rebinds it.
@@ -936,6 +940,58 @@ def _literal_small_allocation(bound) -> bool:
         assert isinstance(size, cst.Integer)
         count *= int(size.value)
     return count <= 64
+
+
+def _allocated_value(allocation: cst.CSTNode | None, name: str) -> cst.BaseExpression | None:
+    """The value `name` is bound to by its allocation statement (`name = <value>`, also
+    inside `if name is None: name = <value>`)."""
+    if isinstance(allocation, cst.If):
+        allocation = allocation.body.body[0]
+    if not isinstance(allocation, cst.SimpleStatementLine):
+        return None
+    for small in allocation.body:
+        if isinstance(small, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets
+        ):
+            return small.value
+        if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+            if small.target.value == name:
+                return small.value
+    return None
+
+
+def _element_buffers(context, allocation: cst.CSTNode | None, name: str) -> bool:
+    """Receive buffers of one element each, whatever the sent tensor: a tensor of n
+    elements chunked into n (`list(t.new_zeros(n).chunk(n))`, fairscale's gather of
+    singleton optimizer states such as `step`), or a list of small literal allocations
+    (`[torch.zeros(1, device=d) for _ in range(world_size)]`)."""
+    value = _allocated_value(allocation, name)
+    if isinstance(value, cst.ListComp):
+        return _literal_small_allocation((value.elt, None))
+    if not (
+        isinstance(value, cst.Call)
+        and _last_name(value.func) == "list"
+        and len(value.args) == 1
+        and isinstance(value.args[0].value, cst.Call)
+    ):
+        return False
+    split = value.args[0].value
+    if not (
+        isinstance(split.func, cst.Attribute)
+        and split.func.attr.value == "chunk"
+        and len(split.args) >= 1
+        and isinstance(split.func.value, cst.Call)
+    ):
+        return False
+    made = split.func.value
+    sizes = [a.value for a in made.args if a.keyword is None and not a.star]
+    if not (_last_name(made.func) or "").startswith(("new_", "zeros", "empty", "ones")):
+        return False
+    if len(sizes) != 1:
+        return False
+    return _normalise(context.code_for(sizes[0])) == _normalise(
+        context.code_for(split.args[0].value)
+    )
 
 
 def _has_comment(statement: cst.SimpleStatementLine) -> bool:
