@@ -240,6 +240,13 @@ class DiscardedAllGather(Rule):
             return FULL  # `DTensor.full_tensor()`: every shard all-gathered on every rank
         if isinstance(call.func, cst.Name) and qualified is None and "gather" in call.func.value:
             return self._module_wrapper(call.func.value)
+        if (
+            isinstance(call.func, cst.Attribute)
+            and isinstance(call.func.value, cst.Name)
+            and call.func.value.value in ("self", "cls")
+            and "gather" in call.func.attr.value
+        ):
+            return self._method_wrapper(call.func.attr.value)
         if qualified is not None and not qualified.startswith("torch."):
             known = _PACKAGE_WRAPPERS.get(qualified)
             if known is not None:
@@ -282,6 +289,20 @@ class DiscardedAllGather(Rule):
                     if kind is not None:
                         self._wrappers[statement.name.value] = kind
         return self._wrappers.get(name)
+
+    def _method_wrapper(self, name: str) -> str | None:
+        """`self._gather_objects(local_logs)` where a method of the enclosing class fills a
+        list with a collective and returns it, or its flattened items (fastvideo's
+        `DiffusionNFTMethod._gather_objects`): the kind its callers get back."""
+        owner = next(
+            (a for a in reversed(self.context.ancestors) if isinstance(a, cst.ClassDef)), None
+        )
+        if owner is None:
+            return None
+        for statement in owner.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+                return _returned_gather(self.context, statement)
+        return None
 
     # -- analysis ---------------------------------------------------------------------
     def _check(self, function: cst.FunctionDef, candidate: _Candidate) -> None:
@@ -618,9 +639,39 @@ class _GatherReturnFinder(cst.CSTVisitor):
                 if isinstance(first, cst.Name):
                     self.filled[first.value] = kind
 
+    def visit_For(self, node: cst.For) -> None:
+        # `for part in gathered: flat.extend(part)`: `flat` holds what `gathered` did.
+        if not (isinstance(node.iter, cst.Name) and node.iter.value in self.filled):
+            return
+        kind = self.filled[node.iter.value]
+        for line in _simple_lines(node.body):
+            for small in line.body:
+                if (
+                    isinstance(small, cst.Expr)
+                    and isinstance(small.value, cst.Call)
+                    and isinstance(small.value.func, cst.Attribute)
+                    and small.value.func.attr.value in ("extend", "append")
+                    and isinstance(small.value.func.value, cst.Name)
+                ):
+                    self.filled.setdefault(small.value.func.value.value, kind)
+
     def visit_Return(self, node: cst.Return) -> None:
         if isinstance(node.value, cst.Name):
             self.returned.append(node.value.value)
+        elif isinstance(node.value, cst.ListComp) and isinstance(node.value.for_in.iter, cst.Name):
+            # `return [item for part in gathered for item in part]`
+            self.returned.append(node.value.for_in.iter.value)
+
+
+def _simple_lines(body: cst.BaseSuite) -> list[cst.SimpleStatementLine]:
+    """The simple statement lines of a block and of the `if` blocks inside it."""
+    lines: list[cst.SimpleStatementLine] = []
+    for statement in getattr(body, "body", ()):
+        if isinstance(statement, cst.SimpleStatementLine):
+            lines.append(statement)
+        elif isinstance(statement, cst.If):
+            lines.extend(_simple_lines(statement.body))
+    return lines
 
 
 def _names_a_step(call: cst.Call) -> bool:
