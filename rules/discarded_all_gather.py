@@ -382,6 +382,14 @@ class DiscardedAllGather(Rule):
             # `list(t.new_zeros(world_size).chunk(world_size))`: one element per rank.
             level = S.LOW
             small = "; each rank receives one element per rank (a scalar's buffers), so the waste is small"
+        if level != S.LOW and _in_token_loop(function, ancestors):
+            # `for step in range(max_new_tokens): c = proj(c); all_gather(c)`: each
+            # iteration of an autoregressive decode gathers one token's state per sample.
+            level = S.LOW
+            small = (
+                "; once per generated token (a loop over new tokens), so each rank sends "
+                "one token's state per sample and the waste is small"
+            )
         if kind == FULL and _in_loop_over_weights(ancestors):
             # `for name, param in sd.items(): param = param.full_tensor()`: each of the
             # other ranks holds one gathered weight until the loop rebinds it.
@@ -692,6 +700,57 @@ def _sent_tensor(call: cst.Call, kind: str) -> cst.BaseExpression | None:
         return call.func.value
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
     return positional[0] if positional else None
+
+
+# Bounds of an autoregressive decode loop: `max_new_tokens`, `max_new_len`,
+# `self.max_gen_toks`, `max_generation_length`, `num_new_tokens`.
+_TOKEN_BOUND = compile_lazily(
+    r"^(max_new_(tokens?|len|length)|max_gen(eration)?_(toks|tokens|len|length)"
+    r"|num_new_tokens)$"
+)
+
+
+def _in_token_loop(function: cst.FunctionDef, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The call is in a `for` loop over the tokens to generate: its iterable names a
+    new-token bound (`range(max_new_tokens)`), directly or through the function's
+    bindings of a name it iterates (`indices = tqdm(list(range(max_new_len)))`)."""
+    for node in ancestors:
+        if isinstance(node, cst.For) and _names_token_bound(function, node.iter, 3):
+            return True
+    return False
+
+
+def _names_token_bound(function: cst.FunctionDef, node: cst.CSTNode, depth: int) -> bool:
+    finder = _NameCollector()
+    visit(node, finder)
+    if any(_TOKEN_BOUND.match(name) for name in finder.names):
+        return True
+    if depth <= 0:
+        return False
+    for name in finder.bare:
+        assignments = _AssignmentFinder(name)
+        visit(function.body, assignments)
+        if any(_names_token_bound(function, v, depth - 1) for v in assignments.values):
+            return True
+    return False
+
+
+class _NameCollector(cst.CSTVisitor):
+    """The last names of the names and attributes in an expression (`names`), and its
+    bare names (`bare`)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.bare: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+        self.bare.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        self.names.add(node.attr.value)
+        visit(node.value, self)
+        return False
 
 
 _WEIGHT_ITERATORS = frozenset(
