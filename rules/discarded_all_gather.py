@@ -45,7 +45,9 @@ class DiscardedAllGather(Rule):
     `only_rank_0` is True, its default", while a flag without such a default (`if rank ==
     0 or debug:`) is taken to let every rank read. A function of the same module that fills
     a list with a collective and returns it (mmengine's `all_gather_object(data, group) ->
-    gather_list`) is followed like the collective it wraps, and so are other packages'
+    gather_list`) is followed like the collective it wraps, as is a method of the enclosing
+    class called as `self.`/`cls.` that returns the list or its items flattened
+    (`for part in gathered: flat.extend(part)`), and so are other packages'
     helpers: mmengine's `all_gather_object` and `all_gather`, accelerate's `gather_object`,
     and any function named for an all-gather (`evenly_divisible_all_gather`,
     `concat_all_gather`; not `string_list_all_gather`), also through `typing.cast`
@@ -73,7 +75,10 @@ class DiscardedAllGather(Rule):
     are metadata; a `full_tensor()` in a loop over a state dict or a module's parameters
     (`for name, param in sd.items(): param = param.full_tensor()`) is `low`, since each
     of the other ranks holds one weight until the loop rebinds it (checkpoint
-    consolidation: one parameter's size, off the training peak). A uint8 tensor into
+    consolidation: one parameter's size, off the training peak), and so are receive
+    buffers of one element per rank (`list(t.new_zeros(n).chunk(n))`: a singleton
+    optimizer state) and a gather in a loop over the tokens to generate (`for step in
+    range(max_new_tokens):`: one token's state per sample). A uint8 tensor into
     which the function pickles one object (`pickle.dumps(result_part)` padded to the
     longest: an `all_gather_object` written by hand) is rated as that object would be:
     `medium` for collected results, else `low`. The default run reports
