@@ -84,6 +84,12 @@ NARROW = [(False, frozenset({"latents", "prompt_embeds"}))]
         {},
         {"read": "callback_kwargs[k] = locals().get(k)"},
         {"iterated": "callback_on_step_end_tensor_inputs or []"},
+        {  # the guard inline, as Kandinsky 2.2 has it
+            "check": "if callback_on_step_end_tensor_inputs is not None and not all(\n"
+            "            k in self._callback_tensor_inputs for k in callback_on_step_end_tensor_inputs\n"
+            "        ):\n"
+            "            raise ValueError('bad names')"
+        },
         {
             "check": "self.check_inputs(prompt, callback_on_step_end_tensor_inputs=callback_on_step_end_tensor_inputs)"
         },
@@ -107,6 +113,10 @@ def test_checked_callback_loop_reads_only_the_listed_names(change: dict[str, str
         {"read": "callback_kwargs[k] = locals()[k + '_1']"},
         {"read": "k = 'image'; callback_kwargs[k] = locals()[k]"},  # `k` rebound
         {"iterated": "self.callback_tensor_names"},
+        {  # an inline check that only warns
+            "check": "if not all(k in self._callback_tensor_inputs for k in callback_on_step_end_tensor_inputs):\n"
+            "            logger.warning('bad names')"
+        },
     ],
 )
 def test_unprovable_callback_loop_reads_every_local(change: dict[str, str]) -> None:

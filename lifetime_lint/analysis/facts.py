@@ -367,24 +367,28 @@ def _checked_names(facts: FunctionFacts, parameter: str, loop: cst.For) -> froze
     """The names `parameter` can hold at `loop`: a top-level `self.check_inputs(...)` of
     the function, before the loop and after every rebinding of the parameter, passes it to
     a `check_inputs` of the same class that raises unless each is in a class-level list of
-    string literals (`_callback_tensor_inputs`) or a literal list. None: not provable."""
+    string literals (`_callback_tensor_inputs`) or a literal list; or the function has
+    that guard itself, at top level. None: not provable."""
     owner = facts.owner
     assert owner is not None
     statements = list(facts.function.body.body)
     check_at = None
-    checked: str | None = None
+    allowed: frozenset[str] | None = None
     for position, statement in enumerate(statements):
-        found = _check_inputs_argument(statement, parameter, owner)
-        if found is not None:
-            check_at, checked = position, found
+        if isinstance(statement, cst.If) and statement.orelse is None:
+            # The same guard inline (Kandinsky 2.2: `if p is not None and not all(...)`).
+            allowed = _guard_names(statement.test, parameter, owner)
+            if allowed is not None and _raises(statement.body):
+                check_at = position
+                break
+            allowed = None
+        checked = _check_inputs_argument(statement, parameter, owner)
+        if checked is not None:
+            check = _method(owner, "check_inputs")
+            allowed = _raises_unless_in(check, checked, owner) if check is not None else None
+            check_at = position
             break
-    if check_at is None or checked is None:
-        return None
-    check = _method(owner, "check_inputs")
-    if check is None:
-        return None
-    allowed = _raises_unless_in(check, checked, owner)
-    if allowed is None:
+    if check_at is None or allowed is None:
         return None
     loop_at = next((i for i, s in enumerate(statements) if _contains(s, loop)), None)
     if loop_at is None or loop_at <= check_at:
