@@ -5,8 +5,8 @@
   module), and whether it is certain or comes from a backend ladder that covers only some
   accelerators (`try: from torch_npu... except ImportError: from torch.cuda import ...`).
 - `in_multi_backend_dispatch`: whether a node sits in a branch of code that chooses between
-  CUDA and another backend (`if cuda ... elif mps ... elif npu ...`): that code *is* the
-  platform abstraction and is left alone.
+  CUDA and another backend (`if cuda ... elif mps ... elif npu ...`, or one `if` per backend
+  in a row): that code *is* the platform abstraction and is left alone.
 - `platform_layer`: whether a node is in the project's own platform layer (a `platforms/`
   package, a `CudaPlatform`-style class, a module that dispatches between backends).
 - `cuda_bound`: why the code around a node is already CUDA-only by intent (`device="cuda"`,
@@ -172,7 +172,8 @@ def describe_ladder(context: FileContext, call: CudaCall) -> str:
 
 def in_multi_backend_dispatch(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
     """True when an enclosing if/elif/else chain, conditional expression or `match` tests
-    or handles another backend besides CUDA in its conditions or its other branches."""
+    or handles another backend besides CUDA in its conditions or its other branches, or
+    when a sibling `if` of the enclosing guard tests another backend."""
     chain = list(ancestors)
     for index in range(len(chain) - 1, -1, -1):
         node = chain[index]
@@ -183,6 +184,12 @@ def in_multi_backend_dispatch(context: FileContext, ancestors: Sequence[cst.CSTN
             head_if = chain[head]
             assert isinstance(head_if, cst.If)
             if _mentions_other_backend(context, _if_chain_parts(head_if, chain)):
+                return True
+            if (
+                head > 0
+                and _CUDA_WORD.search(context.code_for(head_if.test))
+                and _sibling_tests_other_backend(context, chain[head - 1], head_if)
+            ):
                 return True
         elif isinstance(node, cst.IfExp):
             parts: list[cst.CSTNode] = [node.test]
@@ -226,6 +233,25 @@ def past_other_backend_exit(context: FileContext, ancestors: Sequence[cst.CSTNod
                 and _backend_when_false(statement.test, context) is None
             ):
                 return True
+    return False
+
+
+_CUDA_WORD = compile_lazily(r"(?<![A-Za-z0-9])cuda(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def _sibling_tests_other_backend(context: FileContext, block: cst.CSTNode, guard: cst.If) -> bool:
+    """A sequence of per-backend guards in one block (`if mps: ...` / `if cuda: ...` /
+    `if xpu: ...`, invokeai's `empty_cache`): the dispatch written as separate `if`s. The
+    caller checks that `guard` itself tests CUDA: a CUDA call under `if batch_eval_metrics:`
+    beside an unrelated `if is_torch_xla_available():` is no dispatch."""
+    if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return False
+    for statement in block.body:
+        branch: cst.CSTNode | None = statement
+        while statement is not guard and isinstance(branch, cst.If):
+            if _OTHER_BACKEND.search(context.code_for(branch.test)):
+                return True
+            branch = branch.orelse
     return False
 
 
