@@ -402,7 +402,22 @@ class AccumulateThenConcat(Rule):
             _unconditional_after(block, loop_at, site.value) for site in swallowed
         ):
             return  # the list itself may reach the read on an ordinary path
-        if any(_child_index(grow.ancestors, block) != loop_at for grow in grows):
+        first_cat = min(
+            (at for use, _ in cats if (at := _child_index(use.ancestors, block)) is not None),
+            default=None,
+        )
+        # `frames.append(video[:, :, -1])` between the loop and the concatenation: the last
+        # piece, added once (the loop's chunks decide; no fix: the writer is not sized for it).
+        tail = [
+            grow
+            for grow in grows
+            if first_cat is not None
+            and (at := _child_index(grow.ancestors, block)) is not None
+            and loop_at < at < first_cat
+            and _loop_between(grow.ancestors, _body(block)[at]) is None
+        ]
+        grows = [grow for grow in grows if grow not in tail]
+        if not grows or any(_child_index(grow.ancestors, block) != loop_at for grow in grows):
             return
         if any(_loop_between(grow.ancestors, loop_statement) is None for grow in grows):
             return  # grown outside any loop
@@ -548,6 +563,7 @@ class AccumulateThenConcat(Rule):
         fix = None
         if (
             not by_index
+            and not tail
             and not any(role == "element" for _, role in reads)
             and all(
                 _child_index(use.ancestors, block) is not None
@@ -908,9 +924,16 @@ class AccumulateThenConcat(Rule):
         if not isinstance(element, cst.Call):
             return
         work = facts.work(element)
-        if work.level < F.MODEL:
+        # `torch.cat([torch.cat(tiles[i * n : (i + 1) * n], dim=-1) for i in range(rows)])`:
+        # row strips of a tile grid, every strip a copy held beside the tiles until the merge.
+        strips = work.level < F.MODEL and _strip_of_grid(self.context, element, clauses)
+        if work.level < F.MODEL and not strips:
             return
         origin = S.name_origin(list_name or "", F._origin_of_work(work))
+        if strips:
+            sliced = _argument(element, 0, ("tensors",))
+            assert isinstance(sliced, cst.Subscript)
+            origin = S.name_origin(_last_name(sliced.value), origin)
         if S.size_class(origin) == S.TINY:
             return
         level, reason = _accumulation_level(origin, work, True, False, False)
@@ -1324,7 +1347,11 @@ def _observed_dynamically(facts: F.FunctionFacts, site) -> bool:
     """A `locals()` / `vars()` / `eval` that runs while this binding is current may read
     it; one elsewhere in the function (before the list exists, after it is rebound) does
     not switch the rule off."""
-    return any(node.dynamic and site in facts.reaching(node, site.name) for node in facts.cfg.nodes)
+    return any(
+        (node.dynamic or site.name in node.dynamic_names)
+        and site in facts.reaching(node, site.name)
+        for node in facts.cfg.nodes
+    )
 
 
 def _mutually_exclusive(facts: F.FunctionFacts, nodes: list[Node]) -> bool:
@@ -1899,7 +1926,9 @@ def _grown_value(use: Use) -> cst.BaseExpression | None:
         assert isinstance(call, cst.Call)
         value = call.args[0].value
         if parent.attr.value == "extend":
-            return _single_element(value)
+            # `frames.extend(self._interpolate(a, b))`: a helper's list of new values; the
+            # call stands for each of them.
+            return _single_element(value) or (value if isinstance(value, cst.Call) else None)
         return value
     if isinstance(parent, cst.AugAssign):
         return _single_element(parent.value)
@@ -2506,3 +2535,18 @@ def _assigned_in(statements: Sequence[cst.CSTNode], index: NameUses) -> set[str]
             (use.binding or use.deleted) and any(use.inside(s) for s in statements) for use in uses
         )
     }
+
+
+def _strip_of_grid(context, element: cst.Call, clauses: Sequence[cst.CompFor]) -> bool:
+    """`torch.cat(tiles[i * n : (i + 1) * n], dim=-1)` for `i` of the comprehension: one row
+    strip of a grid kept as a flat list, a new tensor per row (not a model's work)."""
+    if _kind_of(context, element) is None:
+        return False
+    tensors = _argument(element, 0, ("tensors",))
+    if not isinstance(tensors, cst.Subscript) or len(tensors.slice) != 1:
+        return False
+    piece = tensors.slice[0].slice
+    if not isinstance(piece, cst.Slice) or piece.lower is None or piece.upper is None:
+        return False
+    targets = set().union(*(_names_in(clause.target) for clause in clauses))
+    return bool(targets & _names_in(piece.lower)) and bool(targets & _names_in(piece.upper))

@@ -45,7 +45,9 @@ class DiscardedAllGather(Rule):
     `only_rank_0` is True, its default", while a flag without such a default (`if rank ==
     0 or debug:`) is taken to let every rank read. A function of the same module that fills
     a list with a collective and returns it (mmengine's `all_gather_object(data, group) ->
-    gather_list`) is followed like the collective it wraps, and so are other packages'
+    gather_list`) is followed like the collective it wraps, as is a method of the enclosing
+    class called as `self.`/`cls.` that returns the list or its items flattened
+    (`for part in gathered: flat.extend(part)`), and so are other packages'
     helpers: mmengine's `all_gather_object` and `all_gather`, accelerate's `gather_object`,
     and any function named for an all-gather (`evenly_divisible_all_gather`,
     `concat_all_gather`; not `string_list_all_gather`), also through `typing.cast`
@@ -73,7 +75,10 @@ class DiscardedAllGather(Rule):
     are metadata; a `full_tensor()` in a loop over a state dict or a module's parameters
     (`for name, param in sd.items(): param = param.full_tensor()`) is `low`, since each
     of the other ranks holds one weight until the loop rebinds it (checkpoint
-    consolidation: one parameter's size, off the training peak). A uint8 tensor into
+    consolidation: one parameter's size, off the training peak), and so are receive
+    buffers of one element per rank (`list(t.new_zeros(n).chunk(n))`: a singleton
+    optimizer state) and a gather in a loop over the tokens to generate (`for step in
+    range(max_new_tokens):`: one token's state per sample). A uint8 tensor into
     which the function pickles one object (`pickle.dumps(result_part)` padded to the
     longest: an `all_gather_object` written by hand) is rated as that object would be:
     `medium` for collected results, else `low`. The default run reports
@@ -240,6 +245,13 @@ class DiscardedAllGather(Rule):
             return FULL  # `DTensor.full_tensor()`: every shard all-gathered on every rank
         if isinstance(call.func, cst.Name) and qualified is None and "gather" in call.func.value:
             return self._module_wrapper(call.func.value)
+        if (
+            isinstance(call.func, cst.Attribute)
+            and isinstance(call.func.value, cst.Name)
+            and call.func.value.value in ("self", "cls")
+            and "gather" in call.func.attr.value
+        ):
+            return self._method_wrapper(call.func.attr.value)
         if qualified is not None and not qualified.startswith("torch."):
             known = _PACKAGE_WRAPPERS.get(qualified)
             if known is not None:
@@ -255,6 +267,8 @@ class DiscardedAllGather(Rule):
         if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
             return None
         alias, attribute = func.value.value, func.attr.value
+        if attribute not in _COLLECTIVE_NAMES:
+            return None  # no module has it as a collective: the function body is not walked
         function = next(
             (a for a in reversed(self.context.ancestors) if isinstance(a, cst.FunctionDef)),
             None,
@@ -282,6 +296,20 @@ class DiscardedAllGather(Rule):
                     if kind is not None:
                         self._wrappers[statement.name.value] = kind
         return self._wrappers.get(name)
+
+    def _method_wrapper(self, name: str) -> str | None:
+        """`self._gather_objects(local_logs)` where a method of the enclosing class fills a
+        list with a collective and returns it, or its flattened items (fastvideo's
+        `DiffusionNFTMethod._gather_objects`): the kind its callers get back."""
+        owner = next(
+            (a for a in reversed(self.context.ancestors) if isinstance(a, cst.ClassDef)), None
+        )
+        if owner is None:
+            return None
+        for statement in owner.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+                return _returned_gather(self.context, statement)
+        return None
 
     # -- analysis ---------------------------------------------------------------------
     def _check(self, function: cst.FunctionDef, candidate: _Candidate) -> None:
@@ -357,6 +385,18 @@ class DiscardedAllGather(Rule):
             written += "()"
             fills = f"all-gathers every shard into `{result}`"
         level, small = _significance(ranks, _sent_tensor(call, kind), kind)
+        if kind == LIST and _element_buffers(self.context, allocation, result):
+            # `list(t.new_zeros(world_size).chunk(world_size))`: one element per rank.
+            level = S.LOW
+            small = "; each rank receives one element per rank (a scalar's buffers), so the waste is small"
+        if level != S.LOW and _in_token_loop(function, ancestors):
+            # `for step in range(max_new_tokens): c = proj(c); all_gather(c)`: each
+            # iteration of an autoregressive decode gathers one token's state per sample.
+            level = S.LOW
+            small = (
+                "; once per generated token (a loop over new tokens), so each rank sends "
+                "one token's state per sample and the waste is small"
+            )
         if kind == FULL and _in_loop_over_weights(ancestors):
             # `for name, param in sd.items(): param = param.full_tensor()`: each of the
             # other ranks holds one gathered weight until the loop rebinds it.
@@ -614,9 +654,39 @@ class _GatherReturnFinder(cst.CSTVisitor):
                 if isinstance(first, cst.Name):
                     self.filled[first.value] = kind
 
+    def visit_For(self, node: cst.For) -> None:
+        # `for part in gathered: flat.extend(part)`: `flat` holds what `gathered` did.
+        if not (isinstance(node.iter, cst.Name) and node.iter.value in self.filled):
+            return
+        kind = self.filled[node.iter.value]
+        for line in _simple_lines(node.body):
+            for small in line.body:
+                if (
+                    isinstance(small, cst.Expr)
+                    and isinstance(small.value, cst.Call)
+                    and isinstance(small.value.func, cst.Attribute)
+                    and small.value.func.attr.value in ("extend", "append")
+                    and isinstance(small.value.func.value, cst.Name)
+                ):
+                    self.filled.setdefault(small.value.func.value.value, kind)
+
     def visit_Return(self, node: cst.Return) -> None:
         if isinstance(node.value, cst.Name):
             self.returned.append(node.value.value)
+        elif isinstance(node.value, cst.ListComp) and isinstance(node.value.for_in.iter, cst.Name):
+            # `return [item for part in gathered for item in part]`
+            self.returned.append(node.value.for_in.iter.value)
+
+
+def _simple_lines(body: cst.BaseSuite) -> list[cst.SimpleStatementLine]:
+    """The simple statement lines of a block and of the `if` blocks inside it."""
+    lines: list[cst.SimpleStatementLine] = []
+    for statement in getattr(body, "body", ()):
+        if isinstance(statement, cst.SimpleStatementLine):
+            lines.append(statement)
+        elif isinstance(statement, cst.If):
+            lines.extend(_simple_lines(statement.body))
+    return lines
 
 
 def _names_a_step(call: cst.Call) -> bool:
@@ -637,6 +707,57 @@ def _sent_tensor(call: cst.Call, kind: str) -> cst.BaseExpression | None:
         return call.func.value
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
     return positional[0] if positional else None
+
+
+# Bounds of an autoregressive decode loop: `max_new_tokens`, `max_new_len`,
+# `self.max_gen_toks`, `max_generation_length`, `num_new_tokens`.
+_TOKEN_BOUND = compile_lazily(
+    r"^(max_new_(tokens?|len|length)|max_gen(eration)?_(toks|tokens|len|length)"
+    r"|num_new_tokens)$"
+)
+
+
+def _in_token_loop(function: cst.FunctionDef, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The call is in a `for` loop over the tokens to generate: its iterable names a
+    new-token bound (`range(max_new_tokens)`), directly or through the function's
+    bindings of a name it iterates (`indices = tqdm(list(range(max_new_len)))`)."""
+    for node in ancestors:
+        if isinstance(node, cst.For) and _names_token_bound(function, node.iter, 3):
+            return True
+    return False
+
+
+def _names_token_bound(function: cst.FunctionDef, node: cst.CSTNode, depth: int) -> bool:
+    finder = _NameCollector()
+    visit(node, finder)
+    if any(_TOKEN_BOUND.match(name) for name in finder.names):
+        return True
+    if depth <= 0:
+        return False
+    for name in finder.bare:
+        assignments = _AssignmentFinder(name)
+        visit(function.body, assignments)
+        if any(_names_token_bound(function, v, depth - 1) for v in assignments.values):
+            return True
+    return False
+
+
+class _NameCollector(cst.CSTVisitor):
+    """The last names of the names and attributes in an expression (`names`), and its
+    bare names (`bare`)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.bare: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+        self.bare.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        self.names.add(node.attr.value)
+        visit(node.value, self)
+        return False
 
 
 _WEIGHT_ITERATORS = frozenset(
@@ -938,6 +1059,58 @@ def _literal_small_allocation(bound) -> bool:
     return count <= 64
 
 
+def _allocated_value(allocation: cst.CSTNode | None, name: str) -> cst.BaseExpression | None:
+    """The value `name` is bound to by its allocation statement (`name = <value>`, also
+    inside `if name is None: name = <value>`)."""
+    if isinstance(allocation, cst.If):
+        allocation = allocation.body.body[0]
+    if not isinstance(allocation, cst.SimpleStatementLine):
+        return None
+    for small in allocation.body:
+        if isinstance(small, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets
+        ):
+            return small.value
+        if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+            if small.target.value == name:
+                return small.value
+    return None
+
+
+def _element_buffers(context, allocation: cst.CSTNode | None, name: str) -> bool:
+    """Receive buffers of one element each, whatever the sent tensor: a tensor of n
+    elements chunked into n (`list(t.new_zeros(n).chunk(n))`, fairscale's gather of
+    singleton optimizer states such as `step`), or a list of small literal allocations
+    (`[torch.zeros(1, device=d) for _ in range(world_size)]`)."""
+    value = _allocated_value(allocation, name)
+    if isinstance(value, cst.ListComp):
+        return _literal_small_allocation((value.elt, None))
+    if not (
+        isinstance(value, cst.Call)
+        and _last_name(value.func) == "list"
+        and len(value.args) == 1
+        and isinstance(value.args[0].value, cst.Call)
+    ):
+        return False
+    split = value.args[0].value
+    if not (
+        isinstance(split.func, cst.Attribute)
+        and split.func.attr.value == "chunk"
+        and len(split.args) >= 1
+        and isinstance(split.func.value, cst.Call)
+    ):
+        return False
+    made = split.func.value
+    sizes = [a.value for a in made.args if a.keyword is None and not a.star]
+    if not (_last_name(made.func) or "").startswith(("new_", "zeros", "empty", "ones")):
+        return False
+    if len(sizes) != 1:
+        return False
+    return _normalise(context.code_for(sizes[0])) == _normalise(
+        context.code_for(split.args[0].value)
+    )
+
+
 def _has_comment(statement: cst.SimpleStatementLine) -> bool:
     """A comment on the statement's line(s), inside it or after it (not the lines above)."""
     finder = _CommentFinder()
@@ -1050,6 +1223,8 @@ _COLLECTIVES: dict[str, str] = {
     f"{_FUNCOL}.all_gather_tensor_inplace": INTO,
     f"{_DIST}.nn.functional.all_gather": RETURNED,
 }
+# Their last names: `alias.name(...)` can resolve to a collective only for one of these.
+_COLLECTIVE_NAMES = frozenset(name.rpartition(".")[2] for name in _COLLECTIVES)
 
 # Other packages' functions that all-gather and return the result on every rank.
 _PACKAGE_WRAPPERS: dict[str, str] = {

@@ -1432,7 +1432,11 @@ class _Analysis:
         `locals()`-like call (then the flag is True) when the name is only read
         dynamically."""
         loads = {id(load) for node in self.cfg.nodes for load in node.loads if load.value == name}
-        calls = {id(n.dynamic_call) for n in self.cfg.nodes if n.dynamic_call is not None}
+        calls = {
+            id(n.dynamic_call)
+            for n in self.cfg.nodes
+            if n.dynamic_call is not None and (n.dynamic or name in n.dynamic_names)
+        }
         best: cst.CSTNode | None = None
         dynamic = False
 
