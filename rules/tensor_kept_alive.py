@@ -928,12 +928,20 @@ class _Analysis:
             return False
         if not isinstance(target, cst.Name) or target.value == name:
             return False
+        kwargs_builder = False
         if isinstance(value, cst.Call):
             callee = value.func.attr if isinstance(value.func, cst.Attribute) else value.func
             if not isinstance(callee, cst.Name):
                 return False
             if not (callee.value[:1].isupper() or callee.value == "dict"):
-                return False
+                # `kwargs = pipeline._build_transformer_kwargs(..., hidden_states=x)` then
+                # `self.transformer(**kwargs)`: a helper that builds the keyword arguments
+                # of a call returns the tensors it is given inside the mapping.
+                if not (
+                    "kwargs" in callee.value.lower() or _splatted(self.facts.function, target.value)
+                ):
+                    return False
+                kwargs_builder = True
             stored = [arg.value for arg in value.args if arg.keyword is not None]
         elif isinstance(value, cst.Dict):
             stored = [el.value for el in value.elements if isinstance(el, cst.DictElement)]
@@ -945,6 +953,15 @@ class _Analysis:
         if not nodes or any(node is None for node in nodes):
             return False
         bit = flow.name_bit(target.value)
+        if kwargs_builder:
+            # The mapping keeps the tensor while it is bound, live or not: `kwargs` is
+            # seldom deleted after `self.transformer(**kwargs)`.
+            own = {d.index for d in info.exit.defs if d.name == target.value}
+            return bool(own) and all(
+                {s.index for s in flow.reaching(flow.reach_in[node.index], target.value)} <= own
+                for node in nodes
+                if node is not None
+            )
         return all(flow.live_in[node.index] & bit for node in nodes if node is not None)
 
     def _elements_held(
@@ -1585,6 +1602,25 @@ def _read_only_broadcast(function: cst.FunctionDef, name: str) -> bool:
 
 _BINDING_STATEMENTS = frozenset((cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For))
 _LEAVES = frozenset(LEAF_TYPES)
+
+
+def _splatted(function: cst.FunctionDef, name: str) -> bool:
+    """Whether the function passes `**name` to a call: `name` is a mapping of keyword
+    arguments (`self.transformer(**kwargs)`)."""
+    found = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        if (
+            isinstance(node, cst.Arg)
+            and node.star == "**"
+            and isinstance(node.value, cst.Name)
+            and node.value.value == name
+        ):
+            found = True
+
+    walk(function, enter, lambda node: None)
+    return found
 
 
 def _bound_names(target: cst.BaseExpression) -> list[cst.Name]:
