@@ -664,6 +664,10 @@ class _Analysis:
                 _samples_latents(site.value) for site, o in zip(real, origins) if o is not None
             ):
                 origin = F.LATENTS  # `x_1_t0 = self.backward_loop(timesteps=..., latents=x)`
+            if origin == F.DECODED and all(
+                self._encoder_output(site.value) for site, o in zip(real, origins) if o is not None
+            ):
+                origin = F.LATENTS  # `lq_tiles = [tile_encoder(tile) for tile in inputs]`
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
                 continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
             owned = [site for site, o in zip(real, origins) if o is not None]
@@ -767,6 +771,15 @@ class _Analysis:
                 best = (held, estimate)
         assert best is not None
         return best
+
+    def _encoder_output(self, value: cst.BaseExpression | None) -> bool:
+        """Whether the value is an encoder's output (`tile_encoder(tile)`, `self.vae.encode(x)`,
+        or a list of them): latents, not the decoded tiles or frames its name may suggest."""
+        if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+            value = value.elt
+        while isinstance(value, (cst.Subscript, cst.Attribute)) and not isinstance(value, cst.Call):
+            value = value.value  # `self.vae.encode(x)[0]`, `.latent_dist`
+        return isinstance(value, cst.Call) and self.facts.work(value).kind == "encode"
 
     def _short_stream_origin(self, sites: list[DefSite]) -> str | None:
         """`S.AUDIO_STREAM` or `S.TEXT_STREAM` when every binding that reaches the dead point
