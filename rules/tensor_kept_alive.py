@@ -686,7 +686,13 @@ class _Analysis:
                 S.builders_of(self.context.module, self.context.memo, self._owner_name),
             )
             tokens = self._token_domain(domain)
-            if origin == F.DECODED and self._image_model() is not None:
+            if origin == F.DECODED and all(
+                self._one_frame_decode(site.value)
+                for site, o in zip(real, origins)
+                if o is not None
+            ):
+                origin = S.DECODED_FRAME  # `self.vae.decode(z[:, :, i : i + 1])`: one frame
+            elif origin == F.DECODED and self._image_model() is not None:
                 origin = F.DECODED_IMAGE  # one frame: tens of MiB, below the decoder's peak
             elif origin == F.DECODED and domain == LARGE_DOMAIN and not self._names_video():
                 origin = S.PIXEL_IMAGES  # an image model's pixels: one image, a few MiB
@@ -771,6 +777,45 @@ class _Analysis:
                 best = (held, estimate)
         assert best is not None
         return best
+
+    def _one_frame_decode(self, value: cst.BaseExpression | None) -> bool:
+        """Whether the value is a decode of one latent frame: its input comes from a unit
+        slice of the frame axis of a `[b, c, t, h, w]` latent (`z[:, :, i : i + 1]`), here or
+        through the local names it is built from (`plane = denorm(z[:, :, i : i + 1])`)."""
+        while isinstance(value, (cst.Subscript, cst.Attribute)):
+            value = value.value  # `self.vae.decode(z, return_dict=False)[0]`, `.sample`
+        if not isinstance(value, cst.Call) or self.facts.work(value).kind != "decode":
+            return False
+        if not value.args or value.args[0].keyword is not None:
+            return False
+        defs: dict[str, list[DefSite]] = {}
+        for site in self.cfg.defs:
+            defs.setdefault(site.name, []).append(site)
+        seen: set[str] = set()
+
+        def one_frame(expr: cst.CSTNode, depth: int) -> bool:
+            found = False
+
+            def enter(node: cst.CSTNode) -> None:
+                nonlocal found
+                if found:
+                    return
+                if isinstance(node, cst.Subscript) and _unit_frame_slice(node):
+                    found = True
+                elif isinstance(node, cst.Name) and node.value in seen:
+                    found = True  # `plane = (1 - s) * plane + s * noise`: still that frame
+                elif isinstance(node, cst.Name) and depth < 4:
+                    sites = [s for s in defs.get(node.value, []) if s.kind != "unbound"]
+                    if sites and all(s.kind in _ASSIGNED and s.value is not None for s in sites):
+                        seen.add(node.value)
+                        found = all(
+                            one_frame(s.value, depth + 1) for s in sites if s.value is not None
+                        )
+
+            walk(expr, enter, lambda node: None)
+            return found
+
+        return one_frame(value.args[0].value, 0)
 
     def _encoder_output(self, value: cst.BaseExpression | None) -> bool:
         """Whether the value is an encoder's output (`tile_encoder(tile)`, `self.vae.encode(x)`,
@@ -1615,6 +1660,25 @@ def _read_only_broadcast(function: cst.FunctionDef, name: str) -> bool:
 
 _BINDING_STATEMENTS = frozenset((cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For))
 _LEAVES = frozenset(LEAF_TYPES)
+
+
+def _unit_frame_slice(node: cst.Subscript) -> bool:
+    """`z[:, :, i : i + 1]` (or `z[:, :, i]`... only the unit slice): one frame of a
+    `[b, c, t, h, w]` latent."""
+    elements = node.slice
+    if len(elements) < 3:
+        return False
+    third = elements[2].slice
+    if not isinstance(third, cst.Slice) or third.lower is None or third.upper is None:
+        return False
+    upper = third.upper
+    return (
+        isinstance(upper, cst.BinaryOperation)
+        and isinstance(upper.operator, cst.Add)
+        and isinstance(upper.right, cst.Integer)
+        and upper.right.value == "1"
+        and upper.left.deep_equals(third.lower)
+    )
 
 
 def _splatted(function: cst.FunctionDef, name: str) -> bool:
