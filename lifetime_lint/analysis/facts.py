@@ -2514,10 +2514,11 @@ class FunctionFacts:
             return _NO_WORK  # `new_text.encode()`: bytes from a str, no model
         if last.lstrip("_").startswith(_LOADERS):
             return _NO_WORK  # `get_model()`, `load_vae(...)`: returns a module or config
-        if len(parts) <= 2 and _returns_scalar(self.local_callee(call)):
+        scalar_helper = self.local_callee(call) if len(parts) <= 2 else None
+        if scalar_helper is not None and _returns_scalar(scalar_helper):
             # `decode_backend(vllm_config)` of a `def decode_backend(...) -> str` in this
-            # file: the helper's word that it returns a string, whatever its name says.
-            return _NO_WORK
+            # file: it returns a string whatever its name says; its work is its body's.
+            return self.helper_work(scalar_helper)
         lowered = [part.lower() for part in parts]
         if any(_glob_any(part, T.LIGHT_OWNERS) for part in lowered):
             return _NO_WORK
