@@ -377,9 +377,7 @@ def test_cuda_package_and_testing_module_in_a_multi_backend_project(
         "pkg/inference/testing_mode.py",  # a library module, not `testing.py`
     ],
 )
-def test_near_names_in_a_multi_backend_project_are_reported(
-    tmp_path: Path, relative: str
-) -> None:
+def test_near_names_in_a_multi_backend_project_are_reported(tmp_path: Path, relative: str) -> None:
     _multi_backend_project(tmp_path, relative)
     findings, _ = _check(tmp_path)
     assert len(findings) == 2
