@@ -112,7 +112,26 @@ def resolve_cuda_call(
     (function,) = cuda
     if function not in wanted:
         return None
+    if isinstance(call.func, cst.Name) and _calls_the_original_it_replaces(
+        context, function, ancestors
+    ):
+        return None
     return CudaCall(function, tuple(ladder))
+
+
+def _calls_the_original_it_replaces(
+    context: FileContext, function: str, ancestors: Sequence[cst.CSTNode]
+) -> bool:
+    """The call runs a saved `torch.cuda.<function>` (`_orig_sync = torch.cuda.synchronize`)
+    inside the function the module installs in its place (`torch.cuda.synchronize =
+    _synchronize`): a monkeypatch that wraps the CUDA original, which it must call (a
+    portable spelling would call the patch again, or another backend's function)."""
+    for node in reversed(ancestors):
+        if isinstance(node, cst.FunctionDef):
+            name = re.escape(node.name.value)
+            installs = rf"\btorch\.cuda\.{re.escape(function)}\s*=\s*{name}\b"
+            return re.search(installs, context.source) is not None
+    return False
 
 
 def _may_name_a_device_function(
