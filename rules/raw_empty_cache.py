@@ -87,8 +87,10 @@ class RawEmptyCache(Rule):
     architecture probe such as `is_gfx95_supported()` counts as ROCm), or in a branch for a CUDA-only subsystem
     (`if item.has_cuda_ipc_proxy():`); a CUDA-only project (20 or more modules in its
     package, or its repository beside the package's `pyproject.toml`/`setup.py`, none of
-    which names another backend, `torch.accelerator` or a platform layer: audiocraft,
-    stable-audio-tools); tests, examples, benchmarks, scripts and notebooks (the
+    which names another backend, `torch.accelerator` or a platform layer; ROCm, where
+    `torch.cuda` is HIP, and Meta's in-house MTIA do not count: audiocraft,
+    stable-audio-tools, xformers); a module in a `cuda/` package folder or a (vendored)
+    CUDA-only library's folder (`vllm_flash_attn/`); tests, examples, benchmarks, scripts and notebooks (the
     `non-library` globs, also `parallel_examples/`-style folders), `test_*`/`benchmark_*`
     functions, and a script's `main()`, `__main__` block, module-level code and the
     helpers only they call. `--statistics` names each reason (`CUDA-bound code`,
