@@ -161,7 +161,8 @@ class HardCodedCudaCall(Rule):
     Not flagged: `is_available`, streams, events, graphs, `get_device_name`/`capability`;
     references that are not called (dispatch tables); calls in a branch of a multi-backend
     dispatch (an `if`/`elif` chain, conditional expression or `match` that also tests or
-    handles mps, npu, xpu, hpu, ...), or past an earlier `if <another backend>: return`
+    handles mps, npu, xpu, hpu, ...; or a CUDA guard among one guard per backend in a row),
+    or past an earlier `if <another backend>: return`
     in the same function, which is the platform abstraction itself.
 
     What the default run reports: LL005 is in the default rule set, and reports calls in

@@ -48,8 +48,9 @@ class RawEmptyCache(Rule):
     library code that may run on another accelerator. Never a finding: a reference that is
     not called (`{"cuda": torch.cuda.empty_cache}`) and a call inside a branch of a
     multi-backend dispatch (an `if`/`elif` chain, conditional expression or `match` that
-    also tests or handles mps, npu, xpu, hpu, ...), or past an earlier `if <another
-    backend>: return`. Left out by default, counted by
+    also tests or handles mps, npu, xpu, hpu, ...; or a CUDA guard among one guard per
+    backend in a row: `if mps: ...` / `if cuda: ...` / `if xpu: ...`), or past an earlier
+    `if <another backend>: return`. Left out by default, counted by
     `--statistics` with the reason, and reported under `portability = "strict"`: the
     project's own platform layer (a `platforms/` package, a `CudaPlatform`-style class, a
     base-class method that the module's classes for other backends override, such as
