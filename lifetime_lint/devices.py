@@ -696,6 +696,7 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
             or _declares_cuda_only_capabilities(context, node)
             or _constructor_refuses_other_backends(context, node)
             or _factory_refuses_other_backends(context, node)
+            or _module_factory_gives_up_off_backend(context, node)
         )
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
@@ -934,8 +935,8 @@ def _imported_root(small: cst.BaseSmallStatement) -> str | None:
 # (`torch.cuda.is_available()`) is weaker: other accelerators may still be there.
 _BACKEND_FLAG = compile_lazily(r"^_*is_(cuda|hip|rocm)(_alike|_runtime|_platform)?$", re.IGNORECASE)
 # A flag or probe for an AMD GPU architecture (`is_gfx95_supported()`, `_is_gfx950`,
-# `is_gfx942`): true only on ROCm, where `torch.cuda` is HIP.
-_ROCM_ARCH_FLAG = compile_lazily(r"^_*is_gfx\d+\w*$", re.IGNORECASE)
+# `is_gfx942`, a `gfx950` parameter): true only on ROCm, where `torch.cuda` is HIP.
+_ROCM_ARCH_FLAG = compile_lazily(r"^_*(is_)?gfx\d+\w*$", re.IGNORECASE)
 # Libraries that exist only for AMD GPUs: code that needs one runs on ROCm, where
 # `torch.cuda` is HIP and right.
 # (`mori`: ROCm's MoE dispatch/combine and RDMA library.)
@@ -1708,6 +1709,85 @@ def _factory_refuses_other_backends(context: FileContext, node: cst.ClassDef) ->
             return _bound_reason(
                 backend, f"`{node.name.value}.{method.name.value}()` raises without it"
             )
+    return None
+
+
+def _module_factory_gives_up_off_backend(context: FileContext, node: cst.ClassDef) -> str | None:
+    """A class the module builds only in module-level factories, each of which first gives
+    up when a same-module validator returns a reason for a failed backend test (sglang's
+    `make_indexer_cp`: `reason = unsupported_reason(gfx950=...)`; `if reason is not None:
+    return None`; `return MiniMaxIndexerCP(...)`): its methods run on that backend only."""
+    name = node.name.value
+    factories: list[cst.FunctionDef] = []
+    elsewhere = False
+    for statement in context.module.body:
+        if statement is node:
+            continue
+        if _constructs(statement, name):
+            if isinstance(statement, cst.FunctionDef):
+                factories.append(statement)
+            else:
+                elsewhere = True
+    if elsewhere or not factories or _constructs(node, name):
+        return None
+    backends = {_gives_up_before_constructing(context, f, name) for f in factories}
+    if len(backends) != 1:
+        return None
+    backend = backends.pop()
+    if backend is None:
+        return None
+    return _bound_reason(backend, f"`{factories[0].name.value}()` gives up without it")
+
+
+def _constructs(scope: cst.CSTNode, name: str) -> bool:
+    found: list[bool] = []
+
+    def enter(child: cst.CSTNode) -> None:
+        if isinstance(child, cst.Call) and isinstance(child.func, cst.Name):
+            if child.func.value == name:
+                found.append(True)
+
+    walk(scope, enter, lambda _: None)
+    return bool(found)
+
+
+def _gives_up_before_constructing(
+    context: FileContext, factory: cst.FunctionDef, name: str
+) -> str | None:
+    """The backend `factory` insists on: a top-level `if reason [is not None]: return/raise`
+    on a same-module validator's reason comes before the statement that builds `name`."""
+    reasons: dict[str, str] = {}  # local name -> backend its validator requires
+    for statement in _body_statements(factory):
+        if _constructs(statement, name):
+            return None
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)
+                    and isinstance(small.value, cst.Call)
+                ):
+                    validator = _same_module_function(context, small.value.func, ())
+                    backend = _validator_backend(context, validator) if validator else None
+                    if backend:
+                        reasons[small.targets[0].target.value] = backend
+            continue
+        if not isinstance(statement, cst.If) or statement.orelse is not None:
+            continue
+        if _how_body_exits(statement.body) is None:
+            continue
+        test = statement.test
+        if (
+            isinstance(test, cst.Comparison)
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.IsNot)
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"
+        ):
+            test = test.left
+        if isinstance(test, cst.Name) and test.value in reasons:
+            return reasons[test.value]
     return None
 
 
