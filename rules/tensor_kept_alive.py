@@ -530,6 +530,30 @@ def _names_a_mask(name: str) -> bool:
 
 
 _AUDIO_WORDS = frozenset(["audio", "audios", "waveform", "waveforms", "wav", "speech", "sound"])
+# Names of a weight-derived value (`lora_weight = torch.mm(B.weight, A.weight)`,
+# `weight_norm = self.get_weight_norm(weight, ...)`, `merged_weight`): sized by the layer, not
+# by tokens or pixels. Attention weights (`attn_weight`, `weights = softmax(scores)`: plural)
+# are no such value.
+_WEIGHT_WORDS = frozenset(["weight"])
+_NOT_WEIGHT_WORDS = frozenset(["attn", "attention", "score", "scores", "prob", "probs", "softmax"])
+
+
+def _names_a_weight(name: str) -> bool:
+    words = set(name.lower().strip("_").split("_"))
+    return bool(words & _WEIGHT_WORDS) and not words & _NOT_WEIGHT_WORDS
+
+
+# `vace_reference_image`, `ref_image`, `input_image`: one image (the last word singular), a
+# few MiB even in a video pipeline (a bare `image` may be an image encoder's stream).
+_ONE_IMAGE_WORDS = frozenset(["image"])
+_MANY_IMAGE_WORDS = frozenset(
+    ["images", "video", "videos", "frame", "frames", "tokens", "hidden", "states", "attn"]
+)
+
+
+def _names_one_image(name: str) -> bool:
+    words = name.lower().strip("_").split("_")
+    return len(words) >= 2 and words[-1] in _ONE_IMAGE_WORDS and not set(words) & _MANY_IMAGE_WORDS
 
 
 def _names_audio(name: str) -> bool:
@@ -700,6 +724,10 @@ class _Analysis:
                 origin = S.WAVEFORM  # a decoded waveform: seconds of samples, a few MiB
             elif origin == F.LOGITS:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
+            elif origin == F.ACTIVATION and _names_a_weight(name):
+                origin = S.WEIGHT_SIZED  # `lora_weight = torch.mm(B.weight, A.weight)`
+            elif origin in (F.ACTIVATION, F.MODEL_OUTPUT) and _names_one_image(name):
+                origin = F.IMAGE  # `vace_reference_image = pipe.preprocess_video(...)`
             elif _names_audio(name) and S.size_class(origin) == S.ACTIVATION_SIZED:
                 # `audio_input`, `eps_audio`: the audio stream of an audio-video model
                 # (LTX-2: about 25 latent tokens a second), a few MiB beside the video's.
