@@ -531,7 +531,7 @@ def _class_streams(module: cst.Module, memo: dict) -> dict[str, str]:
         found: set[str | None] = set()
         for builder, attribute, _ in sites:
             named = stream_named(attribute) if attribute is not None else _MAIN_STREAM
-            if builder is None or named == _MAIN_STREAM:
+            if builder is None or attribute is None or named == _MAIN_STREAM:
                 found.add(None)
                 continue
             queries = attribute_streams.get((builder, attribute), {None})
