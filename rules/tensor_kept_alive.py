@@ -551,6 +551,18 @@ _MANY_IMAGE_WORDS = frozenset(
 )
 
 
+def _names_read(expr: cst.CSTNode) -> set[str]:
+    """The bare names an expression reads (callees' receivers included, attributes not)."""
+    names: set[str] = set()
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Name):
+            names.add(node.value)
+
+    walk(expr, enter, lambda node: None)
+    return names
+
+
 def _names_one_image(name: str) -> bool:
     words = name.lower().strip("_").split("_")
     return len(words) >= 2 and words[-1] in _ONE_IMAGE_WORDS and not set(words) & _MANY_IMAGE_WORDS
@@ -724,7 +736,7 @@ class _Analysis:
                 origin = S.WAVEFORM  # a decoded waveform: seconds of samples, a few MiB
             elif origin == F.LOGITS:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
-            elif origin == F.ACTIVATION and _names_a_weight(name):
+            elif origin == F.ACTIVATION and _names_a_weight(name) and not self._reads_input(real):
                 origin = S.WEIGHT_SIZED  # `lora_weight = torch.mm(B.weight, A.weight)`
             elif origin in (F.ACTIVATION, F.MODEL_OUTPUT) and _names_one_image(name):
                 origin = F.IMAGE  # `vace_reference_image = pipe.preprocess_video(...)`
@@ -844,6 +856,38 @@ class _Analysis:
             return found
 
         return one_frame(value.args[0].value, 0)
+
+    def _reads_input(self, sites: list[DefSite]) -> bool:
+        """Whether any of the bindings may be computed from the function's inputs (its
+        positional parameters after `self`), through the local names their values read: an
+        attention's `weight = softmax(q @ k.T)` or a gate's `input_mix_weight` is; a DoRA
+        `lora_weight = torch.mm(lora_B.weight, lora_A.weight)` over keyword-only modules and
+        weights (`forward(self, x, *, lora_A, lora_B, base_layer)`) is not."""
+        params = self.facts.function.params
+        positional = {p.name.value for p in (*params.posonly_params, *params.params)}
+        positional.discard("self")
+        positional.discard("cls")
+        if params.star_arg is not None and isinstance(params.star_arg, cst.Param):
+            positional.add(params.star_arg.name.value)
+        defs: dict[str, list[DefSite]] = {}
+        for site in self.cfg.defs:
+            defs.setdefault(site.name, []).append(site)
+        seen: set[int] = {site.index for site in sites}
+        pending = list(sites)
+        while pending:
+            site = pending.pop()
+            if site.kind == "param":
+                if site.name in positional:
+                    return True
+                continue
+            if site.kind not in _ASSIGNED or site.value is None:
+                return True  # (a loop target, a `with` target: from anything)
+            for read in _names_read(site.value):
+                for source in defs.get(read, ()):
+                    if source.kind != "unbound" and source.index not in seen:
+                        seen.add(source.index)
+                        pending.append(source)
+        return False
 
     def _encoder_output(self, value: cst.BaseExpression | None) -> bool:
         """Whether the value is an encoder's output (`tile_encoder(tile)`, `self.vae.encode(x)`,
