@@ -112,7 +112,26 @@ def resolve_cuda_call(
     (function,) = cuda
     if function not in wanted:
         return None
+    if isinstance(call.func, cst.Name) and _calls_the_original_it_replaces(
+        context, function, ancestors
+    ):
+        return None
     return CudaCall(function, tuple(ladder))
+
+
+def _calls_the_original_it_replaces(
+    context: FileContext, function: str, ancestors: Sequence[cst.CSTNode]
+) -> bool:
+    """The call runs a saved `torch.cuda.<function>` (`_orig_sync = torch.cuda.synchronize`)
+    inside the function the module installs in its place (`torch.cuda.synchronize =
+    _synchronize`): a monkeypatch that wraps the CUDA original, which it must call (a
+    portable spelling would call the patch again, or another backend's function)."""
+    for node in reversed(ancestors):
+        if isinstance(node, cst.FunctionDef):
+            name = re.escape(node.name.value)
+            installs = rf"\btorch\.cuda\.{re.escape(function)}\s*=\s*{name}\b"
+            return re.search(installs, context.source) is not None
+    return False
 
 
 def _may_name_a_device_function(
@@ -770,6 +789,9 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
     for part in relative.split("/"):
         if _CUDA_ONLY_NAME.search(part.rsplit(".", 1)[0] if part == name else part):
             return f"a CUDA-only kernel module (`{part}`)"
+    for part in relative.split("/")[:-1]:
+        if _cuda_package_folder(part):
+            return f"a module of a CUDA-only package (in `{part}/`)"
     if _ROCM.search(name.rsplit(".", 1)[0]):
         return f"a ROCm-only module (`{name}`), where torch.cuda is right"
     for part in relative.split("/")[:-1]:
@@ -813,6 +835,19 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
     # Read from the package's other files: the cache keys the file by this fact's reason
     # (`cache.Cache.key`) and the stat index by what it read (`project.cuda_package_stamp`).
     return cuda_package(context.path).reason
+
+
+# Folders that hold one backend's or one CUDA library's code: a `cuda/` package beside its
+# `mps/`, `hip/` and `cpp/` siblings (quanto's `library/extensions/cuda/`), or a (vendored)
+# copy of a CUDA-only kernel library (`flash_attn/`, vLLM's `vllm_flash_attn/`).
+_CUDA_PACKAGE_LIBRARIES = frozenset({"flash_attn", "cupy", "pycuda", "transformer_engine"})
+
+
+def _cuda_package_folder(part: str) -> bool:
+    name = part.lower()
+    return name == "cuda" or any(
+        name == library or name.endswith("_" + library) for library in _CUDA_PACKAGE_LIBRARIES
+    )
 
 
 # A CUDA source file named in the module's code (`cuda_files=["gemm/tiny_gemm.cuh"]`,
@@ -2165,7 +2200,7 @@ DEFAULT_NON_LIBRARY = (
     "tests", "test", "testing", "examples", "example", "benchmarks", "benchmark", "scripts",
     "notebooks", "docs", "tools", "*[_-]examples", "*[_-]tests", "*[_-]benchmarks",
     "*[_-]scripts", "test_*.py", "*_test.py", "tests.py", "conftest.py", "*.ipynb",
-    "testing_utils.py",
+    "testing_utils.py", "testing.py",
 )  # fmt: skip
 
 PORTABILITY_LEVELS = ("library", "strict")

@@ -576,22 +576,26 @@ def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str |
 #
 # A project whose every module (its installable package, or the whole repository where the
 # package sits beside its `pyproject.toml`/`setup.py`) names no backend but CUDA: no
-# `npu`/`xpu`/`mps`/`hip`/... branch, no `torch.accelerator`, no platform layer (a
-# `platforms/` folder, a `*Platform` class). Its `torch.cuda` calls are the device API by
+# `npu`/`xpu`/`mps`/... branch (ROCm's HIP is `torch.cuda`), no `torch.accelerator`, no
+# platform layer (a `platforms/` folder, a `*Platform` class). Its `torch.cuda` calls are the device API by
 # design (audiocraft, stable-audio-tools, NVIDIA's Cosmos): LL004/LL005 leave them out by
 # default (`portability = "strict"` reports them). Too small a tree (a few modules) is no
 # evidence; too large a one is not read.
 PROJECT_MIN_MODULES = 20
 CUDA_PROJECT = "a CUDA-only project"  # how its reason starts
 PROJECT_MAX_MODULES = 20000
-# (ROCm by its code, not the word: "Hip-hop" is a genre; "neuron" only as AWS's library.)
+# ROCm is not another backend here: on ROCm `torch.cuda` is HIP, so a CUDA-and-ROCm project
+# (xformers: `torch.version.hip` branches for its kernels) calls the right API. Nor is MTIA,
+# Meta's in-house accelerator with no public build: a `torch.mtia.is_available()` default
+# (xformers' bias device) does not make a project portable for its users. ("neuron" only
+# as AWS's library.)
 _PROJECT_BACKEND_WORDS = (
-    "mps|npu|xpu|hpu|mlu|musa|mtia|tpu|xla|neuronx|torch_neuronx?|habana|"
-    "ascend|gaudi|privateuse1|intel_extension_for_pytorch|ipex|rocm|is_hip"
+    "mps|npu|xpu|hpu|mlu|musa|tpu|xla|neuronx|torch_neuronx?|habana|"
+    "ascend|gaudi|privateuse1|intel_extension_for_pytorch|ipex"
 )
 _PROJECT_OTHER_BACKEND = compile_lazily(
     rf"(?<![A-Za-z0-9])({_PROJECT_BACKEND_WORDS})(?![A-Za-z0-9])"
-    r"|\bversion\.hip\b|\btorch\.accelerator\b|\bget_device_module\b"
+    r"|\btorch\.accelerator\b|\bget_device_module\b"
     r"|\bclass[ \t]+\w*(?:Platform|DeviceInterface)\b",
     re.IGNORECASE,
 )
@@ -606,7 +610,7 @@ _PROJECT_OTHER_BACKEND_LOWERED = compile_lazily(
     "(?:"
     + "|".join(w[0] + _AFTER_NO_ALNUM + w[1:] for w in _PROJECT_BACKEND_WORDS.split("|"))
     + r")(?![A-Za-z0-9])"
-    + rf"|v{_AFTER_NO_WORD}ersion\.hip\b|t{_AFTER_NO_WORD}orch\.accelerator\b"
+    + rf"|t{_AFTER_NO_WORD}orch\.accelerator\b"
     + rf"|g{_AFTER_NO_WORD}et_device_module\b"
     + rf"|c{_AFTER_NO_WORD}lass[ \t]+\w*(?:platform|deviceinterface)\b",
     0,

@@ -161,7 +161,8 @@ class HardCodedCudaCall(Rule):
     Not flagged: `is_available`, streams, events, graphs, `get_device_name`/`capability`;
     references that are not called (dispatch tables); calls in a branch of a multi-backend
     dispatch (an `if`/`elif` chain, conditional expression or `match` that also tests or
-    handles mps, npu, xpu, hpu, ...), or past an earlier `if <another backend>: return`
+    handles mps, npu, xpu, hpu, ...; or a CUDA guard among one guard per backend in a row),
+    or past an earlier `if <another backend>: return`
     in the same function, which is the platform abstraction itself.
 
     What the default run reports: LL005 is in the default rule set, and reports calls in
@@ -173,9 +174,11 @@ class HardCodedCudaCall(Rule):
     only from CUDA-bound code, CUDA-only capability declarations, ROCm-only classes, code
     past an early exit unless a ROCm, HIP or AMD probe holds, CUDA-only subsystems, branches on a
     same-module predicate that is true only on CUDA, a module of a CUDA-only package read
-    from the package's other files), a CUDA-only project, scripts and
+    from the package's other files), a CUDA-only project or package folder, scripts and
     non-library paths as LL004 (see its documentation); a debugging branch (under `if
-    <debug or trace flag>:`, or past `if not trace_e2e: return`);
+    <debug or trace flag>:`, or past `if not trace_e2e: return`); a saved `torch.cuda`
+    original called inside the function the module installs in its place (`torch.cuda.
+    synchronize = _cuda_synchronize`, a monkeypatch wrapper: not a finding at all);
     a call whose result only feeds a log message (also through locals that only log
     messages read: `before_mb = torch.cuda.memory_reserved() / 2**20`, then
     `logger.info(f"... {before_mb:.1f} MB")`), or a query (memory statistics, device

@@ -48,8 +48,9 @@ class RawEmptyCache(Rule):
     library code that may run on another accelerator. Never a finding: a reference that is
     not called (`{"cuda": torch.cuda.empty_cache}`) and a call inside a branch of a
     multi-backend dispatch (an `if`/`elif` chain, conditional expression or `match` that
-    also tests or handles mps, npu, xpu, hpu, ...), or past an earlier `if <another
-    backend>: return`. Left out by default, counted by
+    also tests or handles mps, npu, xpu, hpu, ...; or a CUDA guard among one guard per
+    backend in a row: `if mps: ...` / `if cuda: ...` / `if xpu: ...`), or past an earlier
+    `if <another backend>: return`. Left out by default, counted by
     `--statistics` with the reason, and reported under `portability = "strict"`: the
     project's own platform layer (a `platforms/` package, a `CudaPlatform`-style class, a
     base-class method that the module's classes for other backends override, such as
@@ -87,8 +88,10 @@ class RawEmptyCache(Rule):
     architecture probe such as `is_gfx95_supported()` counts as ROCm), or in a branch for a CUDA-only subsystem
     (`if item.has_cuda_ipc_proxy():`); a CUDA-only project (20 or more modules in its
     package, or its repository beside the package's `pyproject.toml`/`setup.py`, none of
-    which names another backend, `torch.accelerator` or a platform layer: audiocraft,
-    stable-audio-tools); tests, examples, benchmarks, scripts and notebooks (the
+    which names another backend, `torch.accelerator` or a platform layer; ROCm, where
+    `torch.cuda` is HIP, and Meta's in-house MTIA do not count: audiocraft,
+    stable-audio-tools, xformers); a module in a `cuda/` package folder or a (vendored)
+    CUDA-only library's folder (`vllm_flash_attn/`); tests, examples, benchmarks, scripts and notebooks (the
     `non-library` globs, also `parallel_examples/`-style folders), `test_*`/`benchmark_*`
     functions, and a script's `main()`, `__main__` block, module-level code and the
     helpers only they call. `--statistics` names each reason (`CUDA-bound code`,

@@ -307,13 +307,78 @@ def test_cuda_only_project_is_left_out_and_counted(tmp_path: Path) -> None:
         'DEVICE = "mps" if torch.backends.mps.is_available() else "cuda"\n',
         "def sync():\n    torch.accelerator.synchronize()\n",
         "class AudioPlatform:\n    pass\n",
-        "IS_ROCM = torch.version.hip is not None\n",
+        "def use_xpu():\n    return torch.xpu.is_available()\n",
     ],
 )
 def test_project_naming_another_backend_is_reported(tmp_path: Path, other: str) -> None:
     """One module that names another backend, `torch.accelerator` or a platform class
     makes the project multi-backend: its torch.cuda calls are reported."""
     _cuda_project(tmp_path, 24, other)
+    findings, _ = _check(tmp_path)
+    assert len(findings) == 2
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        "IS_ROCM = torch.version.hip is not None\n",
+        "def is_hip():\n    return torch.version.hip is not None  # ROCm build\n",
+        # xformers' default bias device: Meta's in-house MTIA, no public build.
+        "def default_device():\n    if torch.cuda.is_available():\n"
+        '        return torch.device("cuda")\n    if torch.mtia.is_available():\n'
+        '        return torch.device("mtia")\n    return torch.device("cpu")\n',
+    ],
+)
+def test_cuda_and_rocm_project_is_cuda_only(tmp_path: Path, other: str) -> None:
+    """ROCm (HIP) is no other backend for `torch.cuda`, which is HIP there, and MTIA is
+    no backend a project's users have: a CUDA+ROCm project (xformers) is CUDA-only."""
+    _cuda_project(tmp_path, 24, other)
+    findings, statistics = _check(tmp_path)
+    assert findings == []
+    assert "LL005 \t    left out: CUDA-only project" in statistics
+
+
+def _multi_backend_project(root: Path, relative: str) -> None:
+    """A multi-backend project (an `npu` branch) with LIBRARY at `relative`."""
+    (root / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    path = root / relative
+    for parent in reversed(path.relative_to(root).parents[:-1]):
+        (root / parent).mkdir(exist_ok=True)
+        (root / parent / "__init__.py").write_text("")
+    (root / "pkg" / "device.py").write_text(
+        "import torch\n\nDEVICE = 'npu' if hasattr(torch, 'npu') else 'cuda'\n"
+    )
+    path.write_text(LIBRARY)
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "pkg/library/extensions/cuda/__init__.py",  # quanto: beside `mps/`, `hip/`, `cpp/`
+        "pkg/vllm_flash_attn/ops/triton/rotary.py",  # a vendored flash-attn copy
+        "pkg/third_party/triton_kernels/testing.py",  # test tooling
+    ],
+)
+def test_cuda_package_and_testing_module_in_a_multi_backend_project(
+    tmp_path: Path, relative: str
+) -> None:
+    """A `cuda/` package, a (vendored) CUDA-only kernel library's folder and a `testing.py`
+    module are CUDA-only or non-library code even where the project is multi-backend."""
+    _multi_backend_project(tmp_path, relative)
+    findings, _ = _check(tmp_path)
+    assert findings == []
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "pkg/cuda_utils/offload.py",  # utilities named for CUDA, not its backend package
+        "pkg/flash_attention/offload.py",  # an attention package, not the flash-attn library
+        "pkg/inference/testing_mode.py",  # a library module, not `testing.py`
+    ],
+)
+def test_near_names_in_a_multi_backend_project_are_reported(tmp_path: Path, relative: str) -> None:
+    _multi_backend_project(tmp_path, relative)
     findings, _ = _check(tmp_path)
     assert len(findings) == 2
 

@@ -1040,6 +1040,18 @@ class FunctionFacts:
             and _annotation_is_tensor(site.annotation)
         ):
             return ValueFact(TENSOR, ACTIVATION)  # `x: torch.Tensor = helper(...)`
+        if site.annotation is not None and fact.kind in (TENSOR, VIEW, CONTAINER, UNKNOWN):
+            if _annotation_is_scalar(site.annotation):
+                return _METADATA  # `backend: str = decode_backend(config)`: the author's word
+            if (
+                fact.kind == TENSOR
+                and isinstance(site.value, cst.Call)
+                and self.work(site.value).by_pattern
+                and _annotation_is_object(site.annotation)
+            ):
+                # `req: EngineCoreRequest = add_request_decoder.decode(frames)`: a call named
+                # like a decoder whose result the author annotates as a non-tensor class.
+                return _UNKNOWN
         if site.unpacked and isinstance(site.value, cst.Call):
             callee = self.local_callee(site.value)
             if callee is not None and self.helper_returns_pieces(callee):
@@ -1965,6 +1977,36 @@ class FunctionFacts:
                 contents.setdefault(site.index, []).append(fact)
                 self._puts.setdefault(site.index, []).append((store.value, store.node))
             self._note_shared(fact, receivers)
+        for site in self.cfg.defs:
+            # `rows = [[decoded[i * n + j].to(z.device) for j ...] for i ...]`: a
+            # comprehension over another container's elements (or views of them) holds the
+            # same tensors; deleting that container frees none of them while it lives.
+            if site.kind not in ("assign", "annassign") or site.unpacked or site.node is None:
+                continue
+            if isinstance(site.value, (cst.ListComp, cst.SetComp, cst.DictComp)):
+                element = self._comprehension_element(site.value, site.node)
+                if element.is_tensor:
+                    self._note_shared(element, [site])
+
+    def _comprehension_element(
+        self, expr: cst.ListComp | cst.SetComp | cst.DictComp, node: Node
+    ) -> ValueFact:
+        """What one innermost element of a (nested) comprehension is, its targets bound."""
+        saved = dict(self._comprehension)
+        try:
+            for_in: cst.CompFor | None = expr.for_in
+            while for_in is not None:
+                element = self.element_of(for_in.iter, node)
+                fact = ValueFact(VIEW, element.origin, (), tensor=element.is_tensor)
+                for name in _target_names(for_in.target):
+                    self._comprehension[name] = fact
+                for_in = for_in.inner_for_in
+            value = expr.value if isinstance(expr, cst.DictComp) else expr.elt
+            if isinstance(value, (cst.ListComp, cst.SetComp, cst.DictComp)):
+                return self._comprehension_element(value, node)
+            return self.expression(value, node)
+        finally:
+            self._comprehension = saved
 
     def _note_shared(self, fact: ValueFact, receivers: list[DefSite]) -> None:
         """A container given an element (or a view of one) of another container shares
@@ -2158,6 +2200,8 @@ class FunctionFacts:
         iterable = _unwrap_iteration(iterable)
         if iterable is None:
             return _UNKNOWN
+        if isinstance(iterable, cst.Name) and self._is_mapping(iterable.value, node):
+            return _METADATA  # `[k for k in state_dict if ...]`: a dict iterates its keys
         fact = self.expression(iterable, node)
         if fact.kind == CONTAINER:
             if fact.sources:
@@ -2168,6 +2212,31 @@ class FunctionFacts:
         if fact.kind == VIEW and fact.element_of and fact.tensor:
             return ValueFact(TENSOR, fact.origin)  # a row of a list of rows
         return _METADATA if fact.kind == METADATA else _UNKNOWN
+
+    def _is_mapping(self, name: str, node: Node) -> bool:
+        """Whether `name` holds a dict where `node` reads it: a binding of it is a dict
+        display, comprehension or `dict(...)`, or the function stores into it by a string key
+        (`state_dict["head.weight"] = w`). Iterating it yields its keys, not its tensors."""
+        if name in self._comprehension or name not in self.cfg.name_index:
+            return False
+        sites = self.reaching(node, name, real=False)
+        if not sites:
+            return False
+        indices = {s.index for s in sites}
+        for store in self.stores:
+            if store.container == name and store.index[:1] in ("'", '"'):
+                if indices & {s.index for s in self.reaching(store.node, name, real=False)}:
+                    return True
+        return any(
+            isinstance(s.value, (cst.Dict, cst.DictComp))
+            or (
+                isinstance(s.value, cst.Call)
+                and isinstance(s.value.func, cst.Name)
+                and s.value.func.value in ("dict", "OrderedDict", "defaultdict")
+            )
+            for s in sites
+            if s.kind in ("assign", "annassign") and not s.unpacked
+        )
 
     def is_container_of_tensors(self, site: DefSite) -> bool:
         fact = self.value(site)
@@ -2445,6 +2514,11 @@ class FunctionFacts:
             return _NO_WORK  # `new_text.encode()`: bytes from a str, no model
         if last.lstrip("_").startswith(_LOADERS):
             return _NO_WORK  # `get_model()`, `load_vae(...)`: returns a module or config
+        scalar_helper = self.local_callee(call) if len(parts) <= 2 else None
+        if scalar_helper is not None and _returns_scalar(scalar_helper):
+            # `decode_backend(vllm_config)` of a `def decode_backend(...) -> str` in this
+            # file: it returns a string whatever its name says; its work is its body's.
+            return self.helper_work(scalar_helper)
         lowered = [part.lower() for part in parts]
         if any(_glob_any(part, T.LIGHT_OWNERS) for part in lowered):
             return _NO_WORK
@@ -3386,6 +3460,42 @@ _SCALAR_CONTAINERS = frozenset(
     {"list", "tuple", "dict", "set", "frozenset", "sequence", "iterable", "iterator", "mapping",
      "optional", "union", "literal", "deque"}
 )  # fmt: skip
+
+
+def _returns_scalar(function: cst.FunctionDef | None) -> bool:
+    """A function of this file annotated `-> str`, `-> int`, `-> list[str]`: never a tensor.
+    (`-> None` says nothing of its work: it may run sublayers for their side effects.)"""
+    if function is None or function.returns is None:
+        return False
+    annotation = function.returns.annotation
+    if isinstance(annotation, cst.Name) and annotation.value == "None":
+        return False
+    return _annotation_is_scalar(annotation)
+
+
+# Words in a class name that say it carries tensors (`DecoderOutput`, `TensorDict`,
+# `DiagonalGaussianDistribution`, `KVCache`, `BaseModelOutput`, `Any`).
+_TENSOR_CARRIER_WORDS = ("Tensor", "Output", "Any", "Array", "Parameter", "Dist", "Cache", "Latent")
+
+
+def _annotation_is_object(annotation: cst.BaseExpression) -> bool:
+    """`EngineCoreRequest`, `Optional[SchedulerOutput]`... a class that is not a tensor nor
+    says it carries tensors (`_TENSOR_CARRIER_WORDS`)."""
+    if isinstance(annotation, cst.Subscript):
+        outer = (dotted_name(annotation.value) or "").split(".")[-1]
+        if outer != "Optional" or len(annotation.slice) != 1:
+            return False
+        inner = annotation.slice[0].slice
+        return isinstance(inner, cst.Index) and _annotation_is_object(inner.value)
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        sides = [s for s in (annotation.left, annotation.right)
+                 if not (isinstance(s, cst.Name) and s.value == "None")]  # fmt: skip
+        return len(sides) == 1 and _annotation_is_object(sides[0])
+    name = dotted_name(annotation)
+    if name is None:
+        return False
+    last = name.split(".")[-1]
+    return last[:1].isupper() and not any(word in last for word in _TENSOR_CARRIER_WORDS)
 
 
 def _annotation_is_scalar(annotation: cst.BaseExpression) -> bool:
