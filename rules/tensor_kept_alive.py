@@ -165,11 +165,16 @@ class TensorKeptAlive(Rule):
     video-to-audio one audio-sized (measured on an H200: 96 MiB and 1 MiB off the block's
     peak). A sublayer over the short stream is not the block's peak. So is a whole class
     of the short stream: one the file builds only into an attribute named for that stream
-    and calls only on that stream (HunyuanVideo's token refiner, `self.context_embedder =
-    TokenRefiner(...)` called on `encoder_hidden_states`: its blocks' generic `x`, `attn`
-    and `mlp` run over the prompt's few hundred tokens), and a class built only by such
-    classes (the refiner's blocks). The same class also built for the video tokens
+    (or for none) and calls only on that stream (HunyuanVideo's token refiner,
+    `self.context_embedder = TokenRefiner(...)` called on `encoder_hidden_states`: its
+    blocks' generic `x`, `attn` and `mlp` run over the prompt's few hundred tokens; an
+    `self.llm_adapter` called on `text_embeds`), and a class built only by such classes
+    (the refiner's blocks). The same class also built for the video tokens
     (`self.patch_refiner = TokenRefiner(...)` called on `hidden_states`) keeps its size.
+    A cross-attention's context (`y` of `CrossAttention.forward(self, x, y)`) is the text
+    stream unless it falls back to the query. A value computed from weights alone, which no
+    input of the function reaches (DoRA's `lora_weight`, `weight_norm`), is weight-sized,
+    and a name ending in a singular `image` (`vace_reference_image`) one image: both small.
     In a video file that holds several models (diffusers' `attention.py`: SD3's image
     `JointTransformerBlock` beside AnimateDiff's video blocks), the video size goes per class:
     to a class named for video or whose code shows it, to the classes that build or name one,
