@@ -165,11 +165,16 @@ class TensorKeptAlive(Rule):
     video-to-audio one audio-sized (measured on an H200: 96 MiB and 1 MiB off the block's
     peak). A sublayer over the short stream is not the block's peak. So is a whole class
     of the short stream: one the file builds only into an attribute named for that stream
-    and calls only on that stream (HunyuanVideo's token refiner, `self.context_embedder =
-    TokenRefiner(...)` called on `encoder_hidden_states`: its blocks' generic `x`, `attn`
-    and `mlp` run over the prompt's few hundred tokens), and a class built only by such
-    classes (the refiner's blocks). The same class also built for the video tokens
+    (or for none) and calls only on that stream (HunyuanVideo's token refiner,
+    `self.context_embedder = TokenRefiner(...)` called on `encoder_hidden_states`: its
+    blocks' generic `x`, `attn` and `mlp` run over the prompt's few hundred tokens; an
+    `self.llm_adapter` called on `text_embeds`), and a class built only by such classes
+    (the refiner's blocks). The same class also built for the video tokens
     (`self.patch_refiner = TokenRefiner(...)` called on `hidden_states`) keeps its size.
+    A cross-attention's context (`y` of `CrossAttention.forward(self, x, y)`) is the text
+    stream unless it falls back to the query. A value computed from weights alone, which no
+    input of the function reaches (DoRA's `lora_weight`, `weight_norm`), is weight-sized,
+    and a name ending in a singular `image` (`vace_reference_image`) one image: both small.
     In a video file that holds several models (diffusers' `attention.py`: SD3's image
     `JointTransformerBlock` beside AnimateDiff's video blocks), the video size goes per class:
     to a class named for video or whose code shows it, to the classes that build or name one,
@@ -530,6 +535,42 @@ def _names_a_mask(name: str) -> bool:
 
 
 _AUDIO_WORDS = frozenset(["audio", "audios", "waveform", "waveforms", "wav", "speech", "sound"])
+# Names of a weight-derived value (`lora_weight = torch.mm(B.weight, A.weight)`,
+# `weight_norm = self.get_weight_norm(weight, ...)`, `merged_weight`): sized by the layer, not
+# by tokens or pixels. Attention weights (`attn_weight`, `weights = softmax(scores)`: plural)
+# are no such value.
+_WEIGHT_WORDS = frozenset(["weight"])
+_NOT_WEIGHT_WORDS = frozenset(["attn", "attention", "score", "scores", "prob", "probs", "softmax"])
+
+
+def _names_a_weight(name: str) -> bool:
+    words = set(name.lower().strip("_").split("_"))
+    return bool(words & _WEIGHT_WORDS) and not words & _NOT_WEIGHT_WORDS
+
+
+# `vace_reference_image`, `ref_image`, `input_image`: one image (the last word singular), a
+# few MiB even in a video pipeline (a bare `image` may be an image encoder's stream).
+_ONE_IMAGE_WORDS = frozenset(["image"])
+_MANY_IMAGE_WORDS = frozenset(
+    ["images", "video", "videos", "frame", "frames", "tokens", "hidden", "states", "attn"]
+)
+
+
+def _names_read(expr: cst.CSTNode) -> set[str]:
+    """The bare names an expression reads (callees' receivers included, attributes not)."""
+    names: set[str] = set()
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Name):
+            names.add(node.value)
+
+    walk(expr, enter, lambda node: None)
+    return names
+
+
+def _names_one_image(name: str) -> bool:
+    words = name.lower().strip("_").split("_")
+    return len(words) >= 2 and words[-1] in _ONE_IMAGE_WORDS and not set(words) & _MANY_IMAGE_WORDS
 
 
 def _names_audio(name: str) -> bool:
@@ -700,6 +741,10 @@ class _Analysis:
                 origin = S.WAVEFORM  # a decoded waveform: seconds of samples, a few MiB
             elif origin == F.LOGITS:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
+            elif origin == F.ACTIVATION and _names_a_weight(name) and not self._reads_input(real):
+                origin = S.WEIGHT_SIZED  # `lora_weight = torch.mm(B.weight, A.weight)`
+            elif origin in (F.ACTIVATION, F.MODEL_OUTPUT) and _names_one_image(name):
+                origin = F.IMAGE  # `vace_reference_image = pipe.preprocess_video(...)`
             elif _names_audio(name) and S.size_class(origin) == S.ACTIVATION_SIZED:
                 # `audio_input`, `eps_audio`: the audio stream of an audio-video model
                 # (LTX-2: about 25 latent tokens a second), a few MiB beside the video's.
@@ -816,6 +861,38 @@ class _Analysis:
             return found
 
         return one_frame(value.args[0].value, 0)
+
+    def _reads_input(self, sites: list[DefSite]) -> bool:
+        """Whether any of the bindings may be computed from the function's inputs (its
+        positional parameters after `self`), through the local names their values read: an
+        attention's `weight = softmax(q @ k.T)` or a gate's `input_mix_weight` is; a DoRA
+        `lora_weight = torch.mm(lora_B.weight, lora_A.weight)` over keyword-only modules and
+        weights (`forward(self, x, *, lora_A, lora_B, base_layer)`) is not."""
+        params = self.facts.function.params
+        positional = {p.name.value for p in (*params.posonly_params, *params.params)}
+        positional.discard("self")
+        positional.discard("cls")
+        if params.star_arg is not None and isinstance(params.star_arg, cst.Param):
+            positional.add(params.star_arg.name.value)
+        defs: dict[str, list[DefSite]] = {}
+        for site in self.cfg.defs:
+            defs.setdefault(site.name, []).append(site)
+        seen: set[int] = {site.index for site in sites}
+        pending = list(sites)
+        while pending:
+            site = pending.pop()
+            if site.kind == "param":
+                if site.name in positional:
+                    return True
+                continue
+            if site.kind not in _ASSIGNED or site.value is None:
+                return True  # (a loop target, a `with` target: from anything)
+            for read in _names_read(site.value):
+                for source in defs.get(read, ()):
+                    if source.kind != "unbound" and source.index not in seen:
+                        seen.add(source.index)
+                        pending.append(source)
+        return False
 
     def _encoder_output(self, value: cst.BaseExpression | None) -> bool:
         """Whether the value is an encoder's output (`tile_encoder(tile)`, `self.vae.encode(x)`,

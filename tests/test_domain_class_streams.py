@@ -86,8 +86,9 @@ def test_text_named_attribute_called_on_another_value_is_no_stream() -> None:
     assert classes == {}
 
 
-def test_generic_attribute_or_a_function_build_is_no_stream() -> None:
-    generic = _classes(
+def test_attribute_named_for_no_stream_serves_the_stream_its_calls_pass() -> None:
+    # `self.llm_adapter = LLMAdapter(...)` called only as `self.llm_adapter(text_embeds, ids)`
+    only_text = _classes(
         """
         class Model(nn.Module):
             def __init__(self, dim):
@@ -98,6 +99,35 @@ def test_generic_attribute_or_a_function_build_is_no_stream() -> None:
                 return self.refiner(encoder_hidden_states)
         """
     )
+    both = _classes(
+        """
+        class Model(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.refiner = TokenRefiner(dim, 2)
+
+            def forward(self, hidden_states, encoder_hidden_states):
+                encoder_hidden_states = self.refiner(encoder_hidden_states)
+                return self.refiner(hidden_states)
+        """
+    )
+    main_named = _classes(
+        """
+        class Model(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.img_refiner = TokenRefiner(dim, 2)
+
+            def forward(self, encoder_hidden_states):
+                return self.img_refiner(encoder_hidden_states)
+        """
+    )
+    assert only_text == {"TokenRefiner": TEXT_STREAM, "RefinerBlock": TEXT_STREAM}
+    assert both == {}
+    assert main_named == {}
+
+
+def test_a_function_build_is_no_stream() -> None:
     built_outside = _classes(
         """
         class Model(nn.Module):
@@ -113,7 +143,6 @@ def test_generic_attribute_or_a_function_build_is_no_stream() -> None:
             return TokenRefiner(dim, 4)
         """
     )
-    assert generic == {}
     assert built_outside == {}
 
 

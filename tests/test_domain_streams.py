@@ -15,6 +15,7 @@ from lifetime_lint.analysis.domain import (
     SMALL_DOMAIN,
     TEXT_STREAM,
     VIDEO_DOMAIN,
+    cross_attention_context,
     domain_of_source,
     short_stream,
     short_stream_input,
@@ -151,3 +152,37 @@ def test_time_series_forecasting_is_small():
         "    return self._revin(point_forecast, horizon_len, quantiles)\n"
     ) * 3
     assert domain_of_source(source) == SMALL_DOMAIN
+
+
+def _cross_attention_forward(
+    class_name: str, signature: str
+) -> tuple[cst.ClassDef, cst.FunctionDef]:
+    module = cst.parse_module(
+        textwrap.dedent(
+            f"""
+            class {class_name}:
+                def forward{signature}:
+                    return x
+            """
+        )
+    )
+    cls = module.body[0]
+    assert isinstance(cls, cst.ClassDef)
+    function = cls.body.body[0]
+    assert isinstance(function, cst.FunctionDef)
+    return cls, function
+
+
+def test_cross_attention_context_parameter():
+    cls, forward = _cross_attention_forward("CrossAttention", "(self, x, y, mask=None)")
+    assert cross_attention_context(cls, forward, "y")
+    assert not cross_attention_context(cls, forward, "x")  # the query
+    assert not cross_attention_context(cls, forward, "mask")  # not right after the query
+    cls, forward = _cross_attention_forward("WanT2VCrossAttn", "(self, hidden_states, context)")
+    assert cross_attention_context(cls, forward, "context")
+    # A class named for the main stream too may attend to the video; a self-attention
+    # class has no context.
+    cls, forward = _cross_attention_forward("VideoToAudioCrossAttention", "(self, x, y)")
+    assert not cross_attention_context(cls, forward, "y")
+    cls, forward = _cross_attention_forward("SelfAttention", "(self, x, y)")
+    assert not cross_attention_context(cls, forward, "y")

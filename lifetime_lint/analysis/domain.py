@@ -368,6 +368,10 @@ def _site_stream(facts, site, depth: int, seen: set[int]) -> str | None:
     named = stream_named(site.name)
     if named is not None or depth <= 0 or site.index in seen:
         return named
+    if site.kind == "param":
+        if cross_attention_context(facts.owner, facts.function, site.name):
+            return TEXT_STREAM  # `y` of `CrossAttention.forward(self, x, y)`: the context
+        return None
     if site.kind not in ("assign", "annassign", "walrus") or site.unpacked:
         return None  # (a parameter or an unpacked result: only its name can say)
     if site.value is None or site.node is None:
@@ -416,6 +420,32 @@ def _expression_stream(facts, expr, node, depth: int, seen: set[int]) -> str | N
             return TEXT_STREAM
         return _expression_stream(facts, expr.value, node, depth - 1, seen)
     return None
+
+
+# A cross-attention's key/value input is its conditioning: the prompt's few hundred tokens
+# (Wan's `CrossAttention.forward(self, x, y)` over the 512-token T5 context), a reference
+# image's 257 CLIP tokens, an audio clip's embeddings; its queries are the long stream. A
+# class named for the main stream too (`VideoToAudioCrossAttention`) may take the video as
+# its context and is left out, and so is a parameter that falls back to the query
+# (`context = x if context is None else context`: the dataflow sees both).
+_CROSS_CLASS_WORDS = frozenset(["cross"])
+_ATTENTION_CLASS_WORDS = frozenset(["attention", "attn"])
+
+
+def cross_attention_context(owner, function, name: str) -> bool:
+    """Whether `name` is the context (key/value input) parameter of a cross-attention's
+    `forward`: the class is named for cross-attention and for no main stream
+    (`CrossAttention`, `WanT2VCrossAttention`), and `name` is the positional parameter right
+    after the query (`forward(self, x, context)`), not a query keyword."""
+    if owner is None or function.name.value != "forward" or name in _QUERY_KEYWORDS:
+        return False
+    words = {word.lower() for word in _CLASS_WORD.findall(owner.name.value)}
+    if not (words & _CROSS_CLASS_WORDS and words & _ATTENTION_CLASS_WORDS):
+        return False
+    if words & _MAIN_STREAM_WORDS or stream_named(name) == _MAIN_STREAM:
+        return False
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    return len(params) >= 3 and params[2] == name
 
 
 def _slices_to_text(subscript: cst.Subscript) -> bool:
@@ -473,9 +503,10 @@ def short_stream_classes(module: cst.Module, memo: dict) -> dict[str, str]:
     stream (`TEXT_STREAM` or `AUDIO_STREAM`), memoised per file. A class is of the short
     stream when
     - every instance the file builds is put into an attribute named for that stream
-      (`self.txt_in = SingleTokenRefiner(...)`, `self.context_embedder = ...`) and every call
-      of that attribute passes that stream as its query (`self.txt_in(encoder_hidden_states,
-      timestep)`), by name; or
+      (`self.txt_in = SingleTokenRefiner(...)`, `self.context_embedder = ...`) or for no
+      stream (`self.llm_adapter = LLMAdapter(...)`) and every call of that attribute passes
+      that stream as its query (`self.txt_in(encoder_hidden_states, timestep)`,
+      `self.llm_adapter(text_embeds, text_ids)`), by name; or
     - it is built, and only inside classes of that stream (a refiner's blocks, built in its
       `nn.ModuleList`).
     A class built anywhere else (a module-level function, a main-stream attribute, an
@@ -499,11 +530,15 @@ def _class_streams(module: cst.Module, memo: dict) -> dict[str, str]:
     for name, sites in builds.items():
         found: set[str | None] = set()
         for builder, attribute, _ in sites:
-            if builder is None or attribute is None or stream_named(attribute) is None:
+            named = stream_named(attribute) if attribute is not None else _MAIN_STREAM
+            if builder is None or attribute is None or named == _MAIN_STREAM:
                 found.add(None)
                 continue
             queries = attribute_streams.get((builder, attribute), {None})
-            found |= queries if queries == {stream_named(attribute)} else {None}
+            # (an attribute named for no stream, `self.llm_adapter`, serves the stream that
+            # every call of it passes: `self.llm_adapter(text_embeds, text_ids)`)
+            accepted = ({TEXT_STREAM}, {AUDIO_STREAM}) if named is None else ({named},)
+            found |= queries if queries in accepted else {None}
         if len(found) == 1 and (stream := found.pop()) in (TEXT_STREAM, AUDIO_STREAM):
             streams[name] = stream
     changed = True

@@ -114,6 +114,10 @@ HOST_TENSOR = "host-tensor"
 # block's peak is at its input (measured on the H200: 0 MiB for each such finding).
 DOWNSAMPLED = "downsampled"
 
+# A value derived from weights alone (`lora_weight = torch.mm(B.weight, A.weight)`, a DoRA
+# weight norm): sized by one layer's parameters, not by tokens or pixels.
+WEIGHT_SIZED = "weight-sized"
+
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
     F.LOGITS: LARGE,
@@ -136,6 +140,7 @@ _SIZE_OF_ORIGIN = {
     DECODER_INPUT: SMALL_SIZED,
     HOST_TENSOR: SMALL_SIZED,
     DOWNSAMPLED: SMALL_SIZED,
+    WEIGHT_SIZED: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -183,6 +188,7 @@ _DESCRIPTION = {
         " usually a few MiB"
     ),
     HOST_TENSOR: "a tensor in host (CPU) memory: it holds no GPU memory",
+    WEIGHT_SIZED: "a value derived from weights: one layer's parameters, not scaled by tokens",
     DOWNSAMPLED: (
         "an activation of an autoencoder's downsampling block: a fraction of its input,"
         " below the block's peak"
