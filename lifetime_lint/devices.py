@@ -1712,6 +1712,19 @@ def _factory_refuses_other_backends(context: FileContext, node: cst.ClassDef) ->
     return None
 
 
+def _reason_tested(test: cst.BaseExpression) -> cst.BaseExpression:
+    """`reason` of `if reason is not None:` (the test itself for `if reason:`)."""
+    if (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.IsNot)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    ):
+        return test.left
+    return test
+
+
 def _module_factory_gives_up_off_backend(context: FileContext, node: cst.ClassDef) -> str | None:
     """A class the module builds only in module-level factories, each of which first gives
     up when a same-module validator returns a reason for a failed backend test (sglang's
@@ -1777,15 +1790,7 @@ def _gives_up_before_constructing(
             continue
         if _how_body_exits(statement.body) is None:
             continue
-        test = statement.test
-        if (
-            isinstance(test, cst.Comparison)
-            and len(test.comparisons) == 1
-            and isinstance(test.comparisons[0].operator, cst.IsNot)
-            and isinstance(test.comparisons[0].comparator, cst.Name)
-            and test.comparisons[0].comparator.value == "None"
-        ):
-            test = test.left
+        test = _reason_tested(statement.test)
         if isinstance(test, cst.Name) and test.value in reasons:
             return reasons[test.value]
     return None
@@ -1837,15 +1842,7 @@ def _raises_on_validator_reason(
             continue
         if _how_body_exits(statement.body) != "raise":
             continue
-        test = statement.test
-        if (
-            isinstance(test, cst.Comparison)
-            and len(test.comparisons) == 1
-            and isinstance(test.comparisons[0].operator, cst.IsNot)
-            and isinstance(test.comparisons[0].comparator, cst.Name)
-            and test.comparisons[0].comparator.value == "None"
-        ):
-            test = test.left
+        test = _reason_tested(statement.test)
         if isinstance(test, cst.Name):
             validator = validators.get(test.value)
         else:
