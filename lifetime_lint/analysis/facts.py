@@ -1183,13 +1183,7 @@ class FunctionFacts:
         if isinstance(expr, (cst.ListComp, cst.SetComp, cst.DictComp)):
             saved = dict(self._comprehension)
             try:
-                for_in: cst.CompFor | None = expr.for_in
-                while for_in is not None:  # `[t[..., :s] for t in row]`: t is an element
-                    element = self.element_of(for_in.iter, node)
-                    fact = ValueFact(VIEW, element.origin, (), tensor=element.is_tensor)
-                    for name in _target_names(for_in.target):
-                        self._comprehension[name] = fact
-                    for_in = for_in.inner_for_in
+                self._bind_comprehension_targets(expr, node)
                 value = expr.value if isinstance(expr, cst.DictComp) else expr.elt
                 element = self.expression(value, node)
             finally:
@@ -1994,19 +1988,26 @@ class FunctionFacts:
         """What one innermost element of a (nested) comprehension is, its targets bound."""
         saved = dict(self._comprehension)
         try:
-            for_in: cst.CompFor | None = expr.for_in
-            while for_in is not None:
-                element = self.element_of(for_in.iter, node)
-                fact = ValueFact(VIEW, element.origin, (), tensor=element.is_tensor)
-                for name in _target_names(for_in.target):
-                    self._comprehension[name] = fact
-                for_in = for_in.inner_for_in
+            self._bind_comprehension_targets(expr, node)
             value = expr.value if isinstance(expr, cst.DictComp) else expr.elt
             if isinstance(value, (cst.ListComp, cst.SetComp, cst.DictComp)):
                 return self._comprehension_element(value, node)
             return self.expression(value, node)
         finally:
             self._comprehension = saved
+
+    def _bind_comprehension_targets(
+        self, expr: cst.ListComp | cst.SetComp | cst.DictComp, node: Node
+    ) -> None:
+        """Bind each `for` target of `expr` to a view of an element of what it iterates
+        (`[t[..., :s] for t in row]`: `t` is an element of `row`); the caller restores."""
+        for_in: cst.CompFor | None = expr.for_in
+        while for_in is not None:
+            element = self.element_of(for_in.iter, node)
+            fact = ValueFact(VIEW, element.origin, (), tensor=element.is_tensor)
+            for name in _target_names(for_in.target):
+                self._comprehension[name] = fact
+            for_in = for_in.inner_for_in
 
     def _note_shared(self, fact: ValueFact, receivers: list[DefSite]) -> None:
         """A container given an element (or a view of one) of another container shares
