@@ -490,6 +490,7 @@ class AccumulateThenConcat(Rule):
             decoded_before or _decode_path(function, named if names_count else []),
             _generates_segments(facts, loop_statement),
             C.sequence_chunks(loop_statement) or own_forward,
+            _generation_loop(loop_statement),
         )
         if own_forward and generic == _SEQUENCE:
             generic = _OWN_FORWARD
@@ -498,7 +499,8 @@ class AccumulateThenConcat(Rule):
         structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP) else generic
         structure = structure or self._chunk_structure(
             facts, function, origin, named,
-            [(expr, nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
+            [(None if _extended_by_call(grow, expr, self.context) else expr,
+              nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
              for expr, grow, loop in zip(chunk_exprs, grows, loops)],
         )  # fmt: skip
         if structure is None and all(
@@ -1237,6 +1239,8 @@ def _role(use: Use, context) -> str:
         return "truth"
     if isinstance(parent, (cst.If, cst.While, cst.IfExp)) and parent.test is use.node:
         return "truth"
+    if _none_test(parent, use.node) or _operand_of_test(chain, use.node):
+        return "truth"  # `if xs is not None`, `if flag and xs`: a test, not a use of a chunk
     if (
         isinstance(parent, cst.Subscript)
         and parent.value is use.node
@@ -1387,6 +1391,12 @@ _MODEL_IN_LOOP = (
 )
 
 
+_LOGITS_PER_STEP = (
+    "each step's logits (a vocabulary per token) are kept across a generation loop whose "
+    "own forward is one step's: the kept logits grow with the generated tokens"
+)
+
+
 _PEAK_IN_LOOP = (
     "each chunk comes out of a network's peak-level layer run in the loop, whose hidden "
     "activations outgrow activation-sized chunks"
@@ -1532,7 +1542,7 @@ _OWN_FORWARD = (
     "whole output, held twice at the concatenation"
 )
 
-_RAISING = (_SEGMENTS, _SEQUENCE, _OWN_FORWARD)
+_RAISING = (_SEGMENTS, _SEQUENCE, _OWN_FORWARD, _LOGITS_PER_STEP)
 
 
 def _own_forward_output(
@@ -1565,7 +1575,12 @@ def _own_forward_output(
 
 
 def _accumulation_level(
-    origin: str, work: F.Work, decode_path: bool, segments: bool, in_chunks: bool
+    origin: str,
+    work: F.Work,
+    decode_path: bool,
+    segments: bool,
+    in_chunks: bool,
+    generation: bool = False,
 ) -> tuple[str, str | None]:
     """LL002's significance: the concatenation's peak is every chunk plus the output, and it
     is the function's peak only where nothing in the loop needs more. Decoded tiles merged by
@@ -1583,6 +1598,11 @@ def _accumulation_level(
         # iteration: the per-iteration peak is one segment's, the kept output all of them.
         return S.MEDIUM, _SEGMENTS
     if C.runs_a_network(work):
+        if origin == F.LOGITS and generation:
+            # A language model's logits kept step by step (`all_logits.append(logits)` in a
+            # generation loop): each step's forward is one token's (cached decoding), the
+            # kept logits grow with the new tokens times the vocabulary.
+            return S.MEDIUM, _LOGITS_PER_STEP
         return S.LOW, _MODEL_IN_LOOP
     if size == S.LARGE:
         return S.HIGH, None
@@ -1840,7 +1860,15 @@ _PER_ITEM_WORDS = frozenset(
 
 
 def _per_item(name: str) -> bool:
-    return any(word in _PER_ITEM_WORDS for word in name.lower().strip("_").split("_"))
+    words = name.lower().strip("_").split("_")
+    if words[-1] in _LARGE_HEADS:
+        return False  # `next_token_logits`, `token_embeddings`: the head noun is large
+    return any(word in _PER_ITEM_WORDS for word in words)
+
+
+# Head nouns of per-position tensors a per-item word may modify (`next_token_logits`: a
+# vocabulary of logits per token, not a token id).
+_LARGE_HEADS = frozenset(["logits", "embeddings", "embeds", "features", "hidden", "states"])
 
 
 def _describe_work(work: F.Work) -> str:
@@ -1863,8 +1891,77 @@ def _import_bound(context, func: cst.BaseExpression) -> tuple[str, ...]:
 
 
 def _starts_empty(node: cst.BaseExpression) -> bool:
-    """A list that holds no tensor yet: `[]`, `list()`, or slots to fill by index."""
+    """A list that holds no tensor yet: `[]`, `list()`, slots to fill by index, or an
+    optional list made only on request (`[] if return_logits else None`: the appends are
+    guarded by `is not None`, the list grows exactly as `[]` does when asked for)."""
+    if isinstance(node, cst.IfExp):
+        sides = (node.body, node.orelse)
+        return any(_is_none(side) for side in sides) and any(
+            _is_empty_list(side) or _is_placeholder_list(side) for side in sides
+        )
     return _is_empty_list(node) or _is_placeholder_list(node)
+
+
+def _generation_loop(loop: cst.CSTNode) -> bool:
+    """A loop that generates until it is done: `while` (until EOS or a length), or a
+    range over a length (`range(max_new_tokens)`), not a few speculative steps
+    (`range(n_spec_tokens)`)."""
+    if isinstance(loop, cst.While):
+        return True
+    if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call)):
+        return False
+    if not (isinstance(loop.iter.func, cst.Name) and loop.iter.func.value == "range"):
+        return False
+    return any(_GENERATION_LENGTH.search(name.lower()) for name in _names_in(loop.iter))
+
+
+_GENERATION_LENGTH = compile_lazily(r"(max|length|len\b|new_tokens|gen)")
+
+
+def _extended_by_call(grow: Use, expr: cst.BaseExpression | None, context) -> bool:
+    """`frames.extend(self._make_inference(model, img0, img1, n))`: each iteration adds the
+    list a call returns, as many chunks as it makes (RIFE's interpolated frames between two
+    input frames), so the chunks are not bounded by the slices the call reads; a split of a
+    tensor (`xs.extend(t.split(n))`) is views of it."""
+    return (
+        isinstance(expr, cst.Call)
+        and _role(grow, context) == "extend"
+        and _last_name(expr.func) not in _SPLIT_METHODS
+    )
+
+
+_SPLIT_METHODS = frozenset({"split", "chunk", "unbind", "tensor_split", "split_with_sizes"})
+
+
+def _none_test(parent: cst.CSTNode | None, node: cst.CSTNode) -> bool:
+    """`xs is None`, `xs is not None`: whether the optional list was made."""
+    return (
+        isinstance(parent, cst.Comparison)
+        and parent.left is node
+        and len(parent.comparisons) == 1
+        and isinstance(parent.comparisons[0].operator, (cst.Is, cst.IsNot))
+        and _is_none(parent.comparisons[0].comparator)
+    )
+
+
+def _operand_of_test(chain: Sequence[cst.CSTNode], node: cst.CSTNode) -> bool:
+    """`if flag and xs:`: the list (or `xs is not None`) as one operand of an `and`/`or`
+    chain that is an `if`/`while` test."""
+    child: cst.CSTNode = node
+    index = len(chain) - 1
+    if index >= 0 and _none_test(chain[index], child):
+        child, index = chain[index], index - 1
+    seen = False
+    while index >= 0 and isinstance(chain[index], cst.BooleanOperation):
+        child, index, seen = chain[index], index - 1, True
+    if not seen or index < 0:
+        return False
+    test = chain[index]
+    return isinstance(test, (cst.If, cst.While, cst.IfExp)) and test.test is child
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
 
 
 def _is_placeholder_list(node: cst.BaseExpression) -> bool:
