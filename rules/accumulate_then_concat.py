@@ -484,14 +484,19 @@ class AccumulateThenConcat(Rule):
             return
         origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop_statement)
+        generated = _generates_segments(facts, loop_statement)
+        # `for chunk_latents in latent_chunks: decode(...)`: segments generated before.
+        listed = _iterates_listed_segments(facts, loop_statement) and _decodes_in(loop_statement)
         level, generic = _accumulation_level(
             origin,
             work,
             decoded_before or _decode_path(function, named if names_count else []),
-            _generates_segments(facts, loop_statement),
+            generated or listed,
             C.sequence_chunks(loop_statement) or own_forward,
             _generation_loop(loop_statement),
         )
+        if generic == _SEGMENTS and not generated:
+            generic = _LISTED_SEGMENTS
         if own_forward and generic == _SEQUENCE:
             generic = _OWN_FORWARD
         raising, generic = (generic, None) if generic in _RAISING else (None, generic)
@@ -1530,6 +1535,50 @@ def _generates_segments(facts: F.FunctionFacts, loop: cst.CSTNode) -> bool:
     return decodes and generates
 
 
+def _decodes_in(loop: cst.CSTNode) -> bool:
+    """The loop body calls a decoder (not a tokenizer's text decode)."""
+    return any(
+        _words(_last_name(call.func)) & _DECODER_CALL_WORDS and not _text_decoder(call.func)
+        for call in _calls_in(loop)
+    )
+
+
+_LISTED_SEGMENTS = (
+    "each chunk is a whole segment decoded from a list of segments generated before the "
+    "loop (a long video made segment by segment): the kept output grows with the segment "
+    "count while each iteration's work is one segment's decode"
+)
+
+
+def _iterates_listed_segments(facts: F.FunctionFacts, loop: cst.CSTNode) -> bool:
+    """`for chunk_latents in latent_chunks:`: a list of latent segments generated before
+    (each a whole segment of a long video, as Helios makes them), not pieces of one tensor
+    (`torch.split(z, n)`, a tensor iterated along its first axis, `range` slices)."""
+    if isinstance(loop, cst.With):  # `with vae_context(): ...; for ...`
+        inner = [statement for statement in loop.body.body if isinstance(statement, cst.For)]
+        if len(inner) != 1:
+            return False
+        loop = inner[0]
+    if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Name)):
+        return False
+    words = _words(loop.iter.value)
+    if not ("segments" in words or (words & {"latent", "latents"} and words & {"chunks", "list"})):
+        return False
+    header = _header_node(facts, loop)
+    if header is None:
+        return False
+    sites = facts.reaching(header, loop.iter.value)
+    if not sites or facts.expression(loop.iter, header).is_tensor:
+        return False
+    return all(
+        site.kind == "assign"
+        and site.value is not None
+        and not (isinstance(site.value, cst.Call) and _last_name(site.value.func) in _SPLIT_METHODS)
+        and not isinstance(site.value, (cst.List, cst.Tuple, cst.ListComp))
+        for site in sites
+    )
+
+
 _SEQUENCE = (
     "the loop walks one tensor in chunks, so each iteration's inputs and work are one "
     "chunk's while the kept chunks add up to the whole"
@@ -1542,7 +1591,7 @@ _OWN_FORWARD = (
     "whole output, held twice at the concatenation"
 )
 
-_RAISING = (_SEGMENTS, _SEQUENCE, _OWN_FORWARD, _LOGITS_PER_STEP)
+_RAISING = (_SEGMENTS, _SEQUENCE, _OWN_FORWARD, _LOGITS_PER_STEP, _LISTED_SEGMENTS)
 
 
 def _own_forward_output(
