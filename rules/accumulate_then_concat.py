@@ -1356,7 +1356,11 @@ def _observed_dynamically(facts: F.FunctionFacts, site) -> bool:
     """A `locals()` / `vars()` / `eval` that runs while this binding is current may read
     it; one elsewhere in the function (before the list exists, after it is rebound) does
     not switch the rule off."""
-    return any(node.dynamic and site in facts.reaching(node, site.name) for node in facts.cfg.nodes)
+    return any(
+        (node.dynamic or site.name in node.dynamic_names)
+        and site in facts.reaching(node, site.name)
+        for node in facts.cfg.nodes
+    )
 
 
 def _mutually_exclusive(facts: F.FunctionFacts, nodes: list[Node]) -> bool:

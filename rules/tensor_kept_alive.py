@@ -664,6 +664,10 @@ class _Analysis:
                 _samples_latents(site.value) for site, o in zip(real, origins) if o is not None
             ):
                 origin = F.LATENTS  # `x_1_t0 = self.backward_loop(timesteps=..., latents=x)`
+            if origin == F.DECODED and all(
+                self._encoder_output(site.value) for site, o in zip(real, origins) if o is not None
+            ):
+                origin = F.LATENTS  # `lq_tiles = [tile_encoder(tile) for tile in inputs]`
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
                 continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
             owned = [site for site, o in zip(real, origins) if o is not None]
@@ -682,7 +686,13 @@ class _Analysis:
                 S.builders_of(self.context.module, self.context.memo, self._owner_name),
             )
             tokens = self._token_domain(domain)
-            if origin == F.DECODED and self._image_model() is not None:
+            if origin == F.DECODED and all(
+                self._one_frame_decode(site.value)
+                for site, o in zip(real, origins)
+                if o is not None
+            ):
+                origin = S.DECODED_FRAME  # `self.vae.decode(z[:, :, i : i + 1])`: one frame
+            elif origin == F.DECODED and self._image_model() is not None:
                 origin = F.DECODED_IMAGE  # one frame: tens of MiB, below the decoder's peak
             elif origin == F.DECODED and domain == LARGE_DOMAIN and not self._names_video():
                 origin = S.PIXEL_IMAGES  # an image model's pixels: one image, a few MiB
@@ -767,6 +777,54 @@ class _Analysis:
                 best = (held, estimate)
         assert best is not None
         return best
+
+    def _one_frame_decode(self, value: cst.BaseExpression | None) -> bool:
+        """Whether the value is a decode of one latent frame: its input comes from a unit
+        slice of the frame axis of a `[b, c, t, h, w]` latent (`z[:, :, i : i + 1]`), here or
+        through the local names it is built from (`plane = denorm(z[:, :, i : i + 1])`)."""
+        while isinstance(value, (cst.Subscript, cst.Attribute)):
+            value = value.value  # `self.vae.decode(z, return_dict=False)[0]`, `.sample`
+        if not isinstance(value, cst.Call) or self.facts.work(value).kind != "decode":
+            return False
+        if not value.args or value.args[0].keyword is not None:
+            return False
+        defs: dict[str, list[DefSite]] = {}
+        for site in self.cfg.defs:
+            defs.setdefault(site.name, []).append(site)
+        seen: set[str] = set()
+
+        def one_frame(expr: cst.CSTNode, depth: int) -> bool:
+            found = False
+
+            def enter(node: cst.CSTNode) -> None:
+                nonlocal found
+                if found:
+                    return
+                if isinstance(node, cst.Subscript) and _unit_frame_slice(node):
+                    found = True
+                elif isinstance(node, cst.Name) and node.value in seen:
+                    found = True  # `plane = (1 - s) * plane + s * noise`: still that frame
+                elif isinstance(node, cst.Name) and depth < 4:
+                    sites = [s for s in defs.get(node.value, []) if s.kind != "unbound"]
+                    if sites and all(s.kind in _ASSIGNED and s.value is not None for s in sites):
+                        seen.add(node.value)
+                        found = all(
+                            one_frame(s.value, depth + 1) for s in sites if s.value is not None
+                        )
+
+            walk(expr, enter, lambda node: None)
+            return found
+
+        return one_frame(value.args[0].value, 0)
+
+    def _encoder_output(self, value: cst.BaseExpression | None) -> bool:
+        """Whether the value is an encoder's output (`tile_encoder(tile)`, `self.vae.encode(x)`,
+        or a list of them): latents, not the decoded tiles or frames its name may suggest."""
+        if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+            value = value.elt
+        while isinstance(value, (cst.Subscript, cst.Attribute)) and not isinstance(value, cst.Call):
+            value = value.value  # `self.vae.encode(x)[0]`, `.latent_dist`
+        return isinstance(value, cst.Call) and self.facts.work(value).kind == "encode"
 
     def _short_stream_origin(self, sites: list[DefSite]) -> str | None:
         """`S.AUDIO_STREAM` or `S.TEXT_STREAM` when every binding that reaches the dead point
@@ -928,12 +986,20 @@ class _Analysis:
             return False
         if not isinstance(target, cst.Name) or target.value == name:
             return False
+        kwargs_builder = False
         if isinstance(value, cst.Call):
             callee = value.func.attr if isinstance(value.func, cst.Attribute) else value.func
             if not isinstance(callee, cst.Name):
                 return False
             if not (callee.value[:1].isupper() or callee.value == "dict"):
-                return False
+                # `kwargs = pipeline._build_transformer_kwargs(..., hidden_states=x)` then
+                # `self.transformer(**kwargs)`: a helper that builds the keyword arguments
+                # of a call returns the tensors it is given inside the mapping.
+                if not (
+                    "kwargs" in callee.value.lower() or _splatted(self.facts.function, target.value)
+                ):
+                    return False
+                kwargs_builder = True
             stored = [arg.value for arg in value.args if arg.keyword is not None]
         elif isinstance(value, cst.Dict):
             stored = [el.value for el in value.elements if isinstance(el, cst.DictElement)]
@@ -945,6 +1011,15 @@ class _Analysis:
         if not nodes or any(node is None for node in nodes):
             return False
         bit = flow.name_bit(target.value)
+        if kwargs_builder:
+            # The mapping keeps the tensor while it is bound, live or not: `kwargs` is
+            # seldom deleted after `self.transformer(**kwargs)`.
+            own = {d.index for d in info.exit.defs if d.name == target.value}
+            return bool(own) and all(
+                {s.index for s in flow.reaching(flow.reach_in[node.index], target.value)} <= own
+                for node in nodes
+                if node is not None
+            )
         return all(flow.live_in[node.index] & bit for node in nodes if node is not None)
 
     def _elements_held(
@@ -1432,7 +1507,11 @@ class _Analysis:
         `locals()`-like call (then the flag is True) when the name is only read
         dynamically."""
         loads = {id(load) for node in self.cfg.nodes for load in node.loads if load.value == name}
-        calls = {id(n.dynamic_call) for n in self.cfg.nodes if n.dynamic_call is not None}
+        calls = {
+            id(n.dynamic_call)
+            for n in self.cfg.nodes
+            if n.dynamic_call is not None and (n.dynamic or name in n.dynamic_names)
+        }
         best: cst.CSTNode | None = None
         dynamic = False
 
@@ -1585,6 +1664,44 @@ def _read_only_broadcast(function: cst.FunctionDef, name: str) -> bool:
 
 _BINDING_STATEMENTS = frozenset((cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For))
 _LEAVES = frozenset(LEAF_TYPES)
+
+
+def _unit_frame_slice(node: cst.Subscript) -> bool:
+    """`z[:, :, i : i + 1]` (or `z[:, :, i]`... only the unit slice): one frame of a
+    `[b, c, t, h, w]` latent."""
+    elements = node.slice
+    if len(elements) < 3:
+        return False
+    third = elements[2].slice
+    if not isinstance(third, cst.Slice) or third.lower is None or third.upper is None:
+        return False
+    upper = third.upper
+    return (
+        isinstance(upper, cst.BinaryOperation)
+        and isinstance(upper.operator, cst.Add)
+        and isinstance(upper.right, cst.Integer)
+        and upper.right.value == "1"
+        and upper.left.deep_equals(third.lower)
+    )
+
+
+def _splatted(function: cst.FunctionDef, name: str) -> bool:
+    """Whether the function passes `**name` to a call: `name` is a mapping of keyword
+    arguments (`self.transformer(**kwargs)`)."""
+    found = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        if (
+            isinstance(node, cst.Arg)
+            and node.star == "**"
+            and isinstance(node.value, cst.Name)
+            and node.value.value == name
+        ):
+            found = True
+
+    walk(function, enter, lambda node: None)
+    return found
 
 
 def _bound_names(target: cst.BaseExpression) -> list[cst.Name]:

@@ -13,7 +13,8 @@ Per node the scan records: the names read (Name nodes, in source order), the def
 (`DefSite`s, with the expression that produced the value), the names deleted, the calls
 made (so rules can classify heavy work without re-walking), names stored into containers
 or attributes (`escapes`), names tested for truth, and whether the node reads every local
-dynamically (`locals()`, `vars()`, `eval`, `exec`, frame inspection). Names read inside
+dynamically (`locals()`, `vars()`, `eval`, `exec`, frame inspection; `facts.py` may narrow
+a `locals()[k]` to the names `k` can take, `dynamic_names`). Names read inside
 lambdas, generator expressions and nested functions or classes are `captured` (closures);
 eager comprehensions are ordinary reads.
 """
@@ -148,8 +149,12 @@ class Node:
     calls: list[cst.Call] = field(default_factory=list)
     escapes: set[str] = field(default_factory=set)
     truth: set[str] = field(default_factory=set)
-    dynamic: bool = False
-    dynamic_call: cst.Call | None = None  # the `locals()`-like call that reads every local
+    dynamic: bool = False  # reads every local
+    dynamic_call: cst.Call | None = None  # the `locals()`-like call that reads them
+    # A `locals()[k]` proven to read only these names (facts.py narrows it: diffusers'
+    # callback loop over `_callback_tensor_inputs`); then `dynamic` is False and
+    # `dynamic_call` is the `locals()` call.
+    dynamic_names: frozenset[str] = frozenset()
     jump: bool = False  # return/raise/break/continue: no fall-through
     loop_body: list[Node] | None = None  # for loop headers: the nodes of the body
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from lifetime_lint.traversal import visit
+from lifetime_lint.traversal import visit, walk
 
 MEMO_KEY = "analysis.class_config"
 _UNKNOWN = object()  # a value the file does not decide
@@ -56,54 +56,57 @@ def _table(module: cst.Module, memo: dict) -> _Table:
     table = _Table(classes)
     constructions = table.constructions
 
-    class Scan(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.classes: list[cst.ClassDef] = []
-            self.functions: list[cst.FunctionDef] = []
-            self.branches: list[tuple[cst.BaseExpression, bool]] = []
-            self.ifs: list[cst.If] = []
+    builders: list[cst.ClassDef] = []
+    functions: list[cst.FunctionDef] = []
+    branches: list[tuple[cst.BaseExpression, bool]] = []  # (If test, in its body?)
+    ifs: list[cst.If] = []
+    opened: list[cst.CSTNode] = []  # the If bodies and `orelse`s that pushed a branch
 
-        def visit_ClassDef(self, node: cst.ClassDef) -> None:
-            self.classes.append(node)
-
-        def leave_ClassDef(self, node: cst.ClassDef) -> None:
-            self.classes.pop()
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            self.functions.append(node)
-
-        def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-            self.functions.pop()
-
-        def visit_If(self, node: cst.If) -> None:
-            self.ifs.append(node)
-
-        def leave_If(self, node: cst.If) -> None:
-            self.ifs.pop()
-
-        def visit_If_body(self, node: cst.If) -> None:
-            self.branches.append((node.test, True))
-
-        def leave_If_body(self, node: cst.If) -> None:
-            self.branches.pop()
-
-        def visit_If_orelse(self, node: cst.If) -> None:
-            self.branches.append((node.test, False))
-
-        def leave_If_orelse(self, node: cst.If) -> None:
-            self.branches.pop()
-
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            if isinstance(func, cst.Name) and func.value in classes:
-                function = self.functions[-1] if self.functions else None
-                builder = self.classes[-1] if self.classes else None
+    # One read-only walk with a type switch. LibCST's field hooks around an If's `body` and
+    # `orelse` (what a CSTVisitor would use here) are the entering and leaving of the If's
+    # body node and `orelse` node: each is a direct child of the innermost open If.
+    def enter(node: cst.CSTNode) -> None:
+        kind = type(node)
+        if ifs:
+            parent = ifs[-1]
+            if node is parent.body:
+                branches.append((parent.test, True))
+                opened.append(node)
+            elif node is parent.orelse:
+                branches.append((parent.test, False))
+                opened.append(node)
+        if kind is cst.Call:
+            func = node.func  # type: ignore[attr-defined]
+            if type(func) is cst.Name and func.value in classes:
                 constructions.setdefault(func.value, []).append(
-                    _Construction(node, builder, function, tuple(self.branches))
+                    _Construction(
+                        node,  # type: ignore[arg-type]
+                        builders[-1] if builders else None,
+                        functions[-1] if functions else None,
+                        tuple(branches),
+                    )
                 )
+        elif kind is cst.If:
+            ifs.append(node)  # type: ignore[arg-type]
+        elif kind is cst.FunctionDef:
+            functions.append(node)  # type: ignore[arg-type]
+        elif kind is cst.ClassDef:
+            builders.append(node)  # type: ignore[arg-type]
+
+    def leave(node: cst.CSTNode) -> None:
+        kind = type(node)
+        if kind is cst.If:
+            ifs.pop()
+        elif kind is cst.FunctionDef:
+            functions.pop()
+        elif kind is cst.ClassDef:
+            builders.pop()
+        if opened and opened[-1] is node:
+            opened.pop()
+            branches.pop()
 
     if classes:
-        visit(module, Scan())  # (attribute hooks: LibCST's own walk)
+        walk(module, enter, leave)  # (read-only: no node rebuilding)
     memo[MEMO_KEY] = table
     return table
 

@@ -4,7 +4,8 @@ Liveness (may): a name is live at a point if some path from there reads it befor
 rebound or deleted. `del x` reads x (it needs x bound) and then kills it. A node reached
 through an exceptional edge sees the state before the raising node's definitions, so
 `live_in(n)` includes `live_in` of every exceptional successor. A dynamic read
-(`locals()`, `eval`, ...) reads every local.
+(`locals()`, `eval`, ...) reads every local; a narrowed one (`Node.dynamic_names`) reads
+only the names it can take.
 
 Reaching definitions (may): which `DefSite`s can be the current binding of a name at a
 point. Entry pseudo-definitions mark parameters and "unbound" for other locals, and a
@@ -62,6 +63,10 @@ def solve(cfg: CFG, max_passes: int = 50) -> Dataflow:
             bits = 0
             for name in node.loads:
                 position = index.get(name.value)
+                if position is not None:
+                    bits |= 1 << position
+            for read in node.dynamic_names:
+                position = index.get(read)
                 if position is not None:
                     bits |= 1 << position
             uses[node.index] = bits

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from lifetime_lint.lazy_regex import compile_lazily
-from lifetime_lint.traversal import visit
+from lifetime_lint.traversal import walk
 
 VIDEO_DOMAIN, LARGE_DOMAIN, SMALL_DOMAIN, UNKNOWN_DOMAIN = "video", "large", "small", "unknown"
 UNJUDGED_DOMAIN = "unjudged"
@@ -618,64 +618,82 @@ class _AttributeScan:
     # Each `Cls(...)` of a file class inside a top-level function or a top-level class's
     # method (nested code included), with that function (`_functions_of`'s functions).
     constructions: list[tuple[cst.Call, cst.FunctionDef]] = field(default_factory=list)
+    # id(function) -> the last name of every call in it, nested code included, for each
+    # `_functions_of` function (for the frame-wise test).
+    called: dict[int, set[str]] = field(default_factory=dict)
 
 
 def _attribute_scan(module: cst.Module, memo: dict) -> _AttributeScan:
+    """One read-only walk of a module with classes (none without: nothing asked of it), for
+    the class builds, `self.attr(...)` calls and constructions above and each function's
+    called names (the last name of each call: `nn.Conv2d(...)` -> `Conv2d`)."""
     scan = memo.get(_ATTRIBUTE_SCAN_KEY)
     if scan is not None:
         return scan
     classes = {s.name.value for s in module.body if isinstance(s, cst.ClassDef)}
     scan = _AttributeScan({}, {})
     builds, calls = scan.builds, scan.calls
-
     constructions = scan.constructions
+    called = scan.called
     eligible = {id(f) for statement in module.body for f in _functions_of(statement)}
+    assigned: dict[int, tuple[str, bool]] = {}  # id(call) -> (attribute, whole)
+    depth = 0  # of FunctionDefs around the node
+    # the `_functions_of` function (top-level, or a top-level class's method) we are in
+    outer: cst.FunctionDef | None = None
+    names: set[str] | None = None  # the called names of `outer`
+    owner: str | None = None
 
-    class Scan(cst.CSTVisitor):
-        def __init__(self, owner: str | None) -> None:
-            self.owner = owner
-            self.assigned: dict[int, tuple[str, bool]] = {}  # id(call) -> (attribute, whole)
-            self.functions: list[cst.FunctionDef] = []
-            # the `_functions_of` function (top-level, or a top-level class's method) we are in
-            self.outer: cst.FunctionDef | None = None
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            if not self.functions and id(node) in eligible:
-                self.outer = node
-            self.functions.append(node)
-
-        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-            self.functions.pop()
-            if not self.functions:
-                self.outer = None
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            if len(node.targets) != 1:
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal depth, outer, names
+        kind = type(node)
+        if kind is cst.Call:
+            func = node.func  # type: ignore[attr-defined]
+            func_type = type(func)
+            if names is not None:
+                if func_type is cst.Name:
+                    names.add(func.value)
+                elif func_type is cst.Attribute:
+                    names.add(func.attr.value)
+                else:
+                    names.add("<dynamic>")
+            if func_type is cst.Name and func.value in classes:
+                attribute, whole = assigned.get(id(node), (None, False))
+                builds.setdefault(func.value, []).append((owner, attribute, whole))
+                if outer is not None:
+                    constructions.append((node, outer))  # type: ignore[arg-type]
                 return
-            attribute = _self_attribute(node.targets[0].target)
-            if attribute is None:
-                return
-            for call in _built_calls(node.value):
-                self.assigned[id(call)] = (attribute, call is node.value)
-
-        def visit_Call(self, call: cst.Call) -> None:
-            func = call.func
-            if isinstance(func, cst.Name) and func.value in classes:
-                attribute, whole = self.assigned.get(id(call), (None, False))
-                builds.setdefault(func.value, []).append((self.owner, attribute, whole))
-                if self.outer is not None:
-                    constructions.append((call, self.outer))
-                return
-            if self.owner is None:
+            if owner is None:
                 return
             attribute = _self_attribute(func)
             if attribute is not None:
-                calls.setdefault((self.owner, attribute), []).append(call)
+                calls.setdefault((owner, attribute), []).append(node)  # type: ignore[arg-type]
+        elif kind is cst.Assign:
+            targets = node.targets  # type: ignore[attr-defined]
+            if len(targets) != 1:
+                return
+            attribute = _self_attribute(targets[0].target)
+            if attribute is None:
+                return
+            value = node.value  # type: ignore[attr-defined]
+            for call in _built_calls(value):
+                assigned[id(call)] = (attribute, call is value)
+        elif kind is cst.FunctionDef:
+            if not depth and id(node) in eligible:
+                outer = node  # type: ignore[assignment]
+                names = called[id(node)] = set()
+            depth += 1
+
+    def leave(node: cst.CSTNode) -> None:
+        nonlocal depth, outer, names
+        if type(node) is cst.FunctionDef:
+            depth -= 1
+            if not depth:
+                outer = names = None
 
     if classes:
         for statement in module.body:
             owner = statement.name.value if isinstance(statement, cst.ClassDef) else None
-            visit(statement, Scan(owner))  # (read-only: no node rebuilding)
+            walk(statement, enter, leave)  # (read-only: no node rebuilding)
     memo[_ATTRIBUTE_SCAN_KEY] = scan
     return scan
 
@@ -875,12 +893,15 @@ def frame_wise_classes(module: cst.Module, memo: dict) -> frozenset[str]:
     per file."""
     found = memo.get(_FRAME_WISE_KEY)
     if found is None:
-        found = _frame_wise_classes(module)
+        found = _frame_wise_classes(module, memo)
         memo[_FRAME_WISE_KEY] = found
     return found
 
 
-def _frame_wise_classes(module: cst.Module) -> frozenset[str]:
+def _frame_wise_classes(module: cst.Module, memo: dict) -> frozenset[str]:
+    if not any(isinstance(s, cst.ClassDef) for s in module.body):
+        return frozenset()  # (only classes are asked of)
+    called = _attribute_scan(module, memo).called
     parts: dict[str, tuple[set[str], set[str]]] = {}  # name -> (layers, own parts)
     local = set()
     for statement in module.body:
@@ -896,7 +917,7 @@ def _frame_wise_classes(module: cst.Module) -> frozenset[str]:
         layers: set[str] = set()
         own: set[str] = set()
         for function in body:
-            for name in _constructor_names(function):
+            for name in called[id(function)]:
                 (own if name in local else layers).add(name)
         parts[statement.name.value] = (layers, own)
     verdict: dict[str, bool] = {}
@@ -973,21 +994,3 @@ def _built_for_video(name: str, builders: dict[str, set[str]], video: Container[
         seen.add(current)
         pending.extend(builders.get(current, ()))
     return False
-
-
-def _constructor_names(function: cst.FunctionDef) -> set[str]:
-    """The last name of every call in a function (`nn.Conv2d(...)` -> `Conv2d`)."""
-    names: set[str] = set()
-
-    class Calls(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            func = call.func
-            if isinstance(func, cst.Name):
-                names.add(func.value)
-            elif isinstance(func, cst.Attribute):
-                names.add(func.attr.value)
-            else:
-                names.add("<dynamic>")
-
-    visit(function, Calls())
-    return names

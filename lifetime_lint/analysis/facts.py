@@ -248,6 +248,354 @@ def _is_dynamic_callee(value: cst.BaseExpression) -> bool:
     return dotted_name(value) in _DYNAMIC_DOTTED
 
 
+# -- `locals()[k]` in diffusers' step-end callback loop -------------------------------------
+#     for k in callback_on_step_end_tensor_inputs:
+#         callback_kwargs[k] = locals()[k]
+# where `self.check_inputs(..., callback_on_step_end_tensor_inputs)` raises unless every
+# name is in the class-level `_callback_tensor_inputs = ["latents", ...]`: the call reads
+# only those names, not every local.
+
+
+def _narrow_callback_locals(facts: FunctionFacts) -> None:
+    cfg = facts.cfg
+    assert facts.owner is not None
+    allowed_of: dict[str, frozenset[str] | None] = {}
+    aliases = set(facts.shared.dynamic_aliases)
+    aliases.update(
+        site.name
+        for site in cfg.defs
+        if site.value is not None and site.kind == "assign" and _is_dynamic_callee(site.value)
+    )
+    for header in cfg.nodes:
+        if header.kind != "for" or not header.loop_body:
+            continue
+        statement = header.statement
+        if not isinstance(statement, cst.For) or not isinstance(statement.target, cst.Name):
+            continue
+        key = statement.target.value
+        parameter = _iterated_parameter(statement.iter)
+        if parameter is None or parameter not in cfg.parameters:
+            continue
+        body = header.loop_body
+        if any(site.name == key for node in body for site in (*node.defs, *node.kills)):
+            continue  # `k` is rebound inside the loop
+        narrowed = [node for node in body if node.dynamic and _reads_locals_at(node, key, aliases)]
+        if not narrowed:
+            continue
+        if parameter not in allowed_of:
+            allowed_of[parameter] = _checked_names(facts, parameter, statement)
+        allowed = allowed_of[parameter]
+        if allowed is None:
+            continue
+        for node in narrowed:
+            node.dynamic = False
+            node.dynamic_names = node.dynamic_names | allowed
+
+
+def _iterated_parameter(iterable: cst.BaseExpression) -> str | None:
+    """`for k in names` or `for k in names or []`: the name iterated."""
+    if (
+        isinstance(iterable, cst.BooleanOperation)
+        and isinstance(iterable.operator, cst.Or)
+        and isinstance(iterable.right, (cst.List, cst.Tuple))
+        and not iterable.right.elements
+    ):
+        iterable = iterable.left
+    return iterable.value if isinstance(iterable, cst.Name) else None
+
+
+def _reads_locals_at(node: Node, key: str, aliases: set[str]) -> bool:
+    """Whether every dynamic call of the node (`aliases`: names bound to `eval`, ...) is a
+    `locals()[key]` or `locals().get(key)`."""
+    if node.statement is None:
+        return False
+    narrow: set[int] = set()
+    dynamic: list[cst.Call] = []
+
+    def enter(current: cst.CSTNode) -> None:
+        if isinstance(current, cst.Call):
+            func = current.func
+            name = func.value if isinstance(func, cst.Name) else None
+            if name is None:
+                name = dotted_name(func) if isinstance(func, cst.Attribute) else None
+            if name in _DYNAMIC_NAMES_ANY or name in aliases:
+                dynamic.append(current)
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "get"
+                and _is_locals_call(func.value)
+                and current.args
+                and _is_name(current.args[0].value, key)
+                and current.args[0].keyword is None
+                and not current.args[0].star
+            ):
+                narrow.add(id(func.value))
+        elif isinstance(current, cst.Subscript) and _is_locals_call(current.value):
+            if len(current.slice) == 1:
+                inner = current.slice[0].slice
+                if isinstance(inner, cst.Index) and _is_name(inner.value, key):
+                    narrow.add(id(current.value))
+
+    walk(node.statement, enter, _no_leave)
+    return bool(dynamic) and all(id(call) in narrow for call in dynamic)
+
+
+_DYNAMIC_NAMES_ANY = frozenset(
+    {"locals", "vars", "eval", "exec", "dir", "globals"}
+    | {"sys._getframe", "inspect.currentframe", "inspect.stack", "inspect.getouterframes"}
+)
+
+
+def _no_leave(node: cst.CSTNode) -> None:
+    return None
+
+
+def _is_locals_call(value: cst.BaseExpression) -> bool:
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Name)
+        and value.func.value == "locals"
+        and not value.args
+    )
+
+
+def _is_name(value: cst.BaseExpression, name: str) -> bool:
+    return isinstance(value, cst.Name) and value.value == name
+
+
+def _checked_names(facts: FunctionFacts, parameter: str, loop: cst.For) -> frozenset[str] | None:
+    """The names `parameter` can hold at `loop`: a top-level `self.check_inputs(...)` of
+    the function, before the loop and after every rebinding of the parameter, passes it to
+    a `check_inputs` of the same class that raises unless each is in a class-level list of
+    string literals (`_callback_tensor_inputs`) or a literal list; or the function has
+    that guard itself, at top level. None: not provable."""
+    owner = facts.owner
+    assert owner is not None
+    statements = list(facts.function.body.body)
+    check_at = None
+    allowed: frozenset[str] | None = None
+    for position, statement in enumerate(statements):
+        if isinstance(statement, cst.If) and statement.orelse is None:
+            # The same guard inline (Kandinsky 2.2: `if p is not None and not all(...)`).
+            allowed = _guard_names(statement.test, parameter, owner)
+            if allowed is not None and _raises(statement.body):
+                check_at = position
+                break
+            allowed = None
+        checked = _check_inputs_argument(statement, parameter, owner)
+        if checked is not None:
+            check = _method(owner, "check_inputs")
+            allowed = _raises_unless_in(check, checked, owner) if check is not None else None
+            check_at = position
+            break
+    if check_at is None or allowed is None:
+        return None
+    loop_at = next((i for i, s in enumerate(statements) if _contains(s, loop)), None)
+    if loop_at is None or loop_at <= check_at:
+        return None
+    # No rebinding (or `del`) of the parameter at or after the check.
+    rebound: set[int] = set()
+    for node in facts.cfg.nodes:
+        if node.statement is not None and any(
+            site.name == parameter for site in (*node.defs, *node.kills)
+        ):
+            rebound.add(id(node.statement))
+    for statement in statements[check_at:]:
+        if rebound and _contains_any(statement, rebound):
+            return None
+    return allowed
+
+
+def _check_inputs_argument(
+    statement: cst.CSTNode, parameter: str, owner: cst.ClassDef
+) -> str | None:
+    """`self.check_inputs(a, names, ...)` as a statement: the check_inputs parameter that
+    receives `parameter`."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
+        return None
+    call = small.value
+    func = call.func
+    if not (
+        isinstance(func, cst.Attribute)
+        and func.attr.value == "check_inputs"
+        and _is_name(func.value, "self")
+    ):
+        return None
+    check = _method(owner, "check_inputs")
+    if check is None:
+        return None
+    names = [p.name.value for p in (*check.params.posonly_params, *check.params.params)]
+    if names and names[0] in ("self", "cls"):
+        names = names[1:]
+    keywords = {p.name.value for p in check.params.kwonly_params} | set(names)
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if not _is_name(arg.value, parameter):
+            continue
+        if arg.keyword is not None:
+            return arg.keyword.value if arg.keyword.value in keywords else None
+        if any(a.keyword is not None for a in call.args[:position]):
+            return None
+        return names[position] if position < len(names) else None
+    return None
+
+
+def _method(owner: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    found = [s for s in owner.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+    return found[0] if len(found) == 1 else None
+
+
+def _raises_unless_in(
+    check: cst.FunctionDef, parameter: str, owner: cst.ClassDef
+) -> frozenset[str] | None:
+    """A top-level `if [parameter is not None and] not all(k in ALLOWED for k in
+    parameter): raise ...` of `check`, before any `return`: the strings of ALLOWED."""
+    body = check.body.body
+    for statement in body:
+        if isinstance(statement, cst.If) and statement.orelse is None:
+            allowed = _guard_names(statement.test, parameter, owner)
+            if allowed is not None and _raises(statement.body):
+                return allowed
+        if _contains_return(statement):
+            return None
+    return None
+
+
+def _guard_names(
+    test: cst.BaseExpression, parameter: str, owner: cst.ClassDef
+) -> frozenset[str] | None:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        left = test.left
+        if not (
+            isinstance(left, cst.Comparison)
+            and _is_name(left.left, parameter)
+            and len(left.comparisons) == 1
+            and isinstance(left.comparisons[0].operator, cst.IsNot)
+            and _is_name(left.comparisons[0].comparator, "None")
+        ):
+            return None
+        test = test.right
+    if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
+        return None
+    call = test.expression
+    if not (
+        isinstance(call, cst.Call)
+        and _is_name(call.func, "all")
+        and len(call.args) == 1
+        and isinstance(call.args[0].value, (cst.GeneratorExp, cst.ListComp))
+    ):
+        return None
+    comprehension = call.args[0].value
+    for_in = comprehension.for_in
+    if (
+        for_in.inner_for_in is not None
+        or for_in.ifs
+        or not isinstance(for_in.target, cst.Name)
+        or not _is_name(for_in.iter, parameter)
+    ):
+        return None
+    element = comprehension.elt
+    if not (
+        isinstance(element, cst.Comparison)
+        and _is_name(element.left, for_in.target.value)
+        and len(element.comparisons) == 1
+        and isinstance(element.comparisons[0].operator, cst.In)
+    ):
+        return None
+    allowed = element.comparisons[0].comparator
+    if (
+        isinstance(allowed, cst.Attribute)
+        and isinstance(allowed.value, cst.Name)
+        and allowed.value.value in ("self", "cls")
+    ):
+        return _class_strings(owner, allowed.attr.value)
+    return _strings(allowed)
+
+
+def _strings(value: cst.BaseExpression) -> frozenset[str] | None:
+    if not isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+        return None
+    names: set[str] = set()
+    for element in value.elements:
+        if not isinstance(element, cst.Element) or not isinstance(element.value, cst.SimpleString):
+            return None
+        text = element.value.evaluated_value
+        if not isinstance(text, str):
+            return None
+        names.add(text)
+    return frozenset(names)
+
+
+def _class_strings(owner: cst.ClassDef, attribute: str) -> frozenset[str] | None:
+    """A class-level `attribute = [strings]` never assigned through `self.` in the class."""
+    values: list[cst.BaseExpression] = []
+    for statement in owner.body.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    if any(_is_name(t.target, attribute) for t in small.targets):
+                        values.append(small.value)
+                elif isinstance(small, cst.AnnAssign) and _is_name(small.target, attribute):
+                    if small.value is None:
+                        return None
+                    values.append(small.value)
+    if len(values) != 1:
+        return None
+    stored = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal stored
+        if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)):
+            target = node.target
+            if isinstance(target, cst.Attribute) and target.attr.value == attribute:
+                stored = True
+
+    walk(owner, enter, _no_leave)
+    return None if stored else _strings(values[0])
+
+
+def _raises(body: cst.BaseSuite) -> bool:
+    if not isinstance(body, cst.IndentedBlock):
+        return isinstance(body, cst.SimpleStatementSuite) and any(
+            isinstance(s, cst.Raise) for s in body.body
+        )
+    return any(
+        isinstance(line, cst.SimpleStatementLine)
+        and any(isinstance(s, cst.Raise) for s in line.body)
+        for line in body.body
+    )
+
+
+def _contains(root: cst.CSTNode, target: cst.CSTNode) -> bool:
+    return _contains_any(root, {id(target)})
+
+
+def _contains_any(root: cst.CSTNode, targets: set[int]) -> bool:
+    found = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        found = found or id(node) in targets
+
+    walk(root, enter, _no_leave)
+    return found
+
+
+def _contains_return(root: cst.CSTNode) -> bool:
+    found = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        found = found or isinstance(node, cst.Return)
+
+    walk(root, enter, _no_leave)
+    return found
+
+
 def class_facts(context, owner: cst.ClassDef | None) -> ClassFacts | None:
     if owner is None:
         return None
@@ -481,6 +829,8 @@ class FunctionFacts:
         self._kernel_dsl: bool | None = None
         self._decoder_inputs: set[int] | None = None
         self._mark_dynamic_aliases()
+        if self.owner is not None and any(node.dynamic for node in cfg.nodes):
+            _narrow_callback_locals(self)
 
     def _text_stream_parameter(self, name: str) -> bool:
         """Whether `name` is a parameter of a `forward` that every call in this file passes
@@ -690,6 +1040,18 @@ class FunctionFacts:
             and _annotation_is_tensor(site.annotation)
         ):
             return ValueFact(TENSOR, ACTIVATION)  # `x: torch.Tensor = helper(...)`
+        if site.annotation is not None and fact.kind in (TENSOR, VIEW, CONTAINER, UNKNOWN):
+            if _annotation_is_scalar(site.annotation):
+                return _METADATA  # `backend: str = decode_backend(config)`: the author's word
+            if (
+                fact.kind == TENSOR
+                and isinstance(site.value, cst.Call)
+                and self.work(site.value).by_pattern
+                and _annotation_is_object(site.annotation)
+            ):
+                # `req: EngineCoreRequest = add_request_decoder.decode(frames)`: a call named
+                # like a decoder whose result the author annotates as a non-tensor class.
+                return _UNKNOWN
         if site.unpacked and isinstance(site.value, cst.Call):
             callee = self.local_callee(site.value)
             if callee is not None and self.helper_returns_pieces(callee):
@@ -1615,6 +1977,36 @@ class FunctionFacts:
                 contents.setdefault(site.index, []).append(fact)
                 self._puts.setdefault(site.index, []).append((store.value, store.node))
             self._note_shared(fact, receivers)
+        for site in self.cfg.defs:
+            # `rows = [[decoded[i * n + j].to(z.device) for j ...] for i ...]`: a
+            # comprehension over another container's elements (or views of them) holds the
+            # same tensors; deleting that container frees none of them while it lives.
+            if site.kind not in ("assign", "annassign") or site.unpacked or site.node is None:
+                continue
+            if isinstance(site.value, (cst.ListComp, cst.SetComp, cst.DictComp)):
+                element = self._comprehension_element(site.value, site.node)
+                if element.is_tensor:
+                    self._note_shared(element, [site])
+
+    def _comprehension_element(
+        self, expr: cst.ListComp | cst.SetComp | cst.DictComp, node: Node
+    ) -> ValueFact:
+        """What one innermost element of a (nested) comprehension is, its targets bound."""
+        saved = dict(self._comprehension)
+        try:
+            for_in: cst.CompFor | None = expr.for_in
+            while for_in is not None:
+                element = self.element_of(for_in.iter, node)
+                fact = ValueFact(VIEW, element.origin, (), tensor=element.is_tensor)
+                for name in _target_names(for_in.target):
+                    self._comprehension[name] = fact
+                for_in = for_in.inner_for_in
+            value = expr.value if isinstance(expr, cst.DictComp) else expr.elt
+            if isinstance(value, (cst.ListComp, cst.SetComp, cst.DictComp)):
+                return self._comprehension_element(value, node)
+            return self.expression(value, node)
+        finally:
+            self._comprehension = saved
 
     def _note_shared(self, fact: ValueFact, receivers: list[DefSite]) -> None:
         """A container given an element (or a view of one) of another container shares
@@ -1808,6 +2200,8 @@ class FunctionFacts:
         iterable = _unwrap_iteration(iterable)
         if iterable is None:
             return _UNKNOWN
+        if isinstance(iterable, cst.Name) and self._is_mapping(iterable.value, node):
+            return _METADATA  # `[k for k in state_dict if ...]`: a dict iterates its keys
         fact = self.expression(iterable, node)
         if fact.kind == CONTAINER:
             if fact.sources:
@@ -1818,6 +2212,31 @@ class FunctionFacts:
         if fact.kind == VIEW and fact.element_of and fact.tensor:
             return ValueFact(TENSOR, fact.origin)  # a row of a list of rows
         return _METADATA if fact.kind == METADATA else _UNKNOWN
+
+    def _is_mapping(self, name: str, node: Node) -> bool:
+        """Whether `name` holds a dict where `node` reads it: a binding of it is a dict
+        display, comprehension or `dict(...)`, or the function stores into it by a string key
+        (`state_dict["head.weight"] = w`). Iterating it yields its keys, not its tensors."""
+        if name in self._comprehension or name not in self.cfg.name_index:
+            return False
+        sites = self.reaching(node, name, real=False)
+        if not sites:
+            return False
+        indices = {s.index for s in sites}
+        for store in self.stores:
+            if store.container == name and store.index[:1] in ("'", '"'):
+                if indices & {s.index for s in self.reaching(store.node, name, real=False)}:
+                    return True
+        return any(
+            isinstance(s.value, (cst.Dict, cst.DictComp))
+            or (
+                isinstance(s.value, cst.Call)
+                and isinstance(s.value.func, cst.Name)
+                and s.value.func.value in ("dict", "OrderedDict", "defaultdict")
+            )
+            for s in sites
+            if s.kind in ("assign", "annassign") and not s.unpacked
+        )
 
     def is_container_of_tensors(self, site: DefSite) -> bool:
         fact = self.value(site)
@@ -2095,6 +2514,11 @@ class FunctionFacts:
             return _NO_WORK  # `new_text.encode()`: bytes from a str, no model
         if last.lstrip("_").startswith(_LOADERS):
             return _NO_WORK  # `get_model()`, `load_vae(...)`: returns a module or config
+        scalar_helper = self.local_callee(call) if len(parts) <= 2 else None
+        if scalar_helper is not None and _returns_scalar(scalar_helper):
+            # `decode_backend(vllm_config)` of a `def decode_backend(...) -> str` in this
+            # file: it returns a string whatever its name says; its work is its body's.
+            return self.helper_work(scalar_helper)
         lowered = [part.lower() for part in parts]
         if any(_glob_any(part, T.LIGHT_OWNERS) for part in lowered):
             return _NO_WORK
@@ -3036,6 +3460,42 @@ _SCALAR_CONTAINERS = frozenset(
     {"list", "tuple", "dict", "set", "frozenset", "sequence", "iterable", "iterator", "mapping",
      "optional", "union", "literal", "deque"}
 )  # fmt: skip
+
+
+def _returns_scalar(function: cst.FunctionDef | None) -> bool:
+    """A function of this file annotated `-> str`, `-> int`, `-> list[str]`: never a tensor.
+    (`-> None` says nothing of its work: it may run sublayers for their side effects.)"""
+    if function is None or function.returns is None:
+        return False
+    annotation = function.returns.annotation
+    if isinstance(annotation, cst.Name) and annotation.value == "None":
+        return False
+    return _annotation_is_scalar(annotation)
+
+
+# Words in a class name that say it carries tensors (`DecoderOutput`, `TensorDict`,
+# `DiagonalGaussianDistribution`, `KVCache`, `BaseModelOutput`, `Any`).
+_TENSOR_CARRIER_WORDS = ("Tensor", "Output", "Any", "Array", "Parameter", "Dist", "Cache", "Latent")
+
+
+def _annotation_is_object(annotation: cst.BaseExpression) -> bool:
+    """`EngineCoreRequest`, `Optional[SchedulerOutput]`... a class that is not a tensor nor
+    says it carries tensors (`_TENSOR_CARRIER_WORDS`)."""
+    if isinstance(annotation, cst.Subscript):
+        outer = (dotted_name(annotation.value) or "").split(".")[-1]
+        if outer != "Optional" or len(annotation.slice) != 1:
+            return False
+        inner = annotation.slice[0].slice
+        return isinstance(inner, cst.Index) and _annotation_is_object(inner.value)
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        sides = [s for s in (annotation.left, annotation.right)
+                 if not (isinstance(s, cst.Name) and s.value == "None")]  # fmt: skip
+        return len(sides) == 1 and _annotation_is_object(sides[0])
+    name = dotted_name(annotation)
+    if name is None:
+        return False
+    last = name.split(".")[-1]
+    return last[:1].isupper() and not any(word in last for word in _TENSOR_CARRIER_WORDS)
 
 
 def _annotation_is_scalar(annotation: cst.BaseExpression) -> bool:
