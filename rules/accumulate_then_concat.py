@@ -78,8 +78,14 @@ class AccumulateThenConcat(Rule):
     except decoded segments generated in the loop (`medium`: the loop body calls a decoder
     and other model-level work, a denoising transformer or a `diffuse` helper, as a long
     video made segment by segment in Wan-Animate, Cosmos Transfer or Helios: each
-    iteration's peak is one segment's, the kept video grows with the segment count; a loop
-    that only decodes slices of latents made before it stays `low`),
+    iteration's peak is one segment's, the kept video grows with the segment count; so is a
+    loop that decodes a list of latent segments generated before it, `for chunk_latents in
+    latent_chunks`, as Helios' decode stage does; a loop that only decodes slices of latents
+    made before it, `latents.split(n)` included, stays `low`), except a language model's
+    logits kept step by step in a generation loop (`medium`: a `while` loop or a range over
+    a length such as `max_new_tokens`; each cached step's forward is one token's while the
+    kept logits grow with the tokens; a few speculative steps, `range(n_spec_tokens)`,
+    stay `low`),
     for latent-sized results (encode paths,
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
@@ -92,7 +98,11 @@ class AccumulateThenConcat(Rule):
     and make these `low` too: chunks computed, without work that may expand them, from
     slices of a tensor alive across the loop (a recurrent scan's per-step outputs,
     per-sample attention over `q[b : b + 1]`, a loop over `torch.split` views: together no
-    larger than the loop's own inputs); decoded tiles of an image model (4-D tensors, or a
+    larger than the loop's own inputs; not an outer product, a slice times a whole tensor
+    bound before the loop, `left[:, window] @ right`, whose chunks outgrow both, while
+    chunked attention's second product, `softmax(q_i @ k.T) @ v`, contracts back; not a
+    list extended with a call's list, `frames.extend(self._make_inference(a, b, n))`, as
+    many new frames per step as the call makes); decoded tiles of an image model (4-D tensors, or a
     file or class named for an image model such as `QwenImage`: a whole 2K image is tens
     of MiB, less than one tile's decoder activations); scheduler, processor, tokenizer and
     feature-extractor classes (`SchedulerMixin` and `ProcessorMixin` bases included) and
@@ -202,6 +212,7 @@ class AccumulateThenConcat(Rule):
     expression is evaluated where the list was created, so its names must not be rebound
     in between. The count only sizes the buffer: a wrong count costs memory, never
     correctness. Reported without a fix: `while` loops, conditional or repeated appends,
+    optional lists (`[] if flag else None`),
     `extend`, `hstack` / `vstack` / `dstack`, comprehensions, running forms other than the
     first-iteration one.
 
@@ -571,6 +582,7 @@ class AccumulateThenConcat(Rule):
         if (
             not by_index
             and not tail
+            and not isinstance(site.value, cst.IfExp)  # `[] if flag else None`: report only
             and not any(role == "element" for _, role in reads)
             and all(
                 _child_index(use.ancestors, block) is not None
