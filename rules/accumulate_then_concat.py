@@ -1977,7 +1977,11 @@ def _generation_loop(loop: cst.CSTNode) -> bool:
         return False
     if not (isinstance(loop.iter.func, cst.Name) and loop.iter.func.value == "range"):
         return False
-    return any(_GENERATION_LENGTH.search(name.lower()) for name in _names_in(loop.iter))
+    args = loop.iter.args
+    if not 1 <= len(args) <= 2:
+        return False  # a step: a walk in chunks (`range(a, end, chunk_length)`), not steps
+    stop = args[-1].value
+    return any(_GENERATION_LENGTH.search(name.lower()) for name in _names_in(stop))
 
 
 _GENERATION_LENGTH = compile_lazily(r"(max|length|len\b|new_tokens|gen)")
