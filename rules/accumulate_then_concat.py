@@ -78,8 +78,14 @@ class AccumulateThenConcat(Rule):
     except decoded segments generated in the loop (`medium`: the loop body calls a decoder
     and other model-level work, a denoising transformer or a `diffuse` helper, as a long
     video made segment by segment in Wan-Animate, Cosmos Transfer or Helios: each
-    iteration's peak is one segment's, the kept video grows with the segment count; a loop
-    that only decodes slices of latents made before it stays `low`),
+    iteration's peak is one segment's, the kept video grows with the segment count; so is a
+    loop that decodes a list of latent segments generated before it, `for chunk_latents in
+    latent_chunks`, as Helios' decode stage does; a loop that only decodes slices of latents
+    made before it, `latents.split(n)` included, stays `low`), except a language model's
+    logits kept step by step in a generation loop (`medium`: a `while` loop or a range over
+    a length such as `max_new_tokens`; each cached step's forward is one token's while the
+    kept logits grow with the tokens; a few speculative steps, `range(n_spec_tokens)`,
+    stay `low`),
     for latent-sized results (encode paths,
     conditioning), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
@@ -92,7 +98,11 @@ class AccumulateThenConcat(Rule):
     and make these `low` too: chunks computed, without work that may expand them, from
     slices of a tensor alive across the loop (a recurrent scan's per-step outputs,
     per-sample attention over `q[b : b + 1]`, a loop over `torch.split` views: together no
-    larger than the loop's own inputs); decoded tiles of an image model (4-D tensors, or a
+    larger than the loop's own inputs; not an outer product, a slice times a whole tensor
+    bound before the loop, `left[:, window] @ right`, whose chunks outgrow both, while
+    chunked attention's second product, `softmax(q_i @ k.T) @ v`, contracts back; not a
+    list extended with a call's list, `frames.extend(self._make_inference(a, b, n))`, as
+    many new frames per step as the call makes); decoded tiles of an image model (4-D tensors, or a
     file or class named for an image model such as `QwenImage`: a whole 2K image is tens
     of MiB, less than one tile's decoder activations); scheduler, processor, tokenizer and
     feature-extractor classes (`SchedulerMixin` and `ProcessorMixin` bases included) and
@@ -202,6 +212,7 @@ class AccumulateThenConcat(Rule):
     expression is evaluated where the list was created, so its names must not be rebound
     in between. The count only sizes the buffer: a wrong count costs memory, never
     correctness. Reported without a fix: `while` loops, conditional or repeated appends,
+    optional lists (`[] if flag else None`),
     `extend`, `hstack` / `vstack` / `dstack`, comprehensions, running forms other than the
     first-iteration one.
 
@@ -484,13 +495,19 @@ class AccumulateThenConcat(Rule):
             return
         origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop_statement)
+        generated = _generates_segments(facts, loop_statement)
+        # `for chunk_latents in latent_chunks: decode(...)`: segments generated before.
+        listed = _iterates_listed_segments(facts, loop_statement) and _decodes_in(loop_statement)
         level, generic = _accumulation_level(
             origin,
             work,
             decoded_before or _decode_path(function, named if names_count else []),
-            _generates_segments(facts, loop_statement),
+            generated or listed,
             C.sequence_chunks(loop_statement) or own_forward,
+            _generation_loop(loop_statement),
         )
+        if generic == _SEGMENTS and not generated:
+            generic = _LISTED_SEGMENTS
         if own_forward and generic == _SEQUENCE:
             generic = _OWN_FORWARD
         raising, generic = (generic, None) if generic in _RAISING else (None, generic)
@@ -498,7 +515,8 @@ class AccumulateThenConcat(Rule):
         structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP) else generic
         structure = structure or self._chunk_structure(
             facts, function, origin, named,
-            [(expr, nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
+            [(None if _extended_by_call(grow, expr, self.context) else expr,
+              nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
              for expr, grow, loop in zip(chunk_exprs, grows, loops)],
         )  # fmt: skip
         if structure is None and all(
@@ -564,6 +582,7 @@ class AccumulateThenConcat(Rule):
         if (
             not by_index
             and not tail
+            and not isinstance(site.value, cst.IfExp)  # `[] if flag else None`: report only
             and not any(role == "element" for _, role in reads)
             and all(
                 _child_index(use.ancestors, block) is not None
@@ -1237,6 +1256,8 @@ def _role(use: Use, context) -> str:
         return "truth"
     if isinstance(parent, (cst.If, cst.While, cst.IfExp)) and parent.test is use.node:
         return "truth"
+    if _none_test(parent, use.node) or _operand_of_test(chain, use.node):
+        return "truth"  # `if xs is not None`, `if flag and xs`: a test, not a use of a chunk
     if (
         isinstance(parent, cst.Subscript)
         and parent.value is use.node
@@ -1391,6 +1412,12 @@ _MODEL_IN_LOOP = (
 )
 
 
+_LOGITS_PER_STEP = (
+    "each step's logits (a vocabulary per token) are kept across a generation loop whose "
+    "own forward is one step's: the kept logits grow with the generated tokens"
+)
+
+
 _PEAK_IN_LOOP = (
     "each chunk comes out of a network's peak-level layer run in the loop, whose hidden "
     "activations outgrow activation-sized chunks"
@@ -1524,6 +1551,50 @@ def _generates_segments(facts: F.FunctionFacts, loop: cst.CSTNode) -> bool:
     return decodes and generates
 
 
+def _decodes_in(loop: cst.CSTNode) -> bool:
+    """The loop body calls a decoder (not a tokenizer's text decode)."""
+    return any(
+        _words(_last_name(call.func)) & _DECODER_CALL_WORDS and not _text_decoder(call.func)
+        for call in _calls_in(loop)
+    )
+
+
+_LISTED_SEGMENTS = (
+    "each chunk is a whole segment decoded from a list of segments generated before the "
+    "loop (a long video made segment by segment): the kept output grows with the segment "
+    "count while each iteration's work is one segment's decode"
+)
+
+
+def _iterates_listed_segments(facts: F.FunctionFacts, loop: cst.CSTNode) -> bool:
+    """`for chunk_latents in latent_chunks:`: a list of latent segments generated before
+    (each a whole segment of a long video, as Helios makes them), not pieces of one tensor
+    (`torch.split(z, n)`, a tensor iterated along its first axis, `range` slices)."""
+    if isinstance(loop, cst.With):  # `with vae_context(): ...; for ...`
+        inner = [statement for statement in loop.body.body if isinstance(statement, cst.For)]
+        if len(inner) != 1:
+            return False
+        loop = inner[0]
+    if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Name)):
+        return False
+    words = _words(loop.iter.value)
+    if not ("segments" in words or (words & {"latent", "latents"} and words & {"chunks", "list"})):
+        return False
+    header = _header_node(facts, loop)
+    if header is None:
+        return False
+    sites = facts.reaching(header, loop.iter.value)
+    if not sites or facts.expression(loop.iter, header).is_tensor:
+        return False
+    return all(
+        site.kind == "assign"
+        and site.value is not None
+        and not (isinstance(site.value, cst.Call) and _last_name(site.value.func) in _SPLIT_METHODS)
+        and not isinstance(site.value, (cst.List, cst.Tuple, cst.ListComp))
+        for site in sites
+    )
+
+
 _SEQUENCE = (
     "the loop walks one tensor in chunks, so each iteration's inputs and work are one "
     "chunk's while the kept chunks add up to the whole"
@@ -1536,7 +1607,7 @@ _OWN_FORWARD = (
     "whole output, held twice at the concatenation"
 )
 
-_RAISING = (_SEGMENTS, _SEQUENCE, _OWN_FORWARD)
+_RAISING = (_SEGMENTS, _SEQUENCE, _OWN_FORWARD, _LOGITS_PER_STEP, _LISTED_SEGMENTS)
 
 
 def _own_forward_output(
@@ -1569,7 +1640,12 @@ def _own_forward_output(
 
 
 def _accumulation_level(
-    origin: str, work: F.Work, decode_path: bool, segments: bool, in_chunks: bool
+    origin: str,
+    work: F.Work,
+    decode_path: bool,
+    segments: bool,
+    in_chunks: bool,
+    generation: bool = False,
 ) -> tuple[str, str | None]:
     """LL002's significance: the concatenation's peak is every chunk plus the output, and it
     is the function's peak only where nothing in the loop needs more. Decoded tiles merged by
@@ -1587,6 +1663,11 @@ def _accumulation_level(
         # iteration: the per-iteration peak is one segment's, the kept output all of them.
         return S.MEDIUM, _SEGMENTS
     if C.runs_a_network(work):
+        if origin == F.LOGITS and generation:
+            # A language model's logits kept step by step (`all_logits.append(logits)` in a
+            # generation loop): each step's forward is one token's (cached decoding), the
+            # kept logits grow with the new tokens times the vocabulary.
+            return S.MEDIUM, _LOGITS_PER_STEP
         return S.LOW, _MODEL_IN_LOOP
     if size == S.LARGE:
         return S.HIGH, None
@@ -1844,7 +1925,15 @@ _PER_ITEM_WORDS = frozenset(
 
 
 def _per_item(name: str) -> bool:
-    return any(word in _PER_ITEM_WORDS for word in name.lower().strip("_").split("_"))
+    words = name.lower().strip("_").split("_")
+    if words[-1] in _LARGE_HEADS:
+        return False  # `next_token_logits`, `token_embeddings`: the head noun is large
+    return any(word in _PER_ITEM_WORDS for word in words)
+
+
+# Head nouns of per-position tensors a per-item word may modify (`next_token_logits`: a
+# vocabulary of logits per token, not a token id).
+_LARGE_HEADS = frozenset(["logits", "embeddings", "embeds", "features", "hidden", "states"])
 
 
 def _describe_work(work: F.Work) -> str:
@@ -1867,8 +1956,81 @@ def _import_bound(context, func: cst.BaseExpression) -> tuple[str, ...]:
 
 
 def _starts_empty(node: cst.BaseExpression) -> bool:
-    """A list that holds no tensor yet: `[]`, `list()`, or slots to fill by index."""
+    """A list that holds no tensor yet: `[]`, `list()`, slots to fill by index, or an
+    optional list made only on request (`[] if return_logits else None`: the appends are
+    guarded by `is not None`, the list grows exactly as `[]` does when asked for)."""
+    if isinstance(node, cst.IfExp):
+        sides = (node.body, node.orelse)
+        return any(_is_none(side) for side in sides) and any(
+            _is_empty_list(side) or _is_placeholder_list(side) for side in sides
+        )
     return _is_empty_list(node) or _is_placeholder_list(node)
+
+
+def _generation_loop(loop: cst.CSTNode) -> bool:
+    """A loop that generates until it is done: `while` (until EOS or a length), or a
+    range over a length (`range(max_new_tokens)`), not a few speculative steps
+    (`range(n_spec_tokens)`)."""
+    if isinstance(loop, cst.While):
+        return True
+    if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call)):
+        return False
+    if not (isinstance(loop.iter.func, cst.Name) and loop.iter.func.value == "range"):
+        return False
+    args = loop.iter.args
+    if not 1 <= len(args) <= 2:
+        return False  # a step: a walk in chunks (`range(a, end, chunk_length)`), not steps
+    stop = args[-1].value
+    return any(_GENERATION_LENGTH.search(name.lower()) for name in _names_in(stop))
+
+
+_GENERATION_LENGTH = compile_lazily(r"(max|length|len\b|new_tokens|gen)")
+
+
+def _extended_by_call(grow: Use, expr: cst.BaseExpression | None, context) -> bool:
+    """`frames.extend(self._make_inference(model, img0, img1, n))`: each iteration adds the
+    list a call returns, as many chunks as it makes (RIFE's interpolated frames between two
+    input frames), so the chunks are not bounded by the slices the call reads; a split of a
+    tensor (`xs.extend(t.split(n))`) is views of it."""
+    return (
+        isinstance(expr, cst.Call)
+        and _role(grow, context) == "extend"
+        and _last_name(expr.func) not in _SPLIT_METHODS
+    )
+
+
+_SPLIT_METHODS = frozenset({"split", "chunk", "unbind", "tensor_split", "split_with_sizes"})
+
+
+def _none_test(parent: cst.CSTNode | None, node: cst.CSTNode) -> bool:
+    """`xs is None`, `xs is not None`: whether the optional list was made."""
+    return (
+        isinstance(parent, cst.Comparison)
+        and parent.left is node
+        and len(parent.comparisons) == 1
+        and isinstance(parent.comparisons[0].operator, (cst.Is, cst.IsNot))
+        and _is_none(parent.comparisons[0].comparator)
+    )
+
+
+def _operand_of_test(chain: Sequence[cst.CSTNode], node: cst.CSTNode) -> bool:
+    """`if flag and xs:`: the list (or `xs is not None`) as one operand of an `and`/`or`
+    chain that is an `if`/`while` test."""
+    child: cst.CSTNode = node
+    index = len(chain) - 1
+    if index >= 0 and _none_test(chain[index], child):
+        child, index = chain[index], index - 1
+    seen = False
+    while index >= 0 and isinstance(chain[index], cst.BooleanOperation):
+        child, index, seen = chain[index], index - 1, True
+    if not seen or index < 0:
+        return False
+    test = chain[index]
+    return isinstance(test, (cst.If, cst.While, cst.IfExp)) and test.test is child
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
 
 
 def _is_placeholder_list(node: cst.BaseExpression) -> bool:

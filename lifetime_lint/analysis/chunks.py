@@ -81,6 +81,7 @@ def live_source(
     }
     found: list[str] = []
     seen: set[int] = set()
+    products = 0  # matrix products with a whole tensor on the way (`_whole_products`)
     pending: list[tuple[cst.BaseExpression, int]] = [(expr, 0)]
     while pending:
         current, depth = pending.pop(0)  # breadth first: the chunk's own inputs first
@@ -88,6 +89,7 @@ def live_source(
         for call in calls:
             if _may_expand(context, facts, call):
                 return None
+        products += _whole_products(facts, loads, current, body)
         sliced = set()
         for subscript in subscripts:
             base = subscript.value
@@ -123,7 +125,65 @@ def live_source(
                 elif site.kind in ("assign", "annassign", "augassign") and site.value is not None:
                     if depth < _MAX_DEPTH:
                         pending.append((site.value, depth + 1))
+    if products % 2:
+        return None  # an outer product; a pair (`softmax(q_i @ k.T) @ v`) contracts back
     return tuple(found) if found else None
+
+
+# Products whose output can outgrow both operands (`a @ b`: rows of one times columns of
+# the other; an outer product).
+_PRODUCTS = frozenset({"matmul", "mm", "bmm", "einsum", "outer", "ger", "kron", "tensordot"})
+
+
+def _whole_products(
+    facts: F.FunctionFacts, loads: dict[int, Node], expr: cst.BaseExpression, body: set[int]
+) -> int:
+    """How many matrix products in `expr` take a whole tensor bound before the loop
+    (`left[:, window] @ right_flat`, `torch.einsum("bi,bj->bij", x[:, t], y)`). One such
+    product makes each chunk its slice's rows times the whole tensor's columns, so the
+    chunks together outgrow the inputs (ESMFold's outer-product mean: a pair tensor out of
+    MSA-sized inputs); a second one (chunked attention, `softmax(q_i @ k.T) @ v`)
+    contracts back to the slice's size. Products of slices only (`q[b] @ k[b].T`) keep
+    the slices' order and do not count."""
+    products: list[list[cst.BaseExpression]] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+            products.append([node.left, node.right])
+        elif isinstance(node, cst.Call) and _last_name(node.func) in _PRODUCTS:
+            products.append([arg.value for arg in node.args if arg.keyword is None])
+
+    walk(expr, enter, lambda node: None, lambda node: not isinstance(node, cst.Lambda))
+    return sum(
+        any(_whole_tensor(facts, loads, operand, body) for operand in operands)
+        for operands in products
+    )
+
+
+def _whole_tensor(
+    facts: F.FunctionFacts, loads: dict[int, Node], operand: cst.BaseExpression, body: set[int]
+) -> bool:
+    """`right_flat`, `right.transpose(1, 2)`, `k.T`: a tensor bound before the loop, read
+    whole (not sliced) in every iteration."""
+    base = operand
+    while True:
+        if isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute):
+            base = base.func.value
+        elif isinstance(base, cst.Attribute):
+            base = base.value
+        else:
+            break
+    if not isinstance(base, cst.Name):
+        return False
+    node = loads.get(id(base))
+    if node is None:
+        return False
+    sites = facts.reaching(node, base.value)
+    return (
+        bool(sites)
+        and all(_before_loop(site, body) for site in sites)
+        and facts.expression(base, node).is_tensor
+    )
 
 
 # Callee words of work whose output outgrows its input (upsamplers, decoders, renderers).
