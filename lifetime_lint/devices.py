@@ -616,13 +616,22 @@ def _fallback_default_spans(
 
 def _tests_for_none(test: cst.BaseExpression) -> bool:
     """`x is None` (one comparison)."""
-    return (
+    return _compared_with_none(test, cst.Is) is not None
+
+
+def _compared_with_none(
+    test: cst.BaseExpression, operator: type[cst.Is] | type[cst.IsNot]
+) -> cst.BaseExpression | None:
+    """`x` of `x is None` (operator `cst.Is`) or `x is not None` (`cst.IsNot`), else None."""
+    if (
         isinstance(test, cst.Comparison)
         and len(test.comparisons) == 1
-        and isinstance(test.comparisons[0].operator, cst.Is)
+        and isinstance(test.comparisons[0].operator, operator)
         and isinstance(test.comparisons[0].comparator, cst.Name)
         and test.comparisons[0].comparator.value == "None"
-    )
+    ):
+        return test.left
+    return None
 
 
 def _tests_for_given_value(test: cst.BaseExpression) -> bool:
@@ -1714,15 +1723,7 @@ def _factory_refuses_other_backends(context: FileContext, node: cst.ClassDef) ->
 
 def _reason_tested(test: cst.BaseExpression) -> cst.BaseExpression:
     """`reason` of `if reason is not None:` (the test itself for `if reason:`)."""
-    if (
-        isinstance(test, cst.Comparison)
-        and len(test.comparisons) == 1
-        and isinstance(test.comparisons[0].operator, cst.IsNot)
-        and isinstance(test.comparisons[0].comparator, cst.Name)
-        and test.comparisons[0].comparator.value == "None"
-    ):
-        return test.left
-    return test
+    return _compared_with_none(test, cst.IsNot) or test
 
 
 def _module_factory_gives_up_off_backend(context: FileContext, node: cst.ClassDef) -> str | None:
