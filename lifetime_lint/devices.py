@@ -490,6 +490,10 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
             reason = _past_cuda_exit(context, node, chain[index + 1], chain[:index])
             if reason:
                 return reason
+        if index + 1 < len(chain):
+            reason = _branch_proves_backend(context, node, chain[index + 1], chain[:index])
+            if reason:
+                return reason
         if isinstance(node, cst.If) and index + 1 < len(chain) and chain[index + 1] is node.body:
             test = context.code_for(node.test)
             if _ROCM.search(test):
@@ -536,6 +540,35 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
                 if reason:
                     return reason
     return _memo(context, context.module, _module_binding)
+
+
+def _branch_proves_backend(
+    context: FileContext, node: cst.CSTNode, child: cst.CSTNode, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """Why `child`, a branch of `node`, runs only on one backend: the right operand of
+    `x.is_cuda and ...` (or of `not x.is_cuda or ...`, `dev.type != "cuda" or ...`), an arm
+    of `... if x.is_cuda else ...` on the side its test proves, the `else` or `elif` of
+    `if dev.type != "cuda":`, the body of `if DEVICE_TYPE in ("cuda", "hip"):`. Only tests
+    of the device itself count: `torch.cuda.is_available()` leaves other accelerators."""
+    found: BackendTest | None = None
+    if isinstance(node, cst.BooleanOperation) and child is node.right:
+        if isinstance(node.operator, cst.And):
+            found = _backend_when_true(node.left, context, outer)
+            where = f"right of `{context.code_for(node.left).strip()[:60]} and`"
+        else:
+            found = _backend_when_false(node.left, context, outer)
+            where = f"right of `{context.code_for(node.left).strip()[:60]} or`"
+    elif isinstance(node, (cst.If, cst.IfExp)) and (child is node.body or child is node.orelse):
+        test = context.code_for(node.test).strip()[:60]
+        if child is node.body:
+            found = _backend_when_true(node.test, context, outer)
+            where = f"under `{test}`"
+        else:
+            found = _backend_when_false(node.test, context, outer)
+            where = f"the other branch of `{test}`"
+    if found is None or not found.identity:
+        return None
+    return _bound_reason(found.backend, where)
 
 
 def _own_statement_span(context: FileContext, chain: Sequence[cst.CSTNode]) -> tuple[int, int]:
@@ -1011,7 +1044,29 @@ def _backend_when_true(
             return BackendTest("CUDA", True)
         if isinstance(target.operator, cst.In) and _names_cuda(expression.left):
             return BackendTest("CUDA", True)
+        if isinstance(target.operator, cst.In):
+            return _backend_of_names(target.comparator)  # `DEVICE_TYPE in ("cuda", "hip")`
     return None
+
+
+_ROCM_NAME = frozenset({"hip", "rocm"})
+
+
+def _backend_of_names(expression: cst.BaseExpression) -> BackendTest | None:
+    """A tuple, list or set of device-type literals that are all CUDA's or ROCm's (`("cuda",
+    "hip")`): a value in it is on a backend where `torch.cuda` is right."""
+    if not isinstance(expression, (cst.Tuple, cst.List, cst.Set)) or not expression.elements:
+        return None
+    names = []
+    for element in expression.elements:
+        value = element.value
+        if _names_cuda(value):
+            names.append("cuda")
+        elif isinstance(value, cst.SimpleString) and value.evaluated_value in _ROCM_NAME:
+            names.append("rocm")
+        else:
+            return None
+    return BackendTest("CUDA" if "cuda" in names else "ROCm", True)
 
 
 def _backend_when_false(
@@ -1034,6 +1089,8 @@ def _backend_when_false(
             _names_cuda(target.comparator) or _names_cuda(expression.left)
         ):
             return BackendTest("CUDA", True)
+        if isinstance(target.operator, cst.NotIn):
+            return _backend_of_names(target.comparator)  # `DEVICE_TYPE not in ("cuda", "hip")`
     return None
 
 
@@ -1060,16 +1117,20 @@ def _names_cuda(expression: cst.BaseExpression) -> bool:
     return False
 
 
-def _exit_guard(context: FileContext, statement: cst.If, raise_only: bool) -> str | None:
+def _exit_guard(
+    context: FileContext, statement: cst.If, raise_only: bool, continues: bool = False
+) -> str | None:
     """The backend past `statement`, when it is `if <not that backend>: raise` (or skip; or
-    `return` when it tests the device itself and `raise_only` is False) with no `else`."""
+    `return` when it tests the device itself and `raise_only` is False) with no `else`.
+    `continues`: the code in question follows the `if` in the same loop body, so a
+    `continue` also leaves it (`for p in params: if p.device.type != "cuda": continue`)."""
     if statement.orelse is not None:
         return None
     test = _backend_when_false(statement.test, context)
     if test is None:
         return None
-    exits = _how_body_exits(statement.body)
-    if exits == "raise" or (exits == "return" and test.identity and not raise_only):
+    exits = _how_body_exits(statement.body, loop=continues)
+    if exits == "raise" or (exits in ("return", "continue") and test.identity and not raise_only):
         return test.backend
     return None
 
@@ -1077,8 +1138,9 @@ def _exit_guard(context: FileContext, statement: cst.If, raise_only: bool) -> st
 _SKIP_CALL = compile_lazily(r"(^|\.)(skip|skipTest)$")
 
 
-def _how_body_exits(body: cst.BaseSuite) -> str | None:
-    """How the block always leaves: "raise" (also a test skip), "return", or None."""
+def _how_body_exits(body: cst.BaseSuite, loop: bool = False) -> str | None:
+    """How the block always leaves: "raise" (also a test skip), "return", or None; with
+    `loop`, also "continue" (it leaves the rest of the loop body)."""
     statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
     for statement in statements:
         smalls = statement.body if isinstance(statement, cst.SimpleStatementLine) else ()
@@ -1089,6 +1151,8 @@ def _how_body_exits(body: cst.BaseSuite) -> str | None:
                 return "raise"
             if isinstance(small, cst.Return):
                 return "return"
+            if loop and isinstance(small, cst.Continue):
+                return "continue"
             if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
                 if _SKIP_CALL.search(dotted_name(small.value.func) or ""):
                     return "raise"
@@ -1109,7 +1173,7 @@ def _past_cuda_exit(
         if statement is child:
             return None
         if isinstance(statement, cst.If):
-            backend = _exit_guard(context, statement, raise_only=False)
+            backend = _exit_guard(context, statement, raise_only=False, continues=True)
             if backend:
                 return _bound_reason(backend, f"past `{_header(context, statement)}`")
             if _exits_unless_rocm_probe(context, statement):
