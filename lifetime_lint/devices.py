@@ -172,10 +172,9 @@ def _assigned_names(context: FileContext) -> frozenset[str]:
     return names
 
 
-def describe_ladder(context: FileContext, call: CudaCall) -> str:
-    """`on every backend but npu (the ladder at line 3)`: what a ladder covers."""
-    rows = sorted({context.position(b.line_node).start.line for b in call.ladder})
-    names = sorted(
+def ladder_backends(context: FileContext, call: CudaCall) -> list[str]:
+    """The other backends a call's ladder binds (`["npu", "xpu"]`), sorted."""
+    return sorted(
         {
             match.group(1).lower()
             for b in call.ladder
@@ -183,6 +182,12 @@ def describe_ladder(context: FileContext, call: CudaCall) -> str:
             if match
         }
     )
+
+
+def describe_ladder(context: FileContext, call: CudaCall) -> str:
+    """`on every backend but npu (the ladder at line 3)`: what a ladder covers."""
+    rows = sorted({context.position(b.line_node).start.line for b in call.ladder})
+    names = ladder_backends(context, call)
     lines = ", ".join(str(row) for row in rows)
     plural = "s" if len(rows) > 1 else ""
     backends = ", ".join(names) if names else "the one it names"
@@ -2358,6 +2363,7 @@ LEFT_OUT_LOGGING = "logging only"
 LEFT_OUT_DEBUG = "debugging branch"
 LEFT_OUT_OWN_FALLBACK = "past its own answer without CUDA"
 LEFT_OUT_CUDA_PROJECT = "CUDA-only project"
+LEFT_OUT_LADDER = "CUDA arm of a backend ladder"
 # The setting that reports every one of them (what `--statistics` prints beside the counts).
 SHOWS_LEFT_OUT = 'portability = "strict"'
 
@@ -2588,6 +2594,18 @@ class Portability:
         if reason:
             return left_out_label(reason)
         return None
+
+
+    def leaves_out_ladder(self, context: FileContext, call: CudaCall) -> str | None:
+        """The reason to leave out a call through a name a backend ladder binds (`if
+        DEVICE_TYPE == "xpu": current_device = torch.xpu.device` / `elif ... npu` / `else:
+        current_device = torch.cuda.device`), or None. Such a ladder is the project's own
+        dispatch: its CUDA arm is not hard-coded, only incomplete for the backends it does
+        not name, which `portability = "strict"` still reports. A ladder naming no other
+        backend stays a finding."""
+        if self.strict or call.certain or not ladder_backends(context, call):
+            return None
+        return LEFT_OUT_LADDER
 
 
 def left_out_label(reason: str) -> str:

@@ -292,6 +292,10 @@ class HardCodedCudaCall(Rule):
             if left_out:  # "" is a multi-backend dispatch: not a finding at all
                 self.leave_out(left_out, SHOWS_LEFT_OUT)
             return
+        ladder_reason = self.portability.leaves_out_ladder(self.context, call)
+        if ladder_reason:
+            self.leave_out(ladder_reason, SHOWS_LEFT_OUT)
+            return
         function = call.function
         if function in SEEDING and not self.portability.strict and self._seeds_torch(ancestors):
             self.leave_out(LEFT_OUT_REDUNDANT_SEED, SHOWS_LEFT_OUT)

@@ -178,6 +178,10 @@ class RawEmptyCache(Rule):
             if left_out:  # "" is a multi-backend dispatch: not a finding at all
                 self.leave_out(left_out, SHOWS_LEFT_OUT)
             return
+        ladder_reason = self.portability.leaves_out_ladder(self.context, call)
+        if ladder_reason:
+            self.leave_out(ladder_reason, SHOWS_LEFT_OUT)
+            return
         written = self.context.source_of(node.func)
         if not call.certain:
             ladder = describe_ladder(self.context, call)
