@@ -568,12 +568,61 @@ def _branch_proves_backend(
         if child is node.body:
             found = _backend_when_true(node.test, context, outer)
             where = f"under `{test}`"
+            if found is None and isinstance(node, cst.If):
+                # `if cuda_devices:`, a collection filtered to CUDA, is true only with one
+                found = _items_backend(context, node.test, outer)
+                where = f"under `{test}`, whose items are all on it"
         else:
             found = _backend_when_false(node.test, context, outer)
             where = f"the other branch of `{test}`"
+    elif isinstance(node, cst.For) and child is node.body:
+        # `for d in {p.device for p in params if p.device.type == "cuda"}:`
+        found = _items_backend(context, node.iter, outer)
+        where = f"a loop over `{context.code_for(node.iter).strip()[:60]}`, whose items are all on it"
+    elif isinstance(node, _COMPREHENSIONS) and child is not node.for_in:
+        # `{t.device: torch.cuda.memory_allocated(t.device) for t in ts if t.is_cuda}`
+        found = _items_backend(context, node, outer)
+        where = "a comprehension filtered to it"
     if found is None or not found.identity:
         return None
     return _bound_reason(found.backend, where)
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def _items_backend(
+    context: FileContext, expression: cst.BaseExpression, outer: Sequence[cst.CSTNode]
+) -> BackendTest | None:
+    """The backend every item of `expression` is on: a comprehension filtered by a device
+    test (`{p.device for p in model.parameters() if p.device.type == "cuda"}`), or a local
+    of the enclosing function bound only to such comprehensions (`|=` included)."""
+    if isinstance(expression, _COMPREHENSIONS):
+        comp: cst.CompFor | None = expression.for_in
+        while comp is not None:
+            for condition in comp.ifs:
+                found = _backend_when_true(condition.test, context, outer)
+                if found is not None and found.identity:
+                    return found
+            comp = comp.inner_for_in
+        return None
+    if not isinstance(expression, cst.Name):
+        return None
+    function = next((n for n in reversed(outer) if isinstance(n, cst.FunctionDef)), None)
+    bindings = _bindings_of(function, expression.value) if function is not None else []
+    backends = set()
+    for value, chain in bindings:
+        if isinstance(chain[-1], cst.AugAssign):
+            value = chain[-1].value
+        if not isinstance(value, _COMPREHENSIONS):
+            return None
+        found = _items_backend(context, value, outer)
+        if found is None:
+            return None
+        backends.add(found.backend)
+    if len(backends) != 1:
+        return None
+    return BackendTest(backends.pop(), True)
 
 
 def _own_statement_span(context: FileContext, chain: Sequence[cst.CSTNode]) -> tuple[int, int]:
