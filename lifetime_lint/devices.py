@@ -578,7 +578,12 @@ def _branch_proves_backend(
     elif isinstance(node, cst.For) and child is node.body:
         # `for d in {p.device for p in params if p.device.type == "cuda"}:`
         found = _items_backend(context, node.iter, outer)
-        where = f"a loop over `{context.code_for(node.iter).strip()[:60]}`, whose items are all on it"
+        items = context.code_for(node.iter).strip()[:60]
+        where = f"a loop over `{items}`, whose items are all on it"
+        if found is None and _ROCM.search(items):
+            # `for device_id in self._torch_rocm_memory_devices:`: named for ROCm's devices
+            found = BackendTest("ROCm", True)
+            where = f"a loop over `{items}`"
     elif isinstance(node, _COMPREHENSIONS) and child is not node.for_in:
         # `{t.device: torch.cuda.memory_allocated(t.device) for t in ts if t.is_cuda}`
         found = _items_backend(context, node, outer)
@@ -2643,7 +2648,6 @@ class Portability:
         if reason:
             return left_out_label(reason)
         return None
-
 
     def leaves_out_ladder(self, context: FileContext, call: CudaCall) -> str | None:
         """The reason to leave out a call through a name a backend ladder binds (`if
