@@ -1237,6 +1237,12 @@ def _past_cuda_exit(
                 return _bound_reason(backend, f"past `{_header(context, statement)}`")
             if _exits_unless_rocm_probe(context, statement):
                 return _bound_reason("ROCm", f"past `{_header(context, statement)}`")
+            local = _exits_unless_cuda_value(context, statement, outer)
+            if local:
+                return (
+                    f"CUDA-only code (past `{_header(context, statement)}`: `{local}` is "
+                    "None unless the device is CUDA)"
+                )
             if _answers_without_cuda(context, statement, outer):
                 return f"{OWN_FALLBACK} (past `{_header(context, statement)}`)"
             library = _exits_unless_library_flag(context, statement)
@@ -1331,7 +1337,14 @@ def _none_unless_cuda(
         truthiness = True  # `if flag:`: a `False` binding skips the branch as `None` does
     if not isinstance(test, cst.Name):
         return None
-    name = test.value
+    return _local_none_unless_cuda(context, test.value, truthiness, outer)
+
+
+def _local_none_unless_cuda(
+    context: FileContext, name: str, truthiness: bool, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """`name` when every binding of the local in the enclosing functions is None (or False,
+    with `truthiness`) or a CUDA-only value (see `_none_unless_cuda`)."""
     skipped = ("None", "False") if truthiness else ("None",)
     for function in reversed([n for n in outer if isinstance(n, cst.FunctionDef)]):
         bindings = _bindings_of(function, name)
@@ -1352,11 +1365,88 @@ def _none_unless_cuda(
                 # self.device.type == "cuda"` is false off CUDA
                 or (truthiness and value is not None and _proves_cuda(context, value, outer))
                 or _under_cuda_test(context, chain)
+                # `dev = resident_cuda_device(module)`, None unless the weights are on CUDA
+                or (
+                    isinstance(value, cst.Call) and _returns_none_unless_cuda(context, value, outer)
+                )
             ):
                 cuda_values += 1
                 continue
             return None
         return name if cuda_values else None
+    return None
+
+
+# A function named for the CUDA devices it returns (`resident_cuda_device`,
+# `resolve_selected_cuda_ordinals`): tested against None, its answer is None off CUDA.
+_CUDA_DEVICE_GETTER = compile_lazily(
+    r"(?:^|_)cuda_(device|devices|ordinal|ordinals|index|card|cards)$", re.IGNORECASE
+)
+
+
+def _returns_none_unless_cuda(
+    context: FileContext, call: cst.Call, outer: Sequence[cst.CSTNode]
+) -> bool:
+    """A call of a function that answers None unless the device is CUDA: one named for
+    the CUDA devices it returns, or a same-module one whose every `return` gives None or
+    `... if <the device is CUDA> else None` (`return dev if dev.type == "cuda" else None`)."""
+    dotted = dotted_name(call.func) or ""
+    if _CUDA_DEVICE_GETTER.search(dotted.rpartition(".")[2]):
+        return True
+    function = _same_module_function(context, call.func, outer)
+    if function is None:
+        return False
+    returns: list[cst.Return] = []
+    walk(function.body, lambda n: returns.append(n) if isinstance(n, cst.Return) else None,
+         lambda _: None)  # fmt: skip
+    cuda_values = 0
+    for statement in returns:
+        value = statement.value
+        if value is None or (isinstance(value, cst.Name) and value.value == "None"):
+            continue
+        if (
+            isinstance(value, cst.IfExp)
+            and isinstance(value.orelse, cst.Name)
+            and value.orelse.value == "None"
+            and _proves_cuda(context, value.test, outer)
+        ):
+            cuda_values += 1
+            continue
+        return False
+    return cuda_values > 0
+
+
+def _exits_unless_cuda_value(
+    context: FileContext, statement: cst.If, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """`if dev is None or moss_fused_disabled(): return` (no `else`) where `dev` is None
+    unless the device is CUDA: past it the local holds a CUDA value. The local's name."""
+    if statement.orelse is not None or _how_body_exits(statement.body) is None:
+        return None
+    tests: list[cst.BaseExpression] = [statement.test]
+    names = []
+    while tests:
+        test = tests.pop()
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+            tests += [test.left, test.right]
+        elif (
+            isinstance(test, cst.Comparison)
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Is)
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"
+            and isinstance(test.left, cst.Name)
+        ):
+            names.append((test.left.value, False))
+        elif (
+            isinstance(test, cst.UnaryOperation)
+            and isinstance(test.operator, cst.Not)
+            and isinstance(test.expression, cst.Name)
+        ):
+            names.append((test.expression.value, True))
+    for name, truthiness in names:
+        if _local_none_unless_cuda(context, name, truthiness, outer):
+            return name
     return None
 
 
