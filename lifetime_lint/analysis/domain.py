@@ -320,7 +320,7 @@ _MAIN_STREAM_WORDS = frozenset(
 # Keywords that pass an attention's or a sublayer's query (its output's tokens).
 _QUERY_KEYWORDS = frozenset(["hidden_states", "x", "query", "q", "input", "inputs", "hidden"])
 _MODULE_RECEIVERS = frozenset(["self", "cls"])
-_STREAM_DEPTH = 8
+_STREAM_DEPTH = 12  # (each binding is followed once per query: the `seen` memo)
 
 
 def stream_named(name: str) -> str | None:
@@ -352,7 +352,7 @@ def short_stream(facts, site) -> str | None:
     tokens. A value derived from the short stream through light ops, sublayers and
     elementwise arithmetic (which cannot mix token counts) keeps it, and so does a slice of
     a joint sequence up to the text length (`joint[:, :text_len]`)."""
-    stream = _site_stream(facts, site, _STREAM_DEPTH, set())
+    stream = _site_stream(facts, site, _STREAM_DEPTH, {})
     return stream if stream in (AUDIO_STREAM, TEXT_STREAM) else None
 
 
@@ -360,14 +360,16 @@ def short_stream_input(facts, call: cst.Call, node) -> str | None:
     """`AUDIO_STREAM` or `TEXT_STREAM` when a call's query input (its first argument, or
     `hidden_states=`) is the short stream: `self.mlp(self.norm(residual_und))` works on the
     understanding stream's few hundred tokens, not on the video's."""
-    stream = _expression_stream(facts, call, node, _STREAM_DEPTH, set())
+    stream = _expression_stream(facts, call, node, _STREAM_DEPTH, {})
     return stream if stream in (AUDIO_STREAM, TEXT_STREAM) else None
 
 
-def _site_stream(facts, site, depth: int, seen: set[int]) -> str | None:
+def _site_stream(facts, site, depth: int, seen: dict[int, str | None]) -> str | None:
     named = stream_named(site.name)
-    if named is not None or depth <= 0 or site.index in seen:
+    if named is not None or depth <= 0:
         return named
+    if site.index in seen:
+        return seen[site.index]  # (None while it is being followed: a loop's own update)
     if site.kind == "param":
         if cross_attention_context(facts.owner, facts.function, site.name):
             return TEXT_STREAM  # `y` of `CrossAttention.forward(self, x, y)`: the context
@@ -376,11 +378,13 @@ def _site_stream(facts, site, depth: int, seen: set[int]) -> str | None:
         return None  # (a parameter or an unpacked result: only its name can say)
     if site.value is None or site.node is None:
         return None
-    seen.add(site.index)
-    return _expression_stream(facts, site.value, site.node, depth - 1, seen)
+    seen[site.index] = None
+    stream = _expression_stream(facts, site.value, site.node, depth - 1, seen)
+    seen[site.index] = stream
+    return stream
 
 
-def _expression_stream(facts, expr, node, depth: int, seen: set[int]) -> str | None:
+def _expression_stream(facts, expr, node, depth: int, seen: dict[int, str | None]) -> str | None:
     if depth <= 0:
         return None
     if isinstance(expr, cst.Name):
@@ -419,6 +423,26 @@ def _expression_stream(facts, expr, node, depth: int, seen: set[int]) -> str | N
         if _slices_to_text(expr):
             return TEXT_STREAM
         return _expression_stream(facts, expr.value, node, depth - 1, seen)
+    if isinstance(expr, cst.Attribute):
+        # `out.audio_hidden_states`: the field's name says its stream; `audio.x` (LTX-2's
+        # per-modality `TransformerArgs`): a field of a stream's record is that stream's.
+        # A module's own attribute (`self.weight`) says nothing through its receiver.
+        named = stream_named(expr.attr.value)
+        if named is not None:
+            return named
+        if isinstance(expr.value, cst.Name) and expr.value.value in _MODULE_RECEIVERS:
+            return None
+        return _expression_stream(facts, expr.value, node, depth - 1, seen)
+    if isinstance(expr, cst.IfExp):
+        # `audio.x if audio is not None else None`: an optional stream is that stream; every
+        # branch that can hold a tensor must agree (an unknown branch may be the long stream).
+        branches = [
+            branch
+            for branch in (expr.body, expr.orelse)
+            if not (isinstance(branch, cst.Name) and branch.value == "None")
+        ]
+        streams = {_expression_stream(facts, branch, node, depth - 1, seen) for branch in branches}
+        return streams.pop() if len(streams) == 1 else None
     return None
 
 

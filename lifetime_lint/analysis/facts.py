@@ -3187,6 +3187,8 @@ def _is_string_codec(call: cst.Call) -> bool:
     conversion, not an encoder or decoder model. A model's `encode`/`decode` takes the
     tensor to work on; a codec takes nothing, an encoding name or `encoding=`/`errors=`."""
     func = call.func
+    if _names_payload_codec(func):
+        return True
     if not isinstance(func, cst.Attribute) or func.attr.value not in ("encode", "decode"):
         return False
     if isinstance(func.value, cst.Name) and func.value.value == "self":
@@ -3202,6 +3204,26 @@ def _is_string_codec(call: cst.Call) -> bool:
         return True
     return len(positional) <= 2 and all(
         isinstance(a.value, (cst.SimpleString, cst.ConcatenatedString)) for a in positional
+    )
+
+
+# Words of a text payload (base64, JSON, a URL, hex, bytes) in a codec's name: what
+# `decode_b64_image(data)`, `decode_json_payload(raw)` or `encode_base64(png)` turn into
+# one another lives on the host (strings, bytes, a PIL image), whatever `decode` says.
+_PAYLOAD_WORDS = frozenset(
+    ["b64", "base64", "json", "url", "uri", "utf8", "hex", "bytes", "blob", "msgpack", "jwt"]
+)
+
+
+def _names_payload_codec(func: cst.BaseExpression) -> bool:
+    """`decode_b64_image`, `utils.decode_base64(...)`, `self._encode_json(...)`: a function
+    named for encoding or decoding a text payload, not for a model's encoder or decoder."""
+    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+    if not isinstance(name, str):
+        return False
+    words = set(name.lower().strip("_").split("_"))
+    return bool(words & {"encode", "decode", "b64decode", "b64encode"}) and bool(
+        words & _PAYLOAD_WORDS or words & {"b64decode", "b64encode"}
     )
 
 
