@@ -172,10 +172,9 @@ def _assigned_names(context: FileContext) -> frozenset[str]:
     return names
 
 
-def describe_ladder(context: FileContext, call: CudaCall) -> str:
-    """`on every backend but npu (the ladder at line 3)`: what a ladder covers."""
-    rows = sorted({context.position(b.line_node).start.line for b in call.ladder})
-    names = sorted(
+def ladder_backends(context: FileContext, call: CudaCall) -> list[str]:
+    """The other backends a call's ladder binds (`["npu", "xpu"]`), sorted."""
+    return sorted(
         {
             match.group(1).lower()
             for b in call.ladder
@@ -183,6 +182,12 @@ def describe_ladder(context: FileContext, call: CudaCall) -> str:
             if match
         }
     )
+
+
+def describe_ladder(context: FileContext, call: CudaCall) -> str:
+    """`on every backend but npu (the ladder at line 3)`: what a ladder covers."""
+    rows = sorted({context.position(b.line_node).start.line for b in call.ladder})
+    names = ladder_backends(context, call)
     lines = ", ".join(str(row) for row in rows)
     plural = "s" if len(rows) > 1 else ""
     backends = ", ".join(names) if names else "the one it names"
@@ -490,6 +495,10 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
             reason = _past_cuda_exit(context, node, chain[index + 1], chain[:index])
             if reason:
                 return reason
+        if index + 1 < len(chain):
+            reason = _branch_proves_backend(context, node, chain[index + 1], chain[:index])
+            if reason:
+                return reason
         if isinstance(node, cst.If) and index + 1 < len(chain) and chain[index + 1] is node.body:
             test = context.code_for(node.test)
             if _ROCM.search(test):
@@ -536,6 +545,89 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
                 if reason:
                     return reason
     return _memo(context, context.module, _module_binding)
+
+
+def _branch_proves_backend(
+    context: FileContext, node: cst.CSTNode, child: cst.CSTNode, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """Why `child`, a branch of `node`, runs only on one backend: the right operand of
+    `x.is_cuda and ...` (or of `not x.is_cuda or ...`, `dev.type != "cuda" or ...`), an arm
+    of `... if x.is_cuda else ...` on the side its test proves, the `else` or `elif` of
+    `if dev.type != "cuda":`, the body of `if DEVICE_TYPE in ("cuda", "hip"):`. Only tests
+    of the device itself count: `torch.cuda.is_available()` leaves other accelerators."""
+    found: BackendTest | None = None
+    if isinstance(node, cst.BooleanOperation) and child is node.right:
+        if isinstance(node.operator, cst.And):
+            found = _backend_when_true(node.left, context, outer)
+            where = f"right of `{context.code_for(node.left).strip()[:60]} and`"
+        else:
+            found = _backend_when_false(node.left, context, outer)
+            where = f"right of `{context.code_for(node.left).strip()[:60]} or`"
+    elif isinstance(node, (cst.If, cst.IfExp)) and (child is node.body or child is node.orelse):
+        test = context.code_for(node.test).strip()[:60]
+        if child is node.body:
+            found = _backend_when_true(node.test, context, outer)
+            where = f"under `{test}`"
+            if found is None and isinstance(node, cst.If):
+                # `if cuda_devices:`, a collection filtered to CUDA, is true only with one
+                found = _items_backend(context, node.test, outer)
+                where = f"under `{test}`, whose items are all on it"
+        else:
+            found = _backend_when_false(node.test, context, outer)
+            where = f"the other branch of `{test}`"
+    elif isinstance(node, cst.For) and child is node.body:
+        # `for d in {p.device for p in params if p.device.type == "cuda"}:`
+        found = _items_backend(context, node.iter, outer)
+        items = context.code_for(node.iter).strip()[:60]
+        where = f"a loop over `{items}`, whose items are all on it"
+        if found is None and _ROCM.search(items):
+            # `for device_id in self._torch_rocm_memory_devices:`: named for ROCm's devices
+            found = BackendTest("ROCm", True)
+            where = f"a loop over `{items}`"
+    elif isinstance(node, _COMPREHENSIONS) and child is not node.for_in:
+        # `{t.device: torch.cuda.memory_allocated(t.device) for t in ts if t.is_cuda}`
+        found = _items_backend(context, node, outer)
+        where = "a comprehension filtered to it"
+    if found is None or not found.identity:
+        return None
+    return _bound_reason(found.backend, where)
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def _items_backend(
+    context: FileContext, expression: cst.BaseExpression, outer: Sequence[cst.CSTNode]
+) -> BackendTest | None:
+    """The backend every item of `expression` is on: a comprehension filtered by a device
+    test (`{p.device for p in model.parameters() if p.device.type == "cuda"}`), or a local
+    of the enclosing function bound only to such comprehensions (`|=` included)."""
+    if isinstance(expression, _COMPREHENSIONS):
+        comp: cst.CompFor | None = expression.for_in
+        while comp is not None:
+            for condition in comp.ifs:
+                found = _backend_when_true(condition.test, context, outer)
+                if found is not None and found.identity:
+                    return found
+            comp = comp.inner_for_in
+        return None
+    if not isinstance(expression, cst.Name):
+        return None
+    function = next((n for n in reversed(outer) if isinstance(n, cst.FunctionDef)), None)
+    bindings = _bindings_of(function, expression.value) if function is not None else []
+    backends = set()
+    for value, chain in bindings:
+        if isinstance(chain[-1], cst.AugAssign):
+            value = chain[-1].value
+        if not isinstance(value, _COMPREHENSIONS):
+            return None
+        found = _items_backend(context, value, outer)
+        if found is None:
+            return None
+        backends.add(found.backend)
+    if len(backends) != 1:
+        return None
+    return BackendTest(backends.pop(), True)
 
 
 def _own_statement_span(context: FileContext, chain: Sequence[cst.CSTNode]) -> tuple[int, int]:
@@ -1011,7 +1103,29 @@ def _backend_when_true(
             return BackendTest("CUDA", True)
         if isinstance(target.operator, cst.In) and _names_cuda(expression.left):
             return BackendTest("CUDA", True)
+        if isinstance(target.operator, cst.In):
+            return _backend_of_names(target.comparator)  # `DEVICE_TYPE in ("cuda", "hip")`
     return None
+
+
+_ROCM_NAME = frozenset({"hip", "rocm"})
+
+
+def _backend_of_names(expression: cst.BaseExpression) -> BackendTest | None:
+    """A tuple, list or set of device-type literals that are all CUDA's or ROCm's (`("cuda",
+    "hip")`): a value in it is on a backend where `torch.cuda` is right."""
+    if not isinstance(expression, (cst.Tuple, cst.List, cst.Set)) or not expression.elements:
+        return None
+    names = []
+    for element in expression.elements:
+        value = element.value
+        if _names_cuda(value):
+            names.append("cuda")
+        elif isinstance(value, cst.SimpleString) and value.evaluated_value in _ROCM_NAME:
+            names.append("rocm")
+        else:
+            return None
+    return BackendTest("CUDA" if "cuda" in names else "ROCm", True)
 
 
 def _backend_when_false(
@@ -1034,6 +1148,8 @@ def _backend_when_false(
             _names_cuda(target.comparator) or _names_cuda(expression.left)
         ):
             return BackendTest("CUDA", True)
+        if isinstance(target.operator, cst.NotIn):
+            return _backend_of_names(target.comparator)  # `DEVICE_TYPE not in ("cuda", "hip")`
     return None
 
 
@@ -1060,16 +1176,20 @@ def _names_cuda(expression: cst.BaseExpression) -> bool:
     return False
 
 
-def _exit_guard(context: FileContext, statement: cst.If, raise_only: bool) -> str | None:
+def _exit_guard(
+    context: FileContext, statement: cst.If, raise_only: bool, continues: bool = False
+) -> str | None:
     """The backend past `statement`, when it is `if <not that backend>: raise` (or skip; or
-    `return` when it tests the device itself and `raise_only` is False) with no `else`."""
+    `return` when it tests the device itself and `raise_only` is False) with no `else`.
+    `continues`: the code in question follows the `if` in the same loop body, so a
+    `continue` also leaves it (`for p in params: if p.device.type != "cuda": continue`)."""
     if statement.orelse is not None:
         return None
     test = _backend_when_false(statement.test, context)
     if test is None:
         return None
-    exits = _how_body_exits(statement.body)
-    if exits == "raise" or (exits == "return" and test.identity and not raise_only):
+    exits = _how_body_exits(statement.body, loop=continues)
+    if exits == "raise" or (exits in ("return", "continue") and test.identity and not raise_only):
         return test.backend
     return None
 
@@ -1077,8 +1197,9 @@ def _exit_guard(context: FileContext, statement: cst.If, raise_only: bool) -> st
 _SKIP_CALL = compile_lazily(r"(^|\.)(skip|skipTest)$")
 
 
-def _how_body_exits(body: cst.BaseSuite) -> str | None:
-    """How the block always leaves: "raise" (also a test skip), "return", or None."""
+def _how_body_exits(body: cst.BaseSuite, loop: bool = False) -> str | None:
+    """How the block always leaves: "raise" (also a test skip), "return", or None; with
+    `loop`, also "continue" (it leaves the rest of the loop body)."""
     statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
     for statement in statements:
         smalls = statement.body if isinstance(statement, cst.SimpleStatementLine) else ()
@@ -1089,6 +1210,8 @@ def _how_body_exits(body: cst.BaseSuite) -> str | None:
                 return "raise"
             if isinstance(small, cst.Return):
                 return "return"
+            if loop and isinstance(small, cst.Continue):
+                return "continue"
             if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
                 if _SKIP_CALL.search(dotted_name(small.value.func) or ""):
                     return "raise"
@@ -1109,11 +1232,17 @@ def _past_cuda_exit(
         if statement is child:
             return None
         if isinstance(statement, cst.If):
-            backend = _exit_guard(context, statement, raise_only=False)
+            backend = _exit_guard(context, statement, raise_only=False, continues=True)
             if backend:
                 return _bound_reason(backend, f"past `{_header(context, statement)}`")
             if _exits_unless_rocm_probe(context, statement):
                 return _bound_reason("ROCm", f"past `{_header(context, statement)}`")
+            local = _exits_unless_cuda_value(context, statement, outer)
+            if local:
+                return (
+                    f"CUDA-only code (past `{_header(context, statement)}`: `{local}` is "
+                    "None unless the device is CUDA)"
+                )
             if _answers_without_cuda(context, statement, outer):
                 return f"{OWN_FALLBACK} (past `{_header(context, statement)}`)"
             library = _exits_unless_library_flag(context, statement)
@@ -1208,7 +1337,14 @@ def _none_unless_cuda(
         truthiness = True  # `if flag:`: a `False` binding skips the branch as `None` does
     if not isinstance(test, cst.Name):
         return None
-    name = test.value
+    return _local_none_unless_cuda(context, test.value, truthiness, outer)
+
+
+def _local_none_unless_cuda(
+    context: FileContext, name: str, truthiness: bool, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """`name` when every binding of the local in the enclosing functions is None (or False,
+    with `truthiness`) or a CUDA-only value (see `_none_unless_cuda`)."""
     skipped = ("None", "False") if truthiness else ("None",)
     for function in reversed([n for n in outer if isinstance(n, cst.FunctionDef)]):
         bindings = _bindings_of(function, name)
@@ -1229,11 +1365,88 @@ def _none_unless_cuda(
                 # self.device.type == "cuda"` is false off CUDA
                 or (truthiness and value is not None and _proves_cuda(context, value, outer))
                 or _under_cuda_test(context, chain)
+                # `dev = resident_cuda_device(module)`, None unless the weights are on CUDA
+                or (
+                    isinstance(value, cst.Call) and _returns_none_unless_cuda(context, value, outer)
+                )
             ):
                 cuda_values += 1
                 continue
             return None
         return name if cuda_values else None
+    return None
+
+
+# A function named for the CUDA devices it returns (`resident_cuda_device`,
+# `resolve_selected_cuda_ordinals`): tested against None, its answer is None off CUDA.
+_CUDA_DEVICE_GETTER = compile_lazily(
+    r"(?:^|_)cuda_(device|devices|ordinal|ordinals|index|card|cards)$", re.IGNORECASE
+)
+
+
+def _returns_none_unless_cuda(
+    context: FileContext, call: cst.Call, outer: Sequence[cst.CSTNode]
+) -> bool:
+    """A call of a function that answers None unless the device is CUDA: one named for
+    the CUDA devices it returns, or a same-module one whose every `return` gives None or
+    `... if <the device is CUDA> else None` (`return dev if dev.type == "cuda" else None`)."""
+    dotted = dotted_name(call.func) or ""
+    if _CUDA_DEVICE_GETTER.search(dotted.rpartition(".")[2]):
+        return True
+    function = _same_module_function(context, call.func, outer)
+    if function is None:
+        return False
+    returns: list[cst.Return] = []
+    walk(function.body, lambda n: returns.append(n) if isinstance(n, cst.Return) else None,
+         lambda _: None)  # fmt: skip
+    cuda_values = 0
+    for statement in returns:
+        value = statement.value
+        if value is None or (isinstance(value, cst.Name) and value.value == "None"):
+            continue
+        if (
+            isinstance(value, cst.IfExp)
+            and isinstance(value.orelse, cst.Name)
+            and value.orelse.value == "None"
+            and _proves_cuda(context, value.test, outer)
+        ):
+            cuda_values += 1
+            continue
+        return False
+    return cuda_values > 0
+
+
+def _exits_unless_cuda_value(
+    context: FileContext, statement: cst.If, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """`if dev is None or moss_fused_disabled(): return` (no `else`) where `dev` is None
+    unless the device is CUDA: past it the local holds a CUDA value. The local's name."""
+    if statement.orelse is not None or _how_body_exits(statement.body) is None:
+        return None
+    tests: list[cst.BaseExpression] = [statement.test]
+    names = []
+    while tests:
+        test = tests.pop()
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+            tests += [test.left, test.right]
+        elif (
+            isinstance(test, cst.Comparison)
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Is)
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"
+            and isinstance(test.left, cst.Name)
+        ):
+            names.append((test.left.value, False))
+        elif (
+            isinstance(test, cst.UnaryOperation)
+            and isinstance(test.operator, cst.Not)
+            and isinstance(test.expression, cst.Name)
+        ):
+            names.append((test.expression.value, True))
+    for name, truthiness in names:
+        if _local_none_unless_cuda(context, name, truthiness, outer):
+            return name
     return None
 
 
@@ -2294,6 +2507,7 @@ LEFT_OUT_LOGGING = "logging only"
 LEFT_OUT_DEBUG = "debugging branch"
 LEFT_OUT_OWN_FALLBACK = "past its own answer without CUDA"
 LEFT_OUT_CUDA_PROJECT = "CUDA-only project"
+LEFT_OUT_LADDER = "CUDA arm of a backend ladder"
 LEFT_OUT_NO_DEVICE_LAYER = "project without a device layer"  # LL005 only
 # The setting that reports every one of them (what `--statistics` prints beside the counts).
 SHOWS_LEFT_OUT = 'portability = "strict"'
@@ -2525,6 +2739,17 @@ class Portability:
         if reason:
             return left_out_label(reason)
         return None
+
+    def leaves_out_ladder(self, context: FileContext, call: CudaCall) -> str | None:
+        """The reason to leave out a call through a name a backend ladder binds (`if
+        DEVICE_TYPE == "xpu": current_device = torch.xpu.device` / `elif ... npu` / `else:
+        current_device = torch.cuda.device`), or None. Such a ladder is the project's own
+        dispatch: its CUDA arm is not hard-coded, only incomplete for the backends it does
+        not name, which `portability = "strict"` still reports. A ladder naming no other
+        backend stays a finding."""
+        if self.strict or call.certain or not ladder_backends(context, call):
+            return None
+        return LEFT_OUT_LADDER
 
 
 def left_out_label(reason: str) -> str:

@@ -460,6 +460,24 @@ _NON_CUDA_BACKEND = compile_lazily(
 )
 _NON_CUDA_DIALECT = compile_lazily(_NON_CUDA_BACKEND.pattern.replace("musa|", ""), re.I)
 _CUDA_SOURCE_SUFFIXES = (".cu", ".cuh")
+# A package folder named for a CUDA-only kernel library: a vendored copy or wrapper of its
+# kernels (gptqmodel's `exllamav3/`, sglang's `marlin_lora_temp/`), whose kernels exist
+# only for NVIDIA GPUs (ExLlama, Marlin and Machete are CUDA (and HIP) GEMMs, BitBLAS
+# and SageAttention CUDA kernels, FlashMLA Hopper's). The name alone is evidence only
+# while no module of the folder's tree names another backend, as for shipped sources.
+_CUDA_KERNEL_LIBRARY_FOLDER = compile_lazily(
+    r"(?:[a-z0-9]+_)*(?:exllama(?:v\d+)?|marlin|machete|bitblas|sageattention|sage_attention|"
+    r"flash_mla|flashmla)(?:_[a-z0-9]+)*",
+    re.IGNORECASE,
+)
+
+
+def _ships_cuda_sources(listing: list[str]) -> bool:
+    return "csrc" in listing or any(n.endswith(_CUDA_SOURCE_SUFFIXES) for n in listing)
+
+
+def _names_cuda_kernel_library(directory: str) -> bool:
+    return _CUDA_KERNEL_LIBRARY_FOLDER.fullmatch(os.path.basename(directory)) is not None
 
 
 @dataclass(frozen=True)
@@ -538,8 +556,9 @@ def _stat_part(path: str, is_file: bool, racy_ns: int) -> str | None:
 def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
     """What the package fact of `folder` depends on, from listings alone: the Python files
     it may read, the folders whose listings decide them, and the package that ships CUDA
-    sources (the folder or its nearest enclosing package with a `csrc/` or `*.cu`), if any.
-    Not a package (no `__init__.py`): nothing."""
+    sources (the folder or its nearest enclosing package with a `csrc/` or `*.cu`, or
+    named for a CUDA-only kernel library: `exllamav3/`), if any. Not a package (no
+    `__init__.py`): nothing."""
     memo = _PACKAGE_INPUTS.get(folder)
     if memo is not None:
         return memo
@@ -551,7 +570,7 @@ def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str |
         files = [os.path.join(folder, n) for n in names if n.endswith(".py")]
         directory, listing = folder, names
         while "__init__.py" in listing:
-            if "csrc" in listing or any(n.endswith(_CUDA_SOURCE_SUFFIXES) for n in listing):
+            if _ships_cuda_sources(listing) or _names_cuda_kernel_library(directory):
                 sources = directory
                 break
             parent = os.path.dirname(directory)
@@ -740,13 +759,21 @@ def _read_cuda_package(folder: str) -> CudaPackage:
     if sources is not None:
         package = os.path.basename(sources)
         tree = [p for p in files if p.startswith(sources + os.sep)]
+        # Shipped sources are CUDA whether MUSA's toolchain compiles them too; a folder
+        # known by its name only is CUDA-only while nothing in it names MUSA either.
+        builds = _ships_cuda_sources(_listdir(sources))
         if sources not in _SOURCE_TREES_OTHER_BACKEND:  # one reading per tree and pass
             _SOURCE_TREES_OTHER_BACKEND[sources] = _names_another_backend(
-                sources, tree, _NON_CUDA_DIALECT
+                sources, tree, _NON_CUDA_DIALECT if builds else _NON_CUDA_BACKEND
             )
-        if not _SOURCE_TREES_OTHER_BACKEND[sources]:
+        if _SOURCE_TREES_OTHER_BACKEND[sources]:
+            pass
+        elif builds:
             reason = (f"a package that builds CUDA sources (`{package}/`), none of whose "
                       f"{len(tree)} modules names another backend")  # fmt: skip
+        else:
+            reason = (f"a package named for a CUDA-only kernel library (`{package}/`), "
+                      f"none of whose {len(tree)} modules names another backend")  # fmt: skip
     if reason is None:
         own = [p for p in files if os.path.dirname(p) == folder]
         for name in own:

@@ -175,7 +175,15 @@ class HardCodedCudaCall(Rule):
     (also one read from a table of `(condition, reason)` pairs), private helpers called
     only from CUDA-bound code, CUDA-only capability declarations, ROCm-only classes, code
     past an early exit unless a ROCm, HIP or AMD probe holds, CUDA-only subsystems, branches on a
-    same-module predicate that is true only on CUDA, a module of a CUDA-only package read
+    same-module predicate that is true only on CUDA, branches a test of the device itself
+    selects (the right of `x.is_cuda and ...` or of `dev.type != "cuda" or ...`, either arm
+    of `... if x.is_cuda else ...`, the `else` of `if dev.type != "cuda":`, `if DEVICE_TYPE
+    in ("cuda", "hip"):`), the rest of a loop body past `if p.device.type != "cuda":
+    continue`, a loop over, test of or comprehension over a collection filtered to CUDA
+    devices (`{p.device for p in params if p.device.type == "cuda"}`) or named for ROCm's,
+    a call through a name a backend ladder binds (`if DEVICE_TYPE == "xpu": current_device
+    = torch.xpu.device` / `else: current_device = torch.cuda.device`: the project's
+    dispatch, only incomplete for the backends it does not name), a module of a CUDA-only package read
     from the package's other files), a CUDA-only project or package folder, scripts and
     non-library paths as LL004 (see its documentation); a debugging branch (under `if
     <debug or trace flag>:`, or past `if not trace_e2e: return`); a saved `torch.cuda`
@@ -300,6 +308,10 @@ class HardCodedCudaCall(Rule):
         if left_out is not None:
             if left_out:  # "" is a multi-backend dispatch: not a finding at all
                 self.leave_out(left_out, SHOWS_LEFT_OUT)
+            return
+        ladder_reason = self.portability.leaves_out_ladder(self.context, call)
+        if ladder_reason:
+            self.leave_out(ladder_reason, SHOWS_LEFT_OUT)
             return
         function = call.function
         if function in SEEDING and not self.portability.strict and self._seeds_torch(ancestors):

@@ -41,8 +41,10 @@ class RawEmptyCache(Rule):
 
     A name bound by a backend ladder (`try: from torch_npu.npu import empty_cache` /
     `except ImportError: from torch.cuda import empty_cache`, or an `if is_npu(): ... else:`
-    assignment) is still `torch.cuda.empty_cache` on every backend the ladder does not
-    name: the call is reported, with the ladder's line, and not fixed.
+    assignment) is the project's own dispatch: left out by default (counted by
+    `--statistics`); under `portability = "strict"` it is reported, with the ladder's line,
+    since it is still `torch.cuda.empty_cache` on every backend the ladder does not name,
+    and not fixed.
 
     What the default run reports: LL004 is in the default rule set, and reports calls in
     library code that may run on another accelerator. Never a finding: a reference that is
@@ -177,6 +179,10 @@ class RawEmptyCache(Rule):
         if left_out is not None:
             if left_out:  # "" is a multi-backend dispatch: not a finding at all
                 self.leave_out(left_out, SHOWS_LEFT_OUT)
+            return
+        ladder_reason = self.portability.leaves_out_ladder(self.context, call)
+        if ladder_reason:
+            self.leave_out(ladder_reason, SHOWS_LEFT_OUT)
             return
         written = self.context.source_of(node.func)
         if not call.certain:

@@ -96,6 +96,35 @@ def test_fact_of_a_package_that_ships_cuda_sources(tree: Path) -> None:
         _forget_package_facts()
 
 
+def test_fact_of_a_vendored_cuda_kernel_library(tree: Path) -> None:
+    """A subpackage named for a CUDA-only kernel library (gptqmodel's `exllamav3/util/`,
+    whose kernels' `.cu` sources live in another top-level package): CUDA-only while no
+    module of its tree names another backend, MUSA included; the same code in a folder
+    with a plain name is still reported."""
+    (tree / "pkg" / "transport.py").write_text(PORTABLE)
+    library = tree / "pkg" / "exllamav3"
+    (library / "util").mkdir(parents=True)
+    (library / "__init__.py").write_text("")
+    (library / "ext.py").write_text('import torch\n\nSOURCES = ["gemm.cpp"]\n')
+    (library / "util" / "__init__.py").write_text("")
+    (library / "util" / "memory.py").write_text(MANAGER)
+    plain = tree / "pkg" / "gemm_utils"
+    plain.mkdir()
+    (plain / "__init__.py").write_text("")
+    (plain / "memory.py").write_text(MANAGER)
+    memory = str(library / "util" / "memory.py")
+    try:
+        reason = project.cuda_package(memory).reason
+        assert reason is not None and "CUDA-only kernel library (`exllamav3/`)" in reason
+        assert project.cuda_package(str(plain / "memory.py")).reason is None
+        assert sorted(rows(tree, "pkg")) == [("manager.py", 5), ("memory.py", 5)]
+        # A module of the library for Moore Threads' MUSA: it runs beyond CUDA.
+        (library / "musa_ops.py").write_text("import torch\nDEVICE = 'musa'\n")
+        assert sorted(rows(tree, "pkg")) == [("manager.py", 5), ("memory.py", 5), ("memory.py", 5)]
+    finally:
+        _forget_package_facts()
+
+
 def test_sibling_edit_is_seen_by_the_content_key_and_the_stat_index(tree: Path) -> None:
     settle()
     assert rows(tree, "pkg") == []  # bound by transport.py's driver import
