@@ -206,7 +206,8 @@ class HardCodedCudaCall(Rule):
     another accelerator: on held-out projects nobody tuned on, 0 of 41 and 8 of 130 default
     LL005 findings were worth fixing, and every labelled instance of the pinned corpora but
     one lies in a project with a platform folder (vLLM-Omni, SGLang, FastVideo). Configured
-    `replacements` count as a device layer. A CUDA-only project turns the rule off with one
+    `replacements` count as a device layer; a project whose device layer is named otherwise
+    sets `require-device-layer = false`. A CUDA-only project turns the rule off with one
     line, `ignore = ["LL005"]`.
 
     ## Example
@@ -245,6 +246,8 @@ class HardCodedCudaCall(Rule):
     - `banned-calls`: the `torch.cuda` function names to flag (default: the list above).
     - `extend-banned-calls`: more names to flag.
     - `allowed-calls`: names to stop flagging (narrows either list).
+    - `require-device-layer`: report only in a project with a device layer of its own
+      (default true; see above); false reports in every project.
     - `replacements`: `{name = "package.module:object.method"}` rewrites that call to a
       project helper instead, e.g. `synchronize = "vllm.platforms:current_platform.synchronize"`;
       applied as a safe fix (you declare it equivalent) whatever the torch version.
@@ -281,6 +284,13 @@ class HardCodedCudaCall(Rule):
             names=TORCH_CUDA_FUNCTIONS,
         ),
         Option(
+            "require-device-layer",
+            bool,
+            True,
+            "report only in projects with a device layer of their own (a `platforms/`-style "
+            "folder); false reports in every project",
+        ),
+        Option(
             "replacements",
             dict,
             {},
@@ -295,6 +305,7 @@ class HardCodedCudaCall(Rule):
         allowed = set(options["allowed-calls"]) | {"empty_cache"}
         self.banned = (set(options["banned-calls"]) | set(options["extend-banned-calls"])) - allowed
         self.replacements: dict[str, str] = dict(options["replacements"])
+        self.require_device_layer: bool = options["require-device-layer"]
         self.portability = Portability.of(context)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -342,7 +353,7 @@ class HardCodedCudaCall(Rule):
         """The file's project has no device layer of its own (`project.missing_device_layer`)
         and the user named no helper to route calls to (`replacements` is one): its CUDA
         calls are CUDA-first code, not slips past a platform abstraction."""
-        if self.portability.strict or self.replacements:
+        if self.portability.strict or self.replacements or not self.require_device_layer:
             return False
         return missing_device_layer(self.context.path) is not None
 
