@@ -150,15 +150,17 @@ class Cache:
         return digest.hexdigest()
 
     def _package_part(self, path: str, data: bytes) -> bytes:
-        """The CUDA fact of the file's package (`project.cuda_package`), read from its
-        sibling files, for a file that names CUDA (only such a file has a `torch.cuda`
-        call the fact can excuse): a sibling edit that changes the fact is a new key."""
+        """The CUDA fact of the file's package (`project.cuda_package`) and its project's
+        device-layer fact (`project.missing_device_layer`), read from other files, for a
+        file that names CUDA (only such a file has a `torch.cuda` call the facts can
+        excuse): an edit elsewhere that changes a fact is a new key."""
         if b"cuda" not in data:
             return b""
-        from lifetime_lint.project import cuda_package
+        from lifetime_lint.project import cuda_package, missing_device_layer
 
         self._package_readers.add(os.path.abspath(path))
-        return repr(cuda_package(path).reason).encode() + b"\0"
+        facts = (cuda_package(path).reason, missing_device_layer(path))
+        return repr(facts).encode() + b"\0"
 
     def _project_part(self, path: str) -> bytes:
         """What the file's project says that can change its fixes (read once per folder,

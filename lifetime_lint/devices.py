@@ -2508,6 +2508,7 @@ LEFT_OUT_DEBUG = "debugging branch"
 LEFT_OUT_OWN_FALLBACK = "past its own answer without CUDA"
 LEFT_OUT_CUDA_PROJECT = "CUDA-only project"
 LEFT_OUT_LADDER = "CUDA arm of a backend ladder"
+LEFT_OUT_NO_DEVICE_LAYER = "project without a device layer"  # LL005 only
 # The setting that reports every one of them (what `--statistics` prints beside the counts).
 SHOWS_LEFT_OUT = 'portability = "strict"'
 

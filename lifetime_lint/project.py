@@ -587,6 +587,9 @@ def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str |
             _, evidence_files, evidence_folders = project
             files = sorted(set(files).union(evidence_files))
             folders = sorted(set(folders).union(evidence_folders))
+        layer = _device_layer_fact(folder)
+        if layer is not None:
+            folders = sorted(set(folders).union(layer[1]))
     memo = _PACKAGE_INPUTS[folder] = (tuple(files), tuple(folders), sources)
     return memo
 
@@ -812,6 +815,7 @@ def forget_changed_packages() -> int:
     _SOURCE_TREES_OTHER_BACKEND.clear()
     _PROJECT_TREES.clear()
     _PROJECT_FACTS.clear()
+    _DEVICE_LAYERS.clear()
     changed = [
         folder
         for folder, (stamp, _) in _PACKAGES.items()
@@ -820,3 +824,95 @@ def forget_changed_packages() -> int:
     for folder in changed:
         del _PACKAGES[folder]
     return len(changed)
+
+
+# -- the device layer of a project ------------------------------------------------------
+#
+# LL005 asks that a `torch.cuda` call go through the project's own device abstraction. A
+# project that has one (a `platforms/` package: vLLM, vLLM-Omni, SGLang, FastVideo, LMCache)
+# has chosen to run on more than CUDA and says how; a raw call there is a slip its own review
+# bans. A project without one has not: its CUDA calls sit in CUDA-first code (kernels,
+# autotuning, CUDA-only integrations) whose port is a feature request, not a bug. Measured on
+# held-out projects nobody tuned on (benchmarks/RESULTS.md, session 13): LL005 was true for
+# 0 of 41 default findings (set 5) and 8 of 130 (set 4), none in a project with a platform
+# folder; every labelled LL005 instance of the pinned corpora but one lies in such a project.
+# LL005 leaves these calls out by default (`portability = "strict"` reports them). The
+# folders are the ones LL004/LL005 also leave alone as the platform layer itself.
+NO_DEVICE_LAYER = "a project without a device layer"  # how its reason starts
+# project root -> (why it has none or None, the folders whose listings decide it)
+_DEVICE_LAYERS: dict[str, tuple[str | None, tuple[str, ...]]] = {}
+
+
+def missing_device_layer(path: str) -> str | None:
+    """Why the project of the module at `path` has no device layer of its own (no
+    `platforms/`-style folder anywhere in its tree), or None: it has one, or the module is
+    not in a package (a loose file has no project to judge)."""
+    fact = _device_layer_fact(os.path.dirname(os.path.abspath(path)))
+    return None if fact is None else fact[0]
+
+
+def _device_layer_fact(folder: str) -> tuple[str | None, tuple[str, ...]] | None:
+    """The device-layer fact of the project of the package in `folder`, with the folders
+    whose listings decide it: the parent of the platform folder found (while it stays, the
+    project has one), or every folder of the tree (a platform folder added anywhere is seen).
+    None: not a package."""
+    root = _layer_search_root(folder)
+    if root is None:
+        return None
+    fact = _DEVICE_LAYERS.get(root)
+    if fact is None:
+        layer, folders = _find_platform_folder(root)
+        if layer is not None:
+            fact = (None, (os.path.dirname(layer),))
+        elif len(folders) > PROJECT_MAX_MODULES:  # too large a tree to read: no judgement
+            fact = (None, ())
+        else:
+            reason = (f"{NO_DEVICE_LAYER} (`{os.path.basename(root)}`: no `platforms/` "
+                      f"folder among its {len(folders)} folders)")  # fmt: skip
+            fact = (reason, folders)
+        fact = _DEVICE_LAYERS[root] = fact
+    return fact
+
+
+def _layer_search_root(folder: str) -> str | None:
+    """Where to look for the device layer of the package in `folder`: its outermost package
+    below the repository root (a `pyproject.toml`, `setup.cfg`, `setup.py` or `.git`
+    folder), across namespace packages on the way (SGLang's `sglang/srt/` has no
+    `__init__.py`, and its `platforms/` sits there); the folder above it where that is the
+    repository root (or holds the package's `src/`). None: `folder` is not a package."""
+    if "__init__.py" not in _listdir(folder):
+        return None
+    top = directory = folder
+    while True:
+        names = _listdir(directory)
+        if "__init__.py" in names:
+            top = directory
+        if directory != top and any(n in _ROOT_MARKERS or n == ".git" for n in names):
+            break
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    above = os.path.dirname(top)
+    if os.path.basename(above) == "src":
+        above = os.path.dirname(above)
+    if any(name in _ROOT_MARKERS for name in _listdir(above)):
+        return above
+    return top
+
+
+def _find_platform_folder(root: str) -> tuple[str | None, tuple[str, ...]]:
+    """The first platform-layer folder under `root` (None: none), and the folders walked
+    (hidden, build and cache folders left out; the walk stops at the first platform folder,
+    or past `PROJECT_MAX_MODULES` folders)."""
+    folders: list[str] = []
+    for directory, subfolders, _ in os.walk(root):
+        subfolders[:] = sorted(
+            d for d in subfolders if not d.startswith(".") and d not in _SKIPPED_FOLDERS
+        )
+        folders.append(directory)
+        if os.path.basename(directory) in _PLATFORM_FOLDERS:
+            return directory, tuple(folders)
+        if len(folders) > PROJECT_MAX_MODULES:
+            break
+    return None, tuple(folders)

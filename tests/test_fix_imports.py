@@ -43,6 +43,9 @@ def _project(tmp_path: Path, code: str, *, declares: bool = True, line_length: i
     package = tmp_path / "demo"
     package.mkdir()
     (package / "__init__.py").write_text("")
+    # A device layer of its own (a `platforms/` package): LL005 reports here by default.
+    (package / "platforms").mkdir()
+    (package / "platforms" / "__init__.py").write_text("")
     module = package / "mod.py"
     module.write_text(textwrap.dedent(code).lstrip())
     return module

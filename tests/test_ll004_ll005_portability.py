@@ -18,6 +18,11 @@ torch = pytest.importorskip("torch")
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+# These trees test the package and project facts, not the device-layer gate: LL005 reports in
+# every project here (`test_device_layer.py` tests the gate).
+ANY_PROJECT = "[tool.lifetime-lint.hard-coded-cuda-call]\nrequire-device-layer = false\n"
+
+
 def _load(path: Path, name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
@@ -79,7 +84,7 @@ def offload(pipe):
 
 
 def _project(root: Path, config: str = "") -> None:
-    (root / "pyproject.toml").write_text("[tool.lifetime-lint]\n" + config)
+    (root / "pyproject.toml").write_text("[tool.lifetime-lint]\n" + config + ANY_PROJECT)
     for relative in (
         "pkg/pipeline.py",
         "tests/test_pipeline.py",
@@ -145,7 +150,7 @@ def test_bad_portability_value_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_platform_layer_and_cuda_bound_code_are_counted(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n" + ANY_PROJECT)
     platforms = tmp_path / "pkg" / "platforms"
     platforms.mkdir(parents=True)
     (platforms / "cuda.py").write_text(LIBRARY)
@@ -184,14 +189,16 @@ def test_cuda_bound_causes_are_counted_by_reason_and_strict_reports_them(
         "LL004/negative_rocm_only_method.py",
     ):
         (package / case.split("/")[1]).write_text((FIXTURES / case).read_text())
-    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n" + ANY_PROJECT)
     findings, statistics = _check(tmp_path)
     assert findings == []
     # `_launch_rms_norm`, `FusedRMSNorm._fused`, and the uuid lookup's `device_count`.
     assert "    3\tLL005 \t    left out: called only from CUDA-bound code" in statistics
     assert "    3\tLL004 \t    left out: ROCm-only code (torch.cuda is HIP there)" in statistics
     assert "LL005 \t    left out: CUDA-bound code" in statistics
-    (tmp_path / "pyproject.toml").write_text('[tool.lifetime-lint]\nportability = "strict"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.lifetime-lint]\nportability = "strict"\n' + ANY_PROJECT
+    )
     strict, statistics = _check(tmp_path)
     assert "left out" not in statistics
     lines = {(Path(f["filename"]).name, f["location"]["row"]) for f in strict}
@@ -214,7 +221,7 @@ def test_rocm_only_folder_is_left_out(tmp_path: Path) -> None:
             return max(1, props.multi_processor_count // num_seqs)
         """
     )
-    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n" + ANY_PROJECT)
     for folder in ("pkg/attention/vattn_asm_gfx950", "pkg/attention/paged"):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "__init__.py").write_text(source)
@@ -242,7 +249,7 @@ def test_session4_causes_are_counted_by_reason_and_strict_reports_them(tmp_path:
     )
     for case in negatives + positives:
         (package / case).write_text((FIXTURES / "LL005" / case).read_text())
-    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n" + ANY_PROJECT)
     findings, statistics = _check(tmp_path)
     reported = sorted({Path(f["filename"]).name for f in findings})
     assert reported == sorted(positives)
@@ -250,7 +257,9 @@ def test_session4_causes_are_counted_by_reason_and_strict_reports_them(tmp_path:
     assert "    3\tLL005 \t    left out: logging only" in statistics
     assert "    2\tLL005 \t    left out: past its own answer without CUDA" in statistics
     assert "LL005 \t    left out: CUDA-bound code" in statistics
-    (tmp_path / "pyproject.toml").write_text('[tool.lifetime-lint]\nportability = "strict"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.lifetime-lint]\nportability = "strict"\n' + ANY_PROJECT
+    )
     strict, statistics = _check(tmp_path)
     assert "left out" not in statistics
     assert {Path(f["filename"]).name for f in strict} >= set(negatives)
@@ -260,7 +269,7 @@ def test_example_folder_globs_are_non_library(tmp_path: Path) -> None:
     """`parallel_examples/`, `unit_tests/`, `gpu-benchmarks/` are examples, tests and
     benchmarks by name (the default `*[_-]examples`-style globs); a singular
     `paint_by_example/` package is library code."""
-    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n" + ANY_PROJECT)
     for relative in (
         "parallel_examples/run_flux.py",
         "unit_tests/check.py",
@@ -276,7 +285,7 @@ def test_example_folder_globs_are_non_library(tmp_path: Path) -> None:
 
 
 def _cuda_project(root: Path, modules: int, other: str = "") -> None:
-    (root / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    (root / "pyproject.toml").write_text("[tool.lifetime-lint]\n" + ANY_PROJECT)
     package = root / "audiogen"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -296,7 +305,9 @@ def test_cuda_only_project_is_left_out_and_counted(tmp_path: Path) -> None:
     assert findings == []
     assert "    1\tLL004 \t    left out: CUDA-only project" in statistics
     assert "    1\tLL005 \t    left out: CUDA-only project" in statistics
-    (tmp_path / "pyproject.toml").write_text('[tool.lifetime-lint]\nportability = "strict"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.lifetime-lint]\nportability = "strict"\n' + ANY_PROJECT
+    )
     strict, _ = _check(tmp_path)
     assert len(strict) == 2
 
@@ -340,7 +351,7 @@ def test_cuda_and_rocm_project_is_cuda_only(tmp_path: Path, other: str) -> None:
 
 def _multi_backend_project(root: Path, relative: str) -> None:
     """A multi-backend project (an `npu` branch) with LIBRARY at `relative`."""
-    (root / "pyproject.toml").write_text("[tool.lifetime-lint]\n")
+    (root / "pyproject.toml").write_text("[tool.lifetime-lint]\n" + ANY_PROJECT)
     path = root / relative
     for parent in reversed(path.relative_to(root).parents[:-1]):
         (root / parent).mkdir(exist_ok=True)

@@ -25,6 +25,10 @@ MANAGER = "import torch\n\n\ndef wait(x):\n    torch.cuda.synchronize()\n    ret
 TRANSPORT = "from cuda.bindings import driver\n\n\ndef handle():\n    return driver\n"
 PORTABLE = "import numpy as driver\n\n\ndef handle():\n    return driver\n"
 
+# These trees test the package and project facts, not the device-layer gate: LL005 reports in
+# every project here (`test_device_layer.py` tests the gate).
+ANY_PROJECT = "[tool.lifetime-lint.hard-coded-cuda-call]\nrequire-device-layer = false\n"
+
 
 def _forget_package_facts() -> None:
     """This process's memo of package facts, dropped (a test edits the files they read)."""
@@ -42,7 +46,9 @@ def settle() -> None:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n[tool.lifetime-lint]\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\n[tool.lifetime-lint]\n' + ANY_PROJECT
+    )
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -169,7 +175,9 @@ def test_a_long_running_process_forgets_a_changed_package(tree: Path) -> None:
 @pytest.fixture
 def cuda_project(tmp_path: Path) -> Path:
     """A project of 24 modules in two subpackages, none naming another backend."""
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "gen"\n[tool.lifetime-lint]\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "gen"\n[tool.lifetime-lint]\n' + ANY_PROJECT
+    )
     for sub in ("gen", "gen/models"):
         folder = tmp_path / sub
         folder.mkdir()

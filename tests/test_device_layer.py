@@ -1,0 +1,106 @@
+"""LL005's device-layer gate (`project.missing_device_layer`): in a project with no
+`platforms/`-style folder of its own, a raw `torch.cuda` call is CUDA-first code, left out by
+default and counted; a platform folder anywhere in the tree (also below a namespace package),
+`require-device-layer = false`, `replacements` or `portability = "strict"` report it. Real
+files, the real command, the cache on (a folder added later is seen by the warm run)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lifetime_lint import cache as cache_module
+from lifetime_lint import project
+
+SYNC = "import torch\n\n\ndef wait(x):\n    torch.cuda.synchronize()\n    return x\n"
+
+
+def _forget() -> None:
+    project._PACKAGE_INPUTS.clear()
+    project._PACKAGES.clear()
+    project._PROJECT_TREES.clear()
+    project._PROJECT_FACTS.clear()
+    project._DEVICE_LAYERS.clear()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A repository (`pyproject.toml`) whose package names another backend (so it is not a
+    CUDA-only project) and has no platform folder."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n[tool.lifetime-lint]\n')
+    package = tmp_path / "pkg"
+    (package / "ops").mkdir(parents=True)
+    (package / "__init__.py").write_text('DEVICE = "xpu"\n')
+    (package / "ops" / "__init__.py").write_text("")
+    (package / "ops" / "sync.py").write_text(SYNC)
+    _forget()
+    yield tmp_path
+    _forget()
+
+
+def check(tree: Path, *flags: str) -> tuple[list[int], str]:
+    """(the rows of LL005 findings, the `--statistics` text) of the real command."""
+    args = [sys.executable, "-m", "lifetime_lint", "check", "--jobs", "1", "--select", "LL005",
+            "--exit-zero", *flags, "pkg"]  # fmt: skip
+    found = subprocess.run([*args, "--output-format", "json"], cwd=tree, capture_output=True,
+                           text=True, check=True)  # fmt: skip
+    statistics = subprocess.run([*args, "--statistics"], cwd=tree, capture_output=True,
+                                text=True, check=True)  # fmt: skip
+    return [d["location"]["row"] for d in json.loads(found.stdout)], statistics.stdout
+
+
+def test_a_project_without_a_device_layer_is_left_out_and_counted(tree: Path) -> None:
+    reason = project.missing_device_layer(str(tree / "pkg" / "ops" / "sync.py"))
+    assert reason is not None and reason.startswith(project.NO_DEVICE_LAYER)
+    rows, statistics = check(tree)
+    assert rows == []
+    assert "left out: project without a device layer" in statistics
+    assert 'portability = "strict"' in statistics
+
+
+def test_a_platform_folder_added_later_is_seen_by_the_warm_run(tree: Path) -> None:
+    assert check(tree)[0] == []
+    time.sleep(cache_module.RACY_NANOSECONDS / 1e9 + 0.2)
+    assert check(tree)[0] == []  # warm: answered by the stat index
+    (tree / "pkg" / "platforms").mkdir()
+    (tree / "pkg" / "platforms" / "__init__.py").write_text("")
+    assert check(tree)[0] == [5]
+    assert project.missing_device_layer(str(tree / "pkg" / "ops" / "sync.py")) is None
+
+
+def test_a_platform_folder_below_a_namespace_package_counts(tree: Path) -> None:
+    """SGLang's layout: `sglang/srt/` has no `__init__.py`, `sglang/srt/platforms/` does."""
+    runtime = tree / "pkg" / "srt"
+    (runtime / "utils").mkdir(parents=True)
+    (runtime / "platforms").mkdir()
+    (runtime / "platforms" / "__init__.py").write_text("")
+    (runtime / "utils" / "__init__.py").write_text("")
+    (runtime / "utils" / "sync.py").write_text(SYNC)
+    assert project.missing_device_layer(str(runtime / "utils" / "sync.py")) is None
+    assert sorted(check(tree)[0]) == [5, 5]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        "[tool.lifetime-lint.hard-coded-cuda-call]\nrequire-device-layer = false\n",
+        'portability = "strict"\n',
+        "[tool.lifetime-lint.hard-coded-cuda-call]\n"
+        'replacements = { synchronize = "pkg.device:current.synchronize" }\n',
+    ],
+)
+def test_the_settings_that_report_every_project(tree: Path, config: str) -> None:
+    (tree / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\n[tool.lifetime-lint]\n' + config
+    )
+    assert check(tree)[0] == [5]
+
+
+def test_a_loose_file_is_judged_by_itself(tmp_path: Path) -> None:
+    (tmp_path / "sync.py").write_text(SYNC)
+    assert project.missing_device_layer(str(tmp_path / "sync.py")) is None
