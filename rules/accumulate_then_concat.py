@@ -502,13 +502,22 @@ class AccumulateThenConcat(Rule):
         generated = _generates_segments(facts, loop_statement)
         # `for chunk_latents in latent_chunks: decode(...)`: segments generated before.
         listed = _iterates_listed_segments(facts, loop_statement) and _decodes_in(loop_statement)
+        # `chunks.append(chunk + self.mlp(self.norm(chunk)))`: a residual update of a slice.
+        residual = all(
+            C.residual_update(facts, self._load_nodes(facts), expr, _header_node(facts, loop))
+            is not None
+            for expr, loop in zip(chunk_exprs, loops)
+            if expr is not None
+        )
+        in_chunks = C.sequence_chunks(loop_statement)
         level, generic = _accumulation_level(
             origin,
             work,
             decoded_before or _decode_path(function, named if names_count else []),
             generated or listed,
-            C.sequence_chunks(loop_statement) or own_forward,
+            in_chunks or own_forward,
             _generation_loop(loop_statement),
+            residual and in_chunks,
         )
         if generic == _SEGMENTS and not generated:
             generic = _LISTED_SEGMENTS
@@ -519,7 +528,8 @@ class AccumulateThenConcat(Rule):
         structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP, _OWN_FORWARD) else generic
         structure = structure or self._chunk_structure(
             facts, function, origin, named,
-            [(None if _extended_by_call(grow, expr, self.context) else expr,
+            [(None if residual and in_chunks or _extended_by_call(grow, expr, self.context)
+              else expr,
               nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
              for expr, grow, loop in zip(chunk_exprs, grows, loops)],
         )  # fmt: skip
@@ -1611,8 +1621,14 @@ _OWN_FORWARD = (
     "chunked call at 480x720x49, peak +0.56% at 768x1360x81)"
 )
 
+_RESIDUAL = (
+    "each chunk is a slice of one tensor plus a layer's update of it, the loop walking the "
+    "tensor in chunks to bound the layer's intermediates: those are one chunk's while the "
+    "kept chunks add up to the whole tensor, held again by the concatenation"
+)
+
 # Reasons that explain a level above `low` (shown in the message; they lower nothing).
-_RAISING = (_SEGMENTS, _SEQUENCE, _LOGITS_PER_STEP, _LISTED_SEGMENTS)
+_RAISING = (_SEGMENTS, _SEQUENCE, _RESIDUAL, _LOGITS_PER_STEP, _LISTED_SEGMENTS)
 
 
 def _own_forward_output(
@@ -1651,6 +1667,7 @@ def _accumulation_level(
     segments: bool,
     in_chunks: bool,
     generation: bool = False,
+    residual: bool = False,
 ) -> tuple[str, str | None]:
     """LL002's significance: the concatenation's peak is every chunk plus the output, and it
     is the function's peak only where nothing in the loop needs more. Decoded tiles merged by
@@ -1676,6 +1693,11 @@ def _accumulation_level(
         return S.LOW, _MODEL_IN_LOOP
     if size == S.LARGE:
         return S.HIGH, None
+    if residual:
+        # `chunks.append(chunk + self.mlp(self.norm(chunk)))` over one tensor walked in
+        # chunks: the layer runs on one chunk (its intermediates are one chunk's: why the
+        # loop chunks), its update has the chunk's shape, so the kept chunks are the whole.
+        return S.MEDIUM, _RESIDUAL
     if (
         work.level >= F.PEAK
         and work.kind not in ("concatenation", "torch-op", "collective")
