@@ -760,6 +760,9 @@ class AccumulateThenConcat(Rule):
             return
         if not _loop_carried(out, assign, loop, self._index(function)):
             return  # `x = torch.cat([x, extra], 1)` after `x = ...` in the same iteration
+        # `video = torch.cat([video, reflected[:, :, :pad_len]], 2)` with `reflected =
+        # video.flip(...)`: padded with its own content; no fix (the writer is not `video`).
+        padded = C.cut_from(facts, self._load_nodes(facts), elements[1], header, out)
         origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop)
         named = [out] + ([elements[1].value] if isinstance(elements[1], cst.Name) else [])
@@ -772,7 +775,8 @@ class AccumulateThenConcat(Rule):
         )
         raising, generic = (generic, None) if generic in _RAISING else (None, generic)
         structure = (
-            _small_loop(
+            (_SELF_PADDING if padded else None)
+            or _small_loop(
                 loop, self.settings["min-constant-count"], self._index(function), facts, header
             )
             or (None if generic == _OUTSIDE_DECODE else generic)
@@ -796,7 +800,7 @@ class AccumulateThenConcat(Rule):
         )
         fix = (
             None
-            if conditional
+            if conditional or padded
             else self._running_fix(call, assign, out, elements[1], loop, function, ancestors)
         )
         self.report(call, message, fix, significance=level)
@@ -1619,6 +1623,13 @@ _OWN_FORWARD = (
     "bounding one call's memory): the decoder's other layers set the peak, not the kept "
     "outputs (measured on an H200, CogVideoX's VAE decode with a preallocated output: no "
     "chunked call at 480x720x49, peak +0.56% at 768x1360x81)"
+)
+
+_SELF_PADDING = (
+    "each step appends a piece cut from the running value itself (padding it with its own "
+    "frames, reflected or repeated, up to a target length): the loop pads one input "
+    "instead of keeping chunks it produces, and each piece reads the running value, so a "
+    "preallocated output does not apply"
 )
 
 _RESIDUAL = (

@@ -224,6 +224,39 @@ def residual_update(
     return None
 
 
+def cut_from(
+    facts: F.FunctionFacts,
+    loads: dict[int, Node],
+    expr: cst.BaseExpression,
+    header: Node | None,
+    name: str,
+) -> bool:
+    """`expr` is computed from `name` itself, through the loop body's bindings
+    (`reflected = video.flip(dims=[2])`, then `reflected[:, :, :pad_len]`): a piece of the
+    running value, not a chunk the loop produces."""
+    if header is None or not header.loop_body:
+        return False
+    body = {id(node) for node in header.loop_body}
+    pending = [(expr, 0)]
+    seen: set[int] = set()
+    while pending:
+        current, depth = pending.pop()
+        names, _, _ = _parts(current)
+        for read in names:
+            if read.value == name:
+                return True
+            node = loads.get(id(read))
+            if node is None or depth >= _MAX_DEPTH:
+                continue
+            for site in facts.reaching(node, read.value):
+                if site.index in seen or site.node is None or id(site.node) not in body:
+                    continue
+                seen.add(site.index)
+                if site.kind in ("assign", "annassign") and site.value is not None:
+                    pending.append((site.value, depth + 1))
+    return False
+
+
 def _bound_in_loop(
     facts: F.FunctionFacts, loads: dict[int, Node], expr: cst.BaseExpression, body: set[int]
 ) -> cst.BaseExpression | None:
