@@ -2250,6 +2250,11 @@ def _small_loop(
     `config` counts), or the samples of a batch."""
     if _small_or_model_axis(loop, min_count, index):
         return "few chunks: the loop walks a short literal, model structure or a config count"
+    if isinstance(loop, cst.For) and _feature_levels(loop, facts, header):
+        return (
+            "few chunks: the loop walks the levels of a feature pyramid (a handful of "
+            "feature maps, each a fraction of the size of the one before)"
+        )
     if isinstance(loop, cst.For):
         for dotted in _dotted_names_in(loop.iter):
             words = set(dotted.lower().replace(".", "_").split("_"))
@@ -2260,6 +2265,38 @@ def _small_loop(
         ):
             return "few chunks: one per sample of a batch"
     return None
+
+
+_PYRAMID_WORDS = frozenset({"fpn", "pyramid", "mlvl", "multiscale", "multilevel"})
+_FEATURE_WORDS = frozenset({"feat", "feats", "feature", "features", "fmap", "fmaps"})
+
+
+def _feature_levels(loop: cst.For, facts, header) -> bool:
+    """`for features in x` (`x: List[Tensor]`, a detection head's input), `for lvl, feat in
+    enumerate(mlvl_feats)`, `for f in multi_scale_features`: the levels of a feature
+    pyramid, a few feature maps of shrinking size. Named for a pyramid (`fpn`, `mlvl`,
+    `multi_scale`, `pyramid`), or for features and iterating a list the function was given
+    (a parameter that is not a tensor)."""
+    iterable = loop.iter
+    if _is_call_to(iterable, "enumerate") and iterable.args:
+        iterable = iterable.args[0].value
+    names = _dotted_names_in(iterable) + sorted(_names_in(loop.target))
+    words: set[str] = set()
+    for dotted in names:
+        parts = dotted.lower().replace(".", "_").split("_")
+        words |= set(parts) | {a + b for a, b in zip(parts, parts[1:])}
+    if words & _PYRAMID_WORDS:
+        return True
+    if not (words & _FEATURE_WORDS) or not isinstance(iterable, cst.Name):
+        return False
+    if facts is None or header is None:
+        return False
+    sites = facts.reaching(header, iterable.value)
+    return (
+        bool(sites)
+        and all(site.kind == "param" for site in sites)
+        and not facts.expression(iterable, header).is_tensor
+    )
 
 
 def _walks_the_batch(iterable: cst.BaseExpression, facts, header) -> bool:
