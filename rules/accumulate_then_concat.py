@@ -507,7 +507,7 @@ class AccumulateThenConcat(Rule):
             C.residual_update(facts, self._load_nodes(facts), expr, _header_node(facts, loop))
             is not None
             for expr, loop in zip(chunk_exprs, loops)
-            if expr is not None
+            if expr is not None and loop is not None
         )
         in_chunks = C.sequence_chunks(loop_statement)
         level, generic = _accumulation_level(
@@ -528,7 +528,7 @@ class AccumulateThenConcat(Rule):
         structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP, _OWN_FORWARD) else generic
         structure = structure or self._chunk_structure(
             facts, function, origin, named,
-            [(None if residual and in_chunks or _extended_by_call(grow, expr, self.context)
+            [(None if (residual and in_chunks) or _extended_by_call(grow, expr, self.context)
               else expr,
               nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
              for expr, grow, loop in zip(chunk_exprs, grows, loops)],
