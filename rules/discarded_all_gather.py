@@ -339,6 +339,8 @@ class DiscardedAllGather(Rule):
                 outer = True
             if allocation is None:
                 return  # buffers from elsewhere: not this function's allocation
+            if kind == LIST and _repeats_one_buffer(_allocated_value(allocation, result)):
+                return  # `[dummy] * world_size`: one buffer, every slot the same tensor
         reads = _reads_of(
             uses_for(self.context, function), result, statement, allocation, alternative
         )
@@ -1075,6 +1077,23 @@ def _allocated_value(allocation: cst.CSTNode | None, name: str) -> cst.BaseExpre
             if small.target.value == name:
                 return small.value
     return None
+
+
+def _repeats_one_buffer(value: cst.BaseExpression | None) -> bool:
+    """`[dummy] * world_size` (`world_size * [buf]`, `[torch.empty_like(x)] * n`): one
+    tensor repeated in every slot, so `all_gather` writes every rank's data into the same
+    buffer (vLLM's EPLB gives it to ranks that must take part but read nothing): it
+    allocates nothing beyond that one tensor. Not `[None] * n`, the placeholders
+    `all_gather_object` fills with new objects."""
+    if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply)):
+        return False
+    for side in (value.left, value.right):
+        if isinstance(side, cst.List) and len(side.elements) == 1:
+            element = side.elements[0]
+            return not isinstance(element, cst.StarredElement) and not (
+                isinstance(element.value, cst.Name) and element.value.value == "None"
+            )
+    return False
 
 
 def _element_buffers(context, allocation: cst.CSTNode | None, name: str) -> bool:

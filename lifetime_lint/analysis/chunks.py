@@ -150,7 +150,11 @@ def _whole_products(
     def enter(node: cst.CSTNode) -> None:
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
             products.append([node.left, node.right])
-        elif isinstance(node, cst.Call) and _last_name(node.func) in _PRODUCTS:
+        elif (
+            isinstance(node, cst.Call)
+            and _last_name(node.func) in _PRODUCTS
+            and not _contracting_einsum(node)
+        ):
             products.append([arg.value for arg in node.args if arg.keyword is None])
 
     walk(expr, enter, lambda node: None, lambda node: not isinstance(node, cst.Lambda))
@@ -158,6 +162,138 @@ def _whole_products(
         any(_whole_tensor(facts, loads, operand, body) for operand in operands)
         for operands in products
     )
+
+
+def _contracting_einsum(call: cst.Call) -> bool:
+    """`torch.einsum("bikd,bjkd->bijd", left[:, window], right)`: an einsum with a literal
+    equation that sums over an index and whose output has no more indices than one of its
+    operands (ESMFold's triangular multiplication: each chunk has the shape of its sliced
+    operand). Not an outer product, whose output has more indices than every operand
+    (`"bsic,bsjd->bijcd"`, `"bi,bj->bij"`); an equation that is not a literal, or has no
+    `->`, is not read."""
+    if _last_name(call.func) != "einsum" or not call.args:
+        return False
+    equation = call.args[0].value
+    if not isinstance(equation, cst.SimpleString):
+        return False
+    text = equation.evaluated_value
+    if not isinstance(text, str) or "->" not in text or "." in text:
+        return False
+    inputs, output = text.replace(" ", "").split("->", 1)
+    operands = inputs.split(",")
+    if len(operands) < 2 or (output and not output.isalpha()):
+        return False
+    contracted = set("".join(operands)) - set(output)
+    return bool(contracted) and len(output) <= max(len(operand) for operand in operands)
+
+
+def residual_update(
+    facts: F.FunctionFacts,
+    loads: dict[int, Node],
+    expr: cst.BaseExpression,
+    header: Node | None,
+) -> str | None:
+    """The tensor a chunk is a residual update of: `chunk + self.mlp(self.norm(chunk))`
+    with `chunk = hidden_states[:, start : start + n]` (ESMFold's chunked transition), the
+    slice of a tensor alive across the loop plus layer-level work over that slice. The
+    layer's output has the slice's shape, so the kept chunks add up to the whole input
+    while the layer's intermediates are one chunk's (the reason to chunk). A model-level
+    call is not such work. None otherwise."""
+    if header is None or not header.loop_body:
+        return None
+    body = {id(node) for node in header.loop_body}
+    value = _bound_in_loop(facts, loads, expr, body)
+    if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
+        return None
+    varying = _loop_targets(header) | {
+        site.name for member in header.loop_body for site in member.defs
+    }
+    for piece, update in ((value.left, value.right), (value.right, value.left)):
+        source = _slice_source(facts, loads, piece, body, varying)
+        if source is None:
+            continue
+        names, _, calls = _parts(update)
+        reads_piece = (
+            any(name.value == piece.value for name in names)
+            if isinstance(piece, cst.Name)
+            else any(name.value == source for name in names)
+        )
+        works = [facts.work(call).level for call in calls]
+        if reads_piece and works and F.LAYER <= max(works) < F.MODEL:
+            return source
+    return None
+
+
+def cut_from(
+    facts: F.FunctionFacts,
+    loads: dict[int, Node],
+    expr: cst.BaseExpression,
+    header: Node | None,
+    name: str,
+) -> bool:
+    """`expr` is computed from `name` itself, through the loop body's bindings
+    (`reflected = video.flip(dims=[2])`, then `reflected[:, :, :pad_len]`): a piece of the
+    running value, not a chunk the loop produces."""
+    if header is None or not header.loop_body:
+        return False
+    body = {id(node) for node in header.loop_body}
+    pending = [(expr, 0)]
+    seen: set[int] = set()
+    while pending:
+        current, depth = pending.pop()
+        names, _, _ = _parts(current)
+        for read in names:
+            if read.value == name:
+                return True
+            node = loads.get(id(read))
+            if node is None or depth >= _MAX_DEPTH:
+                continue
+            for site in facts.reaching(node, read.value):
+                if site.index in seen or site.node is None or id(site.node) not in body:
+                    continue
+                seen.add(site.index)
+                if site.kind in ("assign", "annassign") and site.value is not None:
+                    pending.append((site.value, depth + 1))
+    return False
+
+
+def _bound_in_loop(
+    facts: F.FunctionFacts, loads: dict[int, Node], expr: cst.BaseExpression, body: set[int]
+) -> cst.BaseExpression | None:
+    """`expr`, or the value a name is bound to once in the loop body."""
+    if not isinstance(expr, cst.Name):
+        return expr
+    node = loads.get(id(expr))
+    if node is None:
+        return None
+    sites = facts.reaching(node, expr.value)
+    if len(sites) != 1 or sites[0].kind != "assign" or sites[0].node is None:
+        return None
+    return sites[0].value if id(sites[0].node) in body else None
+
+
+def _slice_source(
+    facts: F.FunctionFacts,
+    loads: dict[int, Node],
+    piece: cst.BaseExpression,
+    body: set[int],
+    varying: set[str],
+) -> str | None:
+    """The tensor bound before the loop that `piece` slices by a varying index
+    (`x[:, i : i + n]`, or a name bound to that in the loop body)."""
+    value = _bound_in_loop(facts, loads, piece, body)
+    if not (isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name)):
+        return None
+    base = value.value
+    node = loads.get(id(base))
+    if node is None:
+        return None
+    sites = facts.reaching(node, base.value)
+    if not sites or not all(_before_loop(site, body) for site in sites):
+        return None
+    if not (_index_names(value) & varying and _slice_of_tensor(facts, value, sites)):
+        return None
+    return base.value
 
 
 def _whole_tensor(
