@@ -231,6 +231,39 @@ def in_multi_backend_dispatch(context: FileContext, ancestors: Sequence[cst.CSTN
     return False
 
 
+# Another backend's module of the same device function (`torch.xpu.empty_cache(`,
+# `torch.npu.synchronize(`, `torch_npu.npu.empty_cache(`); `{}` is the function name.
+_TWIN_CALL = r"\btorch(?:_npu)?\.(?:xpu|npu|mps|hpu|mlu|musa)\.{}\s*\("
+# How many statements before and after the call's own a twin may stand.
+_TWIN_REACH = 3
+
+
+def beside_other_backend_twin(
+    context: FileContext, ancestors: Sequence[cst.CSTNode], function: str
+) -> bool:
+    """A statement near the call's own in its block calls the same function of another
+    backend (`torch.cuda.empty_cache()` followed by `if torch.xpu.is_available():
+    torch.xpu.empty_cache()`): a dispatch written as a sequence, which already covers the
+    backends the code supports (optimum's GPTQ quantizer, ipex-llm's workers)."""
+    chain = list(ancestors)
+    for index in range(len(chain) - 2, -1, -1):
+        block = chain[index]
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)) or not isinstance(
+            block, (cst.IndentedBlock, cst.Module)
+        ):
+            continue
+        statement = chain[index + 1]
+        position = next((i for i, s in enumerate(body) if s is statement), None)
+        if position is None:
+            continue
+        twin = re.compile(_TWIN_CALL.format(re.escape(function)))
+        near = [*body[max(0, position - _TWIN_REACH) : position],
+                *body[position + 1 : position + 1 + _TWIN_REACH]]  # fmt: skip
+        return any(twin.search(context.code_for(sibling)) for sibling in near)
+    return False
+
+
 def past_other_backend_exit(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
     """An enclosing block runs `if <another backend>: return/raise` (no `else`) before the
     node (`if current_platform.is_npu() or current_platform.is_mps(): return False`): the
@@ -2707,13 +2740,20 @@ class Portability:
         return cached
 
     def leaves_out(
-        self, context: FileContext, ancestors: Sequence[cst.CSTNode], query: bool = False
+        self,
+        context: FileContext,
+        ancestors: Sequence[cst.CSTNode],
+        query: bool = False,
+        function: str = "empty_cache",
     ) -> str | None:
         """None: report the call. "": not a finding at all (a multi-backend dispatch
-        branch). Otherwise the reason it is left out (counted by `--statistics`). `query`:
+        branch, or a sequence that calls the same `function` of another backend beside
+        it). Otherwise the reason it is left out (counted by `--statistics`). `query`:
         the call only reads state (memory statistics, the device index or count)."""
-        if in_multi_backend_dispatch(context, ancestors) or past_other_backend_exit(
-            context, ancestors
+        if (
+            in_multi_backend_dispatch(context, ancestors)
+            or past_other_backend_exit(context, ancestors)
+            or beside_other_backend_twin(context, ancestors, function)
         ):
             return ""
         if self.strict:

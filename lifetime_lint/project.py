@@ -558,7 +558,8 @@ def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str |
     it may read, the folders whose listings decide them, and the package that ships CUDA
     sources (the folder or its nearest enclosing package with a `csrc/` or `*.cu`, or
     named for a CUDA-only kernel library: `exllamav3/`), if any. Not a package (no
-    `__init__.py`): nothing."""
+    `__init__.py`): only the folders of the device-layer fact (a folder inside a package,
+    such as exllamav2's `conversion/`, is in its project all the same)."""
     memo = _PACKAGE_INPUTS.get(folder)
     if memo is not None:
         return memo
@@ -587,9 +588,9 @@ def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str |
             _, evidence_files, evidence_folders = project
             files = sorted(set(files).union(evidence_files))
             folders = sorted(set(folders).union(evidence_folders))
-        layer = _device_layer_fact(folder)
-        if layer is not None:
-            folders = sorted(set(folders).union(layer[1]))
+    layer = _device_layer_fact(folder)  # also for a folder inside a package (namespace)
+    if layer is not None:
+        folders = sorted(set(folders).union(layer[1]))
     memo = _PACKAGE_INPUTS[folder] = (tuple(files), tuple(folders), sources)
     return memo
 
@@ -878,11 +879,11 @@ def _layer_search_root(folder: str) -> str | None:
     """Where to look for the device layer of the package in `folder`: its outermost package
     below the repository root (a `pyproject.toml`, `setup.cfg`, `setup.py` or `.git`
     folder), across namespace packages on the way (SGLang's `sglang/srt/` has no
-    `__init__.py`, and its `platforms/` sits there); the folder above it where that is the
-    repository root (or holds the package's `src/`). None: `folder` is not a package."""
-    if "__init__.py" not in _listdir(folder):
-        return None
-    top = directory = folder
+    `__init__.py`, and its `platforms/` sits there; nor has exllamav2's `conversion/`);
+    the folder above it where that is the repository root (or holds the package's `src/`).
+    None: neither `folder` nor a folder above it (below the repository root) is a package."""
+    top: str | None = None
+    directory = folder
     while True:
         names = _listdir(directory)
         if "__init__.py" in names:
@@ -893,6 +894,8 @@ def _layer_search_root(folder: str) -> str | None:
         if parent == directory:
             break
         directory = parent
+    if top is None:
+        return None
     above = os.path.dirname(top)
     if os.path.basename(above) == "src":
         above = os.path.dirname(above)

@@ -164,6 +164,8 @@ class HardCodedCudaCall(Rule):
     references that are not called (dispatch tables); calls in a branch of a multi-backend
     dispatch (an `if`/`elif` chain, conditional expression or `match` that also tests or
     handles mps, npu, xpu, hpu, ...; or a CUDA guard among one guard per backend in a row),
+    a call within three statements of the same function of another backend
+    (`torch.cuda.synchronize()` then `if torch.xpu.is_available(): torch.xpu.synchronize()`),
     or past an earlier `if <another backend>: return`
     in the same function, which is the platform abstraction itself.
 
@@ -314,7 +316,7 @@ class HardCodedCudaCall(Rule):
         if call is None:
             return
         left_out = self.portability.leaves_out(
-            self.context, ancestors, query=call.function in QUERIES
+            self.context, ancestors, query=call.function in QUERIES, function=call.function
         )
         if left_out is not None:
             if left_out:  # "" is a multi-backend dispatch: not a finding at all

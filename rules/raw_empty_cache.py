@@ -51,8 +51,10 @@ class RawEmptyCache(Rule):
     not called (`{"cuda": torch.cuda.empty_cache}`) and a call inside a branch of a
     multi-backend dispatch (an `if`/`elif` chain, conditional expression or `match` that
     also tests or handles mps, npu, xpu, hpu, ...; or a CUDA guard among one guard per
-    backend in a row: `if mps: ...` / `if cuda: ...` / `if xpu: ...`), or past an earlier
-    `if <another backend>: return`. Left out by default, counted by
+    backend in a row: `if mps: ...` / `if cuda: ...` / `if xpu: ...`), a call within three
+    statements of the same release for another backend (`torch.cuda.empty_cache()` then
+    `if torch.xpu.is_available(): torch.xpu.empty_cache()`: a dispatch written as a
+    sequence), or past an earlier `if <another backend>: return`. Left out by default, counted by
     `--statistics` with the reason, and reported under `portability = "strict"`: the
     project's own platform layer (a `platforms/` package, a `CudaPlatform`-style class, a
     base-class method that the module's classes for other backends override, such as
@@ -78,7 +80,8 @@ class RawEmptyCache(Rule):
     subsystems, or a CUDA stream of its own, a module that JIT-builds CUDA kernel sources
     (`cuda_files=["gemm/tiny_gemm.cuh"]`, `load_inline(cuda_sources=...)`), a module of
     a CUDA-only package, read from the package's other files (the nearest package at or
-    above the module ships CUDA sources, a `csrc/` folder or `*.cu` files; or a module
+    above the module ships CUDA sources, a `csrc/` folder or `*.cu` files, or is named
+    for a CUDA-only kernel library: `exllamav3/`, `marlin/`, `machete/`, `bitblas/`; or a module
     beside it imports CUDA's driver or a CUDA-only kernel library at top level, `from
     cuda.bindings import driver`, `import cutlass`; only while none of the modules read,
     nor a file or folder name there, names another backend such as npu, xpu or mps), code past a

@@ -101,6 +101,18 @@ def test_the_settings_that_report_every_project(tree: Path, config: str) -> None
     assert check(tree)[0] == [5]
 
 
+def test_a_folder_without_init_inside_a_package_belongs_to_its_project(tree: Path) -> None:
+    """exllamav2's layout: `exllamav2/conversion/` has no `__init__.py`."""
+    conversion = tree / "pkg" / "conversion"
+    conversion.mkdir()
+    (conversion / "quantize.py").write_text(SYNC)
+    assert project.missing_device_layer(str(conversion / "quantize.py")) is not None
+    assert check(tree)[0] == []
+    (tree / "pkg" / "platforms").mkdir()
+    (tree / "pkg" / "platforms" / "__init__.py").write_text("")
+    assert sorted(check(tree)[0]) == [5, 5]
+
+
 def test_a_loose_file_is_judged_by_itself(tmp_path: Path) -> None:
     (tmp_path / "sync.py").write_text(SYNC)
     assert project.missing_device_layer(str(tmp_path / "sync.py")) is None
