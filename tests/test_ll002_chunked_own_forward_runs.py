@@ -32,8 +32,8 @@ def _layer_class(path: Path) -> Any:
 
 @pytest.mark.parametrize("kernel", [1, 3])
 def test_fixed_safe_conv_gives_the_same_output(kernel: int) -> None:
-    original = _layer_class(FIXTURES / "positive_chunked_own_forward.py")
-    fixed = _layer_class(FIXTURES / "positive_chunked_own_forward.unsafe.py")
+    original = _layer_class(FIXTURES / "significance_chunked_own_forward.py")
+    fixed = _layer_class(FIXTURES / "significance_chunked_own_forward.unsafe.py")
     torch.manual_seed(0)
     before = original(2, 3, kernel_size=kernel)
     after = fixed(2, 3, kernel_size=kernel)
