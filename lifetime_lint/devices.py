@@ -1388,12 +1388,7 @@ def _local_none_unless_cuda(
             if isinstance(value, cst.Name) and value.value in skipped:
                 continue
             if (
-                (
-                    isinstance(value, cst.IfExp)
-                    and isinstance(value.orelse, cst.Name)
-                    and value.orelse.value == "None"
-                    and _proves_cuda(context, value.test, outer)
-                )
+                _cuda_value_else_none(context, value, outer)
                 # `offload = self._offload_enabled()`, whose `return ... and
                 # self.device.type == "cuda"` is false off CUDA
                 or (truthiness and value is not None and _proves_cuda(context, value, outer))
@@ -1437,16 +1432,23 @@ def _returns_none_unless_cuda(
         value = statement.value
         if value is None or (isinstance(value, cst.Name) and value.value == "None"):
             continue
-        if (
-            isinstance(value, cst.IfExp)
-            and isinstance(value.orelse, cst.Name)
-            and value.orelse.value == "None"
-            and _proves_cuda(context, value.test, outer)
-        ):
+        if _cuda_value_else_none(context, value, outer):
             cuda_values += 1
             continue
         return False
     return cuda_values > 0
+
+
+def _cuda_value_else_none(
+    context: FileContext, value: cst.BaseExpression | None, outer: Sequence[cst.CSTNode]
+) -> bool:
+    """`x if <the device is CUDA> else None` (`dev if dev.type == "cuda" else None`)."""
+    return (
+        isinstance(value, cst.IfExp)
+        and isinstance(value.orelse, cst.Name)
+        and value.orelse.value == "None"
+        and _proves_cuda(context, value.test, outer)
+    )
 
 
 def _exits_unless_cuda_value(
