@@ -207,6 +207,31 @@ _MODEL_CALLS = (
     "*_step",
 )
 _LOSS_CALLS = ("*loss", "*loss_fn", "loss*", "compute_loss*", "criterion*", "*criterion")
+# A callee named for an action on a model (`save_best_model`, `load_model`, `build_encoder`)
+# returns a path, a module or a number, never a forward's output.
+_MODEL_ACTION_VERBS = (
+    "save_*",
+    "load_*",
+    "build_*",
+    "create_*",
+    "make_*",
+    "get_*",
+    "init_*",
+    "setup_*",
+    "prepare_*",
+    "wrap_*",
+    "unwrap_*",
+    "copy_*",
+    "export_*",
+    "freeze_*",
+    "unfreeze_*",
+    "register_*",
+    "set_*",
+    "convert_*",
+    "compile_*",
+    "print_*",
+    "count_*",
+)
 # Parts of a callee that make it no forward pass at all.
 _NOT_MODEL_PARTS = (
     "*tokenizer*",
@@ -530,9 +555,10 @@ class AutogradHistoryKept(Rule):
     `torch.*` functions, `sum()`). Not history: the gradients `torch.autograd.grad` returns
     without `create_graph=True`, `.item()`, `float()`, `.detach()`,
     `.data`, `.tolist()`, `.numpy()`, integer and boolean results (`argmax`, comparisons),
-    results of unknown functions (`accelerator.gather(loss)`), anything computed under
-    `torch.no_grad()` or `torch.inference_mode()` (or `set_grad_enabled` of anything but
-    `True`).
+    results of unknown functions (`accelerator.gather(loss)`) and of calls named for an
+    action on a model (`save_best_model`, `load_model`, `build_encoder`, `get_*`, ...),
+    anything computed under `torch.no_grad()` or `torch.inference_mode()` (or
+    `set_grad_enabled` of anything but `True`).
 
     Only functions that visibly train are checked: those that call backward, and
     `training_step`. Nothing is reported in a function decorated with `torch.no_grad()` or
@@ -542,7 +568,10 @@ class AutogradHistoryKept(Rule):
     An accumulator that is later passed to backward or `torch.autograd.grad` (gradient
     accumulation that needs the graph), or that a function without a backward call of its
     own returns (its caller may), is not reported; nor is a store under `torch.no_grad()`
-    of arithmetic (which records nothing).
+    of arithmetic (which records nothing). A loop that only stores parts of one graph made
+    before it (`for k, source in enumerate(sources): losses[source] = reco[k]`) adds no
+    graph per iteration: it is judged by the loop around it, so a dict rebuilt for every
+    batch is not reported, and one that outlives the batches is reported at the batch loop.
 
     ## Example
     ```python
@@ -889,7 +918,7 @@ class _FunctionAnalysis:
             return False
         if parts == ["self"]:
             return True  # Lightning's `self(x)`
-        return _matches(parts[-1], _MODEL_CALLS)
+        return _matches(parts[-1], _MODEL_CALLS) and not _matches(parts[-1], _MODEL_ACTION_VERBS)
 
     def _is_loss_call(self, call: cst.Call) -> bool:
         parts = self._callee_parts(call)
@@ -985,7 +1014,7 @@ class _FunctionAnalysis:
         ]
         if not carried:
             return None
-        loop = self._outlived_loop(node, accumulator, statement)
+        loop = self._outlived_loop(node, accumulator, carried)
         if loop is None and not (self.is_step and self._outlives_step(accumulator, bits)):
             return None
         return _Sink(node, statement, accumulator, carried, loop, running)
@@ -1020,9 +1049,15 @@ class _FunctionAnalysis:
             yield value
 
     def _outlived_loop(
-        self, node: Node, accumulator: cst.BaseExpression, statement: cst.CSTNode
+        self, node: Node, accumulator: cst.BaseExpression, values: list[cst.BaseExpression]
     ) -> Node | None:
-        """The innermost loop whose iterations the accumulator outlives, if any."""
+        """The innermost loop whose iterations the accumulator outlives and in which the
+        stored history is made, if any.
+
+        A loop that only stores parts of one graph made before it (`for k, name in
+        enumerate(sources): losses[name] = reco[k]`) adds no graph per iteration: the
+        question moves to the loop around it, where that graph is made each time.
+        """
         root = _root_name(accumulator)
         if root is None:
             return None
@@ -1030,18 +1065,46 @@ class _FunctionAnalysis:
         sites = self.flow.reaching(bits, root.value)
         for header in self.loops_of.get(node.index, ()):
             body = {n.index for n in header.loop_body or ()}
-            if root.value in self.cfg.parameters and not sites:
+            if not self._outlives(header, body, node, accumulator, root, sites):
+                return None
+            if self._history_made_in(values, bits, body):
                 return header
-            for site in sites:
-                if site.kind in ("unbound", "deleted"):
-                    continue
-                if site.node is None or site.node.index not in body:
-                    return header  # bound before the loop: a parameter or earlier statement
-                if site.node is node and isinstance(accumulator, cst.Name):
-                    return header  # carried round the back edge
-            if root.value not in self.cfg.name_index:
-                return header  # `self`-less global or closure: outlives the loop
         return None
+
+    def _outlives(
+        self,
+        header: Node,
+        body: set[int],
+        node: Node,
+        accumulator: cst.BaseExpression,
+        root: cst.Name,
+        sites: list[DefSite],
+    ) -> bool:
+        """Whether the accumulator lives from one iteration of `header`'s loop to the next."""
+        if root.value in self.cfg.parameters and not sites:
+            return True
+        for site in sites:
+            if site.kind in ("unbound", "deleted"):
+                continue
+            if site.node is None or site.node.index not in body:
+                return True  # bound before the loop: a parameter or earlier statement
+            if site.node is node and isinstance(accumulator, cst.Name):
+                return True  # carried round the back edge
+        return root.value not in self.cfg.name_index  # a global or closure outlives it
+
+    def _history_made_in(self, values: list[cst.BaseExpression], bits: int, body: set[int]) -> bool:
+        """Whether a stored value's history may be new in each iteration of a loop body:
+        it calls a forward or loss, or reads a name with history bound inside the body."""
+        for value in values:
+            if any(self._is_source(call) for call in _calls_in(value)):
+                return True
+            for name in _names_read(value):
+                for site in self.flow.reaching(bits, name.value):
+                    if site.index not in self.history:
+                        continue
+                    if site.node is None or site.node.index in body:
+                        return True
+        return False
 
     def _outlives_step(self, accumulator: cst.BaseExpression, bits: int) -> bool:
         root = _root_name(accumulator)
@@ -1347,6 +1410,15 @@ def _subexpressions(expression: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         node = stack.pop()
         if isinstance(node, (cst.Name, cst.Attribute)):
+            yield node
+        stack.extend(iter_children(node))
+
+
+def _calls_in(expression: cst.CSTNode) -> Iterator[cst.Call]:
+    stack = [expression]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
             yield node
         stack.extend(iter_children(node))
 
