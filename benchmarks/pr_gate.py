@@ -3,6 +3,8 @@
     python benchmarks/pr_gate.py                         # vllm-omni and torch-nn, 5 repeats
     python benchmarks/pr_gate.py --corpus torch-nn --repeats 3
     python benchmarks/pr_gate.py --baseline-rev b7dcd50  # the "today" to compare with
+    python benchmarks/pr_gate.py --make-sites .gate/sites   # snapshots for another machine
+    python benchmarks/pr_gate.py --sites .gate/sites ...    # ... run there (no git history)
 
 Each corpus (pinned, from `.corpus/`, see `benchmarks/corpus.py`) is copied into a temporary
 folder that is made its own git repository (one commit), so `--diff-base` has history and
@@ -141,7 +143,8 @@ def lifetime_lint_steps(
     site: str, tree: str, scratch: str, steps: tuple[str, ...] = ALL_STEPS
 ) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LIFETIME_LINT_")}
-    env["PYTHONPATH"] = site
+    # The snapshot first; then whatever gives LibCST and click where they are not installed.
+    env["PYTHONPATH"] = os.pathsep.join([site, *filter(None, [os.environ.get("PYTHONPATH")])])
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     base = [sys.executable, "-m", "lifetime_lint", "check", "--exit-zero"]
     ok = (0, 1, 2)  # 1: --diff found fixes; 2: a corpus file does not parse (E999)
@@ -197,6 +200,19 @@ def _stats(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
+def make_sites(new_rev: str, old_rev: str, target: str) -> None:
+    """Install both snapshots under `target` (pure Python: they run on any CPython 3.10+)."""
+    revs = {}
+    for tool, rev in (("new", new_rev), ("old", old_rev)):
+        folder = os.path.join(target, tool)
+        shutil.rmtree(folder, ignore_errors=True)
+        snapshot(rev, folder)
+        shutil.rmtree(os.path.join(folder, "src"))
+        revs[tool] = _git(REPO, "rev-parse", "--short", rev).strip()
+    with open(os.path.join(target, "revs.json"), "w", encoding="utf-8") as handle:
+        json.dump(revs, handle)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", action="append", help="default: vllm-omni, torch-nn")
@@ -206,20 +222,34 @@ def main() -> None:
     parser.add_argument("--tools", default="new,old,ruff", help="which of new,old,ruff to run")
     parser.add_argument("--steps", default=",".join(ALL_STEPS),
                         help="which lifetime-lint steps to run (comma-separated)")  # fmt: skip
+    parser.add_argument("--make-sites", metavar="DIR",
+                        help="only install the two snapshots into DIR (for --sites), then exit")  # fmt: skip
+    parser.add_argument("--sites", metavar="DIR",
+                        help="use the snapshots --make-sites left in DIR (a machine without the "
+                             "repository's history, such as the device machine)")  # fmt: skip
     args = parser.parse_args()
+    if args.make_sites:
+        make_sites(args.new_rev, args.baseline_rev, args.make_sites)
+        return
     tools = [t for t in args.tools.split(",") if t]
     steps = tuple(s for s in args.steps.split(",") if s)
     corpora = args.corpus or ["vllm-omni", "torch-nn"]
     scratch = tempfile.mkdtemp(prefix="pr-gate-")
     try:
-        sites = {
-            "new": snapshot(args.new_rev, os.path.join(scratch, "new")),
-            "old": snapshot(args.baseline_rev, os.path.join(scratch, "old")),
-        }
-        revs = {
-            "new": _git(REPO, "rev-parse", "--short", args.new_rev).strip(),
-            "old": _git(REPO, "rev-parse", "--short", args.baseline_rev).strip(),
-        }
+        if args.sites:
+            with open(os.path.join(args.sites, "revs.json"), encoding="utf-8") as handle:
+                revs = json.load(handle)
+            sites = {tool: os.path.abspath(os.path.join(args.sites, tool, "site"))
+                     for tool in ("new", "old")}  # fmt: skip
+        else:
+            sites = {
+                "new": snapshot(args.new_rev, os.path.join(scratch, "new")),
+                "old": snapshot(args.baseline_rev, os.path.join(scratch, "old")),
+            }
+            revs = {
+                "new": _git(REPO, "rev-parse", "--short", args.new_rev).strip(),
+                "old": _git(REPO, "rev-parse", "--short", args.baseline_rev).strip(),
+            }
         report: dict[str, object] = {
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "machine": f"{platform.node()}, {os.cpu_count()} CPUs",
