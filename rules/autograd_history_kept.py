@@ -854,20 +854,13 @@ class _FunctionAnalysis:
             )
         if isinstance(expression, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
             element = expression.elt
-            if isinstance(element, cst.Call) and not self._call_carries_shape(element):
+            if _surely_detached(element):
                 return False
             return self._carries(expression.for_in.iter, bits, enabled)
         if kind in (cst.Await, cst.NamedExpr):
             inner = getattr(expression, "expression", None) or getattr(expression, "value", None)
             return self._carries(inner, bits, enabled)
         return False
-
-    def _call_carries_shape(self, call: cst.Call) -> bool:
-        """For a comprehension element: False when the call surely detaches."""
-        func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _DETACHING_METHODS:
-            return False
-        return not (isinstance(func, cst.Name) and func.value in _NUMBER_BUILTINS)
 
     def _call_carries(self, call: cst.Call, bits: int, enabled: bool) -> bool:
         func = call.func
@@ -1412,6 +1405,32 @@ def _subexpressions(expression: cst.CSTNode) -> Iterator[cst.CSTNode]:
         if isinstance(node, (cst.Name, cst.Attribute)):
             yield node
         stack.extend(iter_children(node))
+
+
+def _surely_detached(expression: cst.BaseExpression) -> bool:
+    """Whether an expression's value surely carries no history whatever its inputs: a
+    constant, a shape or other metadata, `.item()`-like results, numbers and strings built
+    from them (`tuple(x.shape) if isinstance(x, torch.Tensor) else "list"`)."""
+    if isinstance(expression, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return True
+    if isinstance(expression, (cst.Integer, cst.Float, cst.Imaginary)):
+        return True
+    if isinstance(expression, cst.Attribute):
+        return expression.attr.value in _DETACHING_ATTRIBUTES
+    if isinstance(expression, cst.IfExp):
+        return _surely_detached(expression.body) and _surely_detached(expression.orelse)
+    if isinstance(expression, (cst.Tuple, cst.List)):
+        return all(_surely_detached(element.value) for element in expression.elements)
+    if isinstance(expression, cst.Call):
+        func = expression.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _DETACHING_METHODS:
+            return True
+        if isinstance(func, cst.Name):
+            if func.value in _NUMBER_BUILTINS:
+                return True
+            if func.value in _PASSING_BUILTINS:
+                return all(_surely_detached(arg.value) for arg in expression.args)
+    return False
 
 
 def _calls_in(expression: cst.CSTNode) -> Iterator[cst.Call]:
