@@ -32,6 +32,7 @@ from lifetime_lint.analysis.domain import (
     frame_wise_classes,
     latent_width_classes,
     mentions_video,
+    recurrent_cells,
     runs_against_cache,
     short_stream,
     short_stream_classes,
@@ -122,7 +123,14 @@ class TensorKeptAlive(Rule):
       video it decodes), a slice of latents (`torch.cat([tile_latents[:, :, i : i + 1]
       ...])`), and tensors in host memory (a torch factory called without `device=` in a
       file that sets no default device, an image or video processor's output before it is
-      moved to the device: they hold no GPU memory).
+      moved to the device: they hold no GPU memory), the input of a recurrent cell
+      (`self.rnn(x, (h, c))` where `__init__` binds `self.rnn = nn.LSTMCell(...)`: one time
+      step, batch x features), a value already needed across a loop of the model's blocks
+      (`for block, attn, upsample in self.ups:` calling the blocks it iterates) and held after
+      it across one sublayer only (a U-Net's init residual, skip lists or conditioning
+      context held across the final block: each block ran its own peak with it alive, so
+      releasing it lowers only the tail), and a list whose last use is a loop that only pops
+      it (`h.pop()` in the up loop: drained, likely empty).
     Buffers whose shape is all integer literals, of at most 16 MiB at fp32 (a warm-up's
     dummy input `torch.zeros(1, 1, 3, 180, 320)`), are not reported at all: the code states
     their size. Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not
@@ -610,11 +618,7 @@ def _runs_iterated_blocks(loop: cst.For) -> bool:
     while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("zip", "enumerate"):
         if not iterable.args:
             return False
-        iterable = (
-            iterable.args[-1].value
-            if dotted_name(iterable.func) == "enumerate"
-            else (iterable.args[0].value)
-        )
+        iterable = iterable.args[0].value  # (`zip`: the first module list)
     if not (isinstance(iterable, cst.Attribute) and dotted_name(iterable.value) == "self"):
         return False
     targets: set[str] = set()
@@ -794,6 +798,10 @@ class _Analysis:
                     origin = S.DOWNSAMPLED  # `conv_out`, `pool_out` of `CosmosDownsample3d`
                 if origin == F.ACTIVATION and _read_only_broadcast(facts.function, name):
                     origin = S.BROADCAST_TABLE  # `token_types[:, :, None, None, :]`
+            if S.size_class(origin) in (S.LARGE, S.ACTIVATION_SIZED) and self._steps_a_cell(name):
+                origin = (
+                    S.STEP_INPUT
+                )  # `query_input = cat(memory, ctx)` ... `self.rnn(query_input)`
             if S.size_class(origin) == S.TINY:
                 continue
             held_across = self._held_across(info, name, real)
@@ -1008,6 +1016,35 @@ class _Analysis:
         """Why the function decodes or merges 2-D images rather than video (shared with
         LL002: `analysis.chunks.image_model`), or None."""
         return C.image_model(self.context, self.facts.function, self.facts.owner)
+
+    def _steps_a_cell(self, name: str) -> bool:
+        """Whether the function passes `name` as the input of a recurrent cell of its class
+        (`self.attention_rnn(query_input, (h, c))` with `self.attention_rnn = nn.LSTMCell(...)`):
+        a cell takes one time step, `(batch, input_size)`."""
+        cells = recurrent_cells(self.context.module, self.context.memo, self._owner_name)
+        if not cells:
+            return False
+        found = False
+
+        def enter(node: cst.CSTNode) -> None:
+            nonlocal found
+            if found or not isinstance(node, cst.Call) or not node.args:
+                return
+            func = node.func
+            first = node.args[0]
+            if (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value == "self"
+                and func.attr.value in cells
+                and first.keyword is None
+                and isinstance(first.value, cst.Name)
+                and first.value.value == name
+            ):
+                found = True
+
+        walk(self.facts.function, enter, lambda node: None)
+        return found
 
     def _drained_note(self, info: StatementInfo, name: str) -> str:
         """Words for the message when the binding's last use is a loop that only pops from
