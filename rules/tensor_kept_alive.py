@@ -32,6 +32,7 @@ from lifetime_lint.analysis.domain import (
     frame_wise_classes,
     latent_width_classes,
     mentions_video,
+    recurrent_cells,
     runs_against_cache,
     short_stream,
     short_stream_classes,
@@ -122,7 +123,14 @@ class TensorKeptAlive(Rule):
       video it decodes), a slice of latents (`torch.cat([tile_latents[:, :, i : i + 1]
       ...])`), and tensors in host memory (a torch factory called without `device=` in a
       file that sets no default device, an image or video processor's output before it is
-      moved to the device: they hold no GPU memory).
+      moved to the device: they hold no GPU memory), the input of a recurrent cell
+      (`self.rnn(x, (h, c))` where `__init__` binds `self.rnn = nn.LSTMCell(...)`: one time
+      step, batch x features), a value already needed across a loop of the model's blocks
+      (`for block, attn, upsample in self.ups:` calling the blocks it iterates) and held after
+      it across one sublayer only (a U-Net's init residual, skip lists or conditioning
+      context held across the final block: each block ran its own peak with it alive, so
+      releasing it lowers only the tail), and a list whose last use is a loop that only pops
+      it (`h.pop()` in the up loop: drained, likely empty).
     Buffers whose shape is all integer literals, of at most 16 MiB at fp32 (a warm-up's
     dummy input `torch.zeros(1, 1, 3, 180, 320)`), are not reported at all: the code states
     their size. Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not
@@ -602,6 +610,37 @@ def _pieces_taken(function: cst.FunctionDef, name: str) -> bool:
     return found
 
 
+def _runs_iterated_blocks(loop: cst.For) -> bool:
+    """Whether a loop over a module attribute (`for block1, attn, up in self.ups:`, also
+    through `zip`/`enumerate`) calls a module it iterates: the model's blocks, one per
+    iteration."""
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("zip", "enumerate"):
+        if not iterable.args:
+            return False
+        iterable = iterable.args[0].value  # (`zip`: the first module list)
+    if not (isinstance(iterable, cst.Attribute) and dotted_name(iterable.value) == "self"):
+        return False
+    targets: set[str] = set()
+
+    def bound(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Name):
+            targets.add(node.value)
+        for child in child_nodes(node):
+            bound(child)
+
+    bound(loop.target)
+    found = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+            found = found or node.func.value in targets
+
+    walk(loop.body, enter, lambda node: None)
+    return found
+
+
 def _feed_forward(work: F.Work) -> bool:
     """Work that is (or, for a helper, runs) a block's feed-forward: `self.ffn(...)`,
     `self.img_mlp(...)`, `self._cross_and_ffn(...)`."""
@@ -759,6 +798,10 @@ class _Analysis:
                     origin = S.DOWNSAMPLED  # `conv_out`, `pool_out` of `CosmosDownsample3d`
                 if origin == F.ACTIVATION and _read_only_broadcast(facts.function, name):
                     origin = S.BROADCAST_TABLE  # `token_types[:, :, None, None, :]`
+            if S.size_class(origin) in (S.LARGE, S.ACTIVATION_SIZED) and self._steps_a_cell(name):
+                origin = (
+                    S.STEP_INPUT
+                )  # `query_input = cat(memory, ctx)` ... `self.rnn(query_input)`
             if S.size_class(origin) == S.TINY:
                 continue
             held_across = self._held_across(info, name, real)
@@ -779,6 +822,8 @@ class _Analysis:
             # Held only on a path the model's own defaults never take: low.
             note = off_default_path(self.context, self._owner_name, info, name, held.node)
             note = note or _tiled_merge_note(self.context, facts, origin, held.work)
+            note = note or self._drained_note(info, name)
+            note = note or self._needed_across_note(info, name, real, held.work)
             if note:
                 estimate = replace(estimate, level=S.LOW)
             if not library or self._script_entry():
@@ -971,6 +1016,135 @@ class _Analysis:
         """Why the function decodes or merges 2-D images rather than video (shared with
         LL002: `analysis.chunks.image_model`), or None."""
         return C.image_model(self.context, self.facts.function, self.facts.owner)
+
+    def _steps_a_cell(self, name: str) -> bool:
+        """Whether the function passes `name` as the input of a recurrent cell of its class
+        (`self.attention_rnn(query_input, (h, c))` with `self.attention_rnn = nn.LSTMCell(...)`):
+        a cell takes one time step, `(batch, input_size)`."""
+        cells = recurrent_cells(self.context.module, self.context.memo, self._owner_name)
+        if not cells:
+            return False
+        found = False
+
+        def enter(node: cst.CSTNode) -> None:
+            nonlocal found
+            if found or not isinstance(node, cst.Call) or not node.args:
+                return
+            func = node.func
+            first = node.args[0]
+            if (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value == "self"
+                and func.attr.value in cells
+                and first.keyword is None
+                and isinstance(first.value, cst.Name)
+                and first.value.value == name
+            ):
+                found = True
+
+        walk(self.facts.function, enter, lambda node: None)
+        return found
+
+    def _drained_note(self, info: StatementInfo, name: str) -> str:
+        """Words for the message when the binding's last use is a loop that only pops from
+        it (`x = torch.cat((x, h.pop()), dim=1)` in a U-Net's up loop) and appends nothing:
+        the loop drains the list, so deleting it after the loop frees nothing; "" otherwise."""
+        statement = info.statement
+        if not isinstance(statement, (cst.For, cst.While)):
+            return ""
+        pops = 0
+        other = False
+
+        def visit(node: cst.CSTNode) -> None:
+            nonlocal pops, other
+            if (
+                isinstance(node, cst.Attribute)
+                and isinstance(node.value, cst.Name)
+                and node.value.value == name
+            ):
+                if node.attr.value == "pop":
+                    pops += 1
+                else:
+                    other = True  # `h.append(x)`, `h.extend(...)`: pushed again in the loop
+                return
+            if isinstance(node, cst.Name) and node.value == name:
+                other = True  # read whole (`cat(h)`, `h[-1]`, an argument): not only popped
+                return
+            for child in child_nodes(node):
+                visit(child)
+
+        visit(statement.body)
+        if isinstance(statement, cst.While):
+            visit(statement.test)
+        else:
+            visit(statement.iter)
+        if not pops or other:
+            return ""
+        return f" (the loop drains it with `{name}.pop()`: likely empty by then)"
+
+    def _needed_across_note(
+        self, info: StatementInfo, name: str, sites: list[DefSite], across: F.Work
+    ) -> str:
+        """Words for the message when, before its last use, the value is already needed
+        across a loop of the model's blocks (`for block, attn, upsample in self.ups:` calling
+        the blocks it iterates) and is held after it across one sublayer only (a U-Net's
+        init residual, skip lists or conditioning context, alive through the down and up
+        loops and held across only the final block or conv): each block runs a peak of its
+        own at least as heavy as one sublayer, with the value alive, so releasing it lowers
+        only the tail; "" otherwise. Not for a concatenation, a loop or a whole model call
+        after the loop (the final join of a loop's outputs, a decode: those can set the
+        function's peak)."""
+        start = info.exit
+        if start is None or not F.LAYER <= across.level <= F.PEAK:
+            return ""
+        if across.kind in ("concatenation", "loop", "collective", "helper", "closure"):
+            return ""
+        defined = [site.node for site in sites if site.node is not None]
+        if not defined or len(defined) != len(sites):
+            return ""
+
+        def rebinds(node: Node) -> bool:
+            return any(site.name == name for site in node.defs) or any(
+                site.name == name for site in node.kills
+            )
+
+        forward: set[int] = set()
+        queue = deque(successor for node in defined for successor in node.succ)
+        while queue:
+            node = queue.popleft()
+            if node.index in forward:
+                continue
+            forward.add(node.index)
+            if not rebinds(node):
+                queue.extend(node.succ)
+        backward: set[int] = set()
+        back = deque([info.entry])
+        while back:
+            node = back.popleft()
+            if node.index in backward:
+                continue
+            backward.add(node.index)
+            if node is info.entry or not rebinds(node):
+                back.extend(node.preds)
+        span = forward & backward
+        for header in self.cfg.nodes:
+            statement = header.statement
+            if (
+                header.kind != "for"
+                or not header.loop_body
+                or not isinstance(statement, cst.For)
+                or header.index not in span
+                or any(node in header.loop_body for node in defined)
+            ):
+                continue
+            if _runs_iterated_blocks(statement):
+                line = self.context.position(statement).start.line
+                return (
+                    f", but it is already needed across the loop of blocks at line {line} "
+                    "(each block with a peak of its own), so releasing it lowers only the tail"
+                )
+        return ""
 
     def _function_peak(self) -> int:
         """The level of the heaviest work anywhere in the function (memoised per node)."""

@@ -197,6 +197,51 @@ def runs_against_cache(function) -> bool:
     return False
 
 
+# Recurrent cells: their input is one time step, `(batch, input_size)` by their signature.
+_RECURRENT_CELLS = frozenset(["LSTMCell", "GRUCell", "RNNCell"])
+_CELLS_KEY = "domain.recurrent_cells"
+
+
+def recurrent_cells(module: cst.Module, memo: dict, owner: str | None) -> frozenset[str]:
+    """The attributes of class `owner` that its methods bind to a recurrent cell
+    (`self.attention_rnn = nn.LSTMCell(...)`), memoised per file; empty without a class."""
+    if owner is None:
+        return frozenset()
+    table = memo.get(_CELLS_KEY)
+    if table is None:
+        table = {}
+        for statement in module.body:
+            if isinstance(statement, cst.ClassDef):
+                table[statement.name.value] = _cells_of(statement)
+        memo[_CELLS_KEY] = table
+    return table.get(owner, frozenset())
+
+
+def _cells_of(node: cst.ClassDef) -> frozenset[str]:
+    found: set[str] = set()
+
+    def enter(current: cst.CSTNode) -> None:
+        if not isinstance(current, cst.Assign) or not isinstance(current.value, cst.Call):
+            return
+        func = current.value.func
+        called = func.attr.value if isinstance(func, cst.Attribute) else None
+        if isinstance(func, cst.Name):
+            called = func.value
+        if called not in _RECURRENT_CELLS:
+            return
+        for target in current.targets:
+            slot = target.target
+            if (
+                isinstance(slot, cst.Attribute)
+                and isinstance(slot.value, cst.Name)
+                and slot.value.value == "self"
+            ):
+                found.add(slot.attr.value)
+
+    walk(node, enter, lambda current: None)
+    return frozenset(found)
+
+
 def file_domain(context) -> str:
     """The domain of the file being linted (computed once per file)."""
     domain = context.memo.get(MEMO_KEY)

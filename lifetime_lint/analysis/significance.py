@@ -93,6 +93,9 @@ SCORES = "scores"
 # A decoded waveform (an audio VAE's output): seconds of samples, a few MiB.
 WAVEFORM = "waveform"
 DECODED_FRAME = "decoded-frame"  # the decode of one latent frame of a video
+# The input of a recurrent cell (`nn.LSTMCell`, `GRUCell`, `RNNCell`): one time step,
+# batch x features (a Tacotron decoder step's `cat(memory, context)`): KiB to a few MiB.
+STEP_INPUT = "step-input"
 # A value named for audio in an audio-video model (`audio_input`, `eps_audio`): the audio
 # stream's latents or hidden states, a few hundred tokens (LTX-2: about 25 a second).
 AUDIO_STREAM = "audio-stream"
@@ -134,6 +137,7 @@ _SIZE_OF_ORIGIN = {
     SCORES: SMALL_SIZED,
     WAVEFORM: SMALL_SIZED,
     DECODED_FRAME: SMALL_SIZED,
+    STEP_INPUT: SMALL_SIZED,
     AUDIO_STREAM: SMALL_SIZED,
     TEXT_STREAM: SMALL_SIZED,
     BROADCAST_TABLE: SMALL_SIZED,
@@ -176,6 +180,7 @@ _DESCRIPTION = {
     SCORES: "logits of the sampled positions or of a few hundred queries: usually a few MiB",
     WAVEFORM: "a decoded waveform: a few MiB",
     DECODED_FRAME: "one decoded frame (the decode of a one-frame latent): a few MiB",
+    STEP_INPUT: "one time step's input to a recurrent cell (batch x features): KiB to a few MiB",
     AUDIO_STREAM: "the audio stream of an audio-video model: a few hundred tokens, a few MiB",
     TEXT_STREAM: (
         "the text or understanding stream of a multi-stream model: a few hundred tokens, a few MiB"
