@@ -559,6 +559,12 @@ class AccumulateThenConcat(Rule):
                     facts,
                     _header_node(facts, loop),
                 )
+                if structure is None and (fallback := C.optional_chunk_size(loop, index)):
+                    structure = (
+                        f"chunking is optional here ({fallback}: an unset chunk size falls "
+                        f"back to the whole length): unset, the loop runs once and the list "
+                        f"holds one chunk, the output itself"
+                    )
         if (
             structure is None
             and own_forward

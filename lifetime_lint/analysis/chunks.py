@@ -1301,3 +1301,107 @@ def shaped_like(
             # an array of data, sized as its name says.
             origins.append(S.name_origin(name.value, F.ACTIVATION))
     return F._largest(origins) if origins else F.ALLOCATION
+
+
+def optional_chunk_size(loop: cst.CSTNode, uses) -> str | None:
+    """The loop's step is a chunk size that falls back to the whole length when unset:
+    `for start in range(0, n, size)` with `size = self.chunk_size or n` (or inline
+    `range(0, n, chunk or n)`, or `if size is None: size = n` / `if not size: size = n`
+    before the loop). Chunking is then optional: unset (None or 0), the loop runs once and
+    the list holds one chunk, the output itself. Returns how the size falls back, for a
+    message (`` `self.chunk_size or seq_len` ``), or None. `uses` is the function's
+    `NameUses`."""
+    if not isinstance(loop, cst.For) or not _is_call(loop.iter, "range"):
+        return None
+    args = loop.iter.args
+    if len(args) != 3 or any(a.keyword is not None or a.star for a in args):
+        return None
+    stop, step = args[1].value, args[2].value
+    code = cst.Module([]).code_for_node
+    if _whole_fallback(step, stop, uses):
+        return f"`{code(step)}`"
+    if not isinstance(step, cst.Name):
+        return None
+    values: list[tuple[cst.BaseExpression, list[cst.CSTNode]]] = []
+    for use in uses.of(step.value):
+        parent = use.ancestors[-1] if use.ancestors else None
+        if isinstance(parent, cst.AssignTarget):
+            assign = use.ancestors[-2]
+            if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+                return None
+            values.append((assign.value, use.ancestors))
+        elif isinstance(parent, (cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.AsName)):
+            return None
+    for value, chain in values:
+        if isinstance(value, cst.BooleanOperation) and _whole_fallback(value, stop, uses):
+            if len(values) == 1:
+                return f"`{step.value} = {code(value)}`"
+        # `if size is None: size = n` (the other bindings: the parameter or `self.size`).
+        guard = next((n for n in reversed(chain) if isinstance(n, cst.If)), None)
+        if (
+            guard is not None
+            and _unset_test(guard.test, step.value)
+            and _same_length(value, stop, uses)
+        ):
+            return f"`{code(guard.test)}`: `{step.value} = {code(value)}`"
+    return None
+
+
+def _whole_fallback(expr: cst.BaseExpression, stop: cst.BaseExpression, uses) -> bool:
+    """`size or n` where `n` is the loop's whole length."""
+    return (
+        isinstance(expr, cst.BooleanOperation)
+        and isinstance(expr.operator, cst.Or)
+        and _same_length(expr.right, stop, uses)
+    )
+
+
+def _unset_test(test: cst.BaseExpression, name: str) -> bool:
+    """`name is None`, `not name`, `name == 0`, `name <= 0`."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return isinstance(test.expression, cst.Name) and test.expression.value == name
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _unset_test(test.left, name) or _unset_test(test.right, name)
+    if not (
+        isinstance(test, cst.Comparison)
+        and isinstance(test.left, cst.Name)
+        and test.left.value == name
+        and len(test.comparisons) == 1
+    ):
+        return False
+    target = test.comparisons[0]
+    if isinstance(target.operator, cst.Is):
+        return isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+    return (
+        isinstance(target.operator, (cst.Equal, cst.LessThanEqual))
+        and isinstance(target.comparator, cst.Integer)
+        and target.comparator.value == "0"
+    )
+
+
+def _same_length(a: cst.BaseExpression, b: cst.BaseExpression, uses) -> bool:
+    """The same expression, or a local bound once to it (`seq_len = x.shape[1]`)."""
+    if a.deep_equals(b):
+        return True
+    return any(
+        x.deep_equals(y)
+        for x in (a, _only_binding(a, uses))
+        for y in (b, _only_binding(b, uses))
+        if x is not None and y is not None
+    )
+
+
+def _only_binding(expr: cst.BaseExpression, uses) -> cst.BaseExpression | None:
+    if not isinstance(expr, cst.Name):
+        return None
+    found = None
+    for use in uses.of(expr.value):
+        parent = use.ancestors[-1] if use.ancestors else None
+        if isinstance(parent, cst.AssignTarget):
+            assign = use.ancestors[-2]
+            if found is not None or not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+                return None
+            found = assign.value
+        elif isinstance(parent, (cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Param)):
+            return None
+    return found
