@@ -559,11 +559,15 @@ class AccumulateThenConcat(Rule):
                     facts,
                     _header_node(facts, loop),
                 )
-                if structure is None and (fallback := C.optional_chunk_size(loop, index)):
+                if structure is None and (
+                    fallback := C.optional_chunk_size(
+                        self.context, function, facts.owner, loop, index
+                    )
+                ):
                     structure = (
-                        f"chunking is optional here ({fallback}: an unset chunk size falls "
-                        f"back to the whole length): unset, the loop runs once and the list "
-                        f"holds one chunk, the output itself"
+                        f"chunking is off by default here ({fallback}; an unset chunk size "
+                        f"falls back to the whole length): at the default the loop runs once "
+                        f"and the list holds one chunk, the output itself"
                     )
         if (
             structure is None
@@ -2035,10 +2039,15 @@ def _extended_by_call(grow: Use, expr: cst.BaseExpression | None, context) -> bo
     """`frames.extend(self._make_inference(model, img0, img1, n))`: each iteration adds the
     list a call returns, as many chunks as it makes (RIFE's interpolated frames between two
     input frames), so the chunks are not bounded by the slices the call reads; a split of a
-    tensor (`xs.extend(t.split(n))`) is views of it."""
+    tensor (`xs.extend(t.split(n))`) is views of it. A list literal (`xs.extend([chunk])`)
+    adds the one chunk it names."""
+    call = grow.ancestors[-2] if len(grow.ancestors) > 1 else None
     return (
         isinstance(expr, cst.Call)
         and _role(grow, context) == "extend"
+        and isinstance(call, cst.Call)
+        and bool(call.args)
+        and call.args[0].value is expr
         and _last_name(expr.func) not in _SPLIT_METHODS
     )
 
