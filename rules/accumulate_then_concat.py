@@ -97,7 +97,8 @@ class AccumulateThenConcat(Rule):
     `lifetime_lint.analysis.chunks` compare the chunks with what the loop holds anyway,
     and make these `low` too: chunks computed, without work that may expand them, from
     slices of a tensor alive across the loop (a recurrent scan's per-step outputs,
-    per-sample attention over `q[b : b + 1]`, a loop over `torch.split` views: together no
+    per-sample attention over `q[b : b + 1]`, a loop over `torch.split` views, rows
+    gathered by a slice of an index tensor, `x[order[a:b]]`: together no
     larger than the loop's own inputs; not an outer product, a slice times a whole tensor
     bound before the loop, `left[:, window] @ right`, whose chunks outgrow both, while
     chunked attention's second product, `softmax(q_i @ k.T) @ v`, contracts back; not a
@@ -108,7 +109,12 @@ class AccumulateThenConcat(Rule):
     feature-extractor classes (`SchedulerMixin` and `ProcessorMixin` bases included) and
     scheduling, processing, preprocessing, dataset and evaluation files; audio waveforms,
     audio latents and padding masks (by name) and audio or speech model files; one chunk
-    per sample (`range(x.shape[0])`, `range(len(x))` of a tensor); tensors taken out of a
+    per sample (`range(x.shape[0])`, `range(len(x))` of a tensor); a chunk size that is
+    off by default and then falls back to the whole length (`range(0, n, size)` with `size
+    = self.chunk_size or n`, or `if size is None: size = n`, where the size defaults to
+    None or 0 as a parameter, as the `__init__` argument it is set from, or as a field of
+    a configuration file of the package): at the default the loop runs once (a size with
+    another default, `chunk_size: int | None = 64`, or none known keeps its level); tensors taken out of a
     container that held them before the loop (`state_dict.pop(key)`); chunks whose
     producing call is named for something small (`patchify_video_latents`,
     `input_embeddings`); calls into an encoder the work facts rate lighter than a model
@@ -559,6 +565,16 @@ class AccumulateThenConcat(Rule):
                     facts,
                     _header_node(facts, loop),
                 )
+                if structure is None and (
+                    fallback := C.optional_chunk_size(
+                        self.context, function, facts.owner, loop, index
+                    )
+                ):
+                    structure = (
+                        f"chunking is off by default here ({fallback}; an unset chunk size "
+                        f"falls back to the whole length): at the default the loop runs once "
+                        f"and the list holds one chunk, the output itself"
+                    )
         if (
             structure is None
             and own_forward
@@ -2029,10 +2045,15 @@ def _extended_by_call(grow: Use, expr: cst.BaseExpression | None, context) -> bo
     """`frames.extend(self._make_inference(model, img0, img1, n))`: each iteration adds the
     list a call returns, as many chunks as it makes (RIFE's interpolated frames between two
     input frames), so the chunks are not bounded by the slices the call reads; a split of a
-    tensor (`xs.extend(t.split(n))`) is views of it."""
+    tensor (`xs.extend(t.split(n))`) is views of it. A list literal (`xs.extend([chunk])`)
+    adds the one chunk it names."""
+    call = grow.ancestors[-2] if len(grow.ancestors) > 1 else None
     return (
         isinstance(expr, cst.Call)
         and _role(grow, context) == "extend"
+        and isinstance(call, cst.Call)
+        and bool(call.args)
+        and call.args[0].value is expr
         and _last_name(expr.func) not in _SPLIT_METHODS
     )
 

@@ -103,7 +103,7 @@ def live_source(
                 continue
             if all(_before_loop(site, body) for site in sites):
                 varying = _index_names(subscript) & varying_names
-                if varying and _slice_of_tensor(facts, subscript, sites):
+                if varying and _slice_of_tensor(facts, subscript, sites, loads):
                     if base.value not in found:
                         found.append(base.value)
                     sliced.add(id(base))
@@ -668,11 +668,17 @@ def _index_names(subscript: cst.Subscript) -> set[str]:
     return found
 
 
-def _slice_of_tensor(facts: F.FunctionFacts, subscript: cst.Subscript, sites) -> bool:
+def _slice_of_tensor(
+    facts: F.FunctionFacts, subscript: cst.Subscript, sites, loads: dict[int, Node] | None = None
+) -> bool:
     """Tensor indexing, not a list's element: several indices or a slice (`x[:, :, t]`,
-    `q[b : b + 1]`), a tensor's binding, or an element of a tensor split into views."""
+    `q[b : b + 1]`), a tensor's binding, an element of a tensor split into views, or a
+    gather by a slice of indices (`idx = order[a:b]`, then `x[idx]`: a list cannot be
+    indexed by a list or a tensor, so `x` is an array)."""
     elements = subscript.slice
     if len(elements) > 1 or any(isinstance(e.slice, cst.Slice) for e in elements):
+        return True
+    if loads is not None and _gathered_by_slice(facts, subscript, loads):
         return True
     for site in sites:
         if site.kind == "param":
@@ -689,6 +695,27 @@ def _slice_of_tensor(facts: F.FunctionFacts, subscript: cst.Subscript, sites) ->
             continue  # `w_c = w.split(sizes, dim=2)` ... `w_c[i]`: a view of `w`
         return False
     return True
+
+
+def _gathered_by_slice(
+    facts: F.FunctionFacts, subscript: cst.Subscript, loads: dict[int, Node]
+) -> bool:
+    """`x[idx]` where every binding of `idx` that reaches it is a slice (`order[a:b]`)."""
+    index = subscript.slice[0].slice
+    if not isinstance(index, cst.Index) or not isinstance(index.value, cst.Name):
+        return False
+    node = loads.get(id(index.value))
+    if node is None:
+        return False
+    sites = facts.reaching(node, index.value.value)
+    return bool(sites) and all(
+        site.kind == "assign"
+        and not site.unpacked
+        and isinstance(site.value, cst.Subscript)
+        and len(site.value.slice) == 1
+        and isinstance(site.value.slice[0].slice, cst.Slice)
+        for site in sites
+    )
 
 
 def _before_loop(site: DefSite, body: set[int]) -> bool:
@@ -1301,3 +1328,256 @@ def shaped_like(
             # an array of data, sized as its name says.
             origins.append(S.name_origin(name.value, F.ACTIVATION))
     return F._largest(origins) if origins else F.ALLOCATION
+
+
+def optional_chunk_size(
+    context, function: cst.FunctionDef, owner: cst.ClassDef | None, loop: cst.CSTNode, uses
+) -> str | None:
+    """The loop's step is a chunk size that is off by default and then falls back to the
+    whole length: `for start in range(0, n, size)` with `size = self.chunk_size or n` (or
+    inline `range(0, n, chunk or n)`, or `if size is None: size = n`), where the size's
+    default is None or 0: a parameter's default, the `__init__` argument or literal the
+    attribute is set from, or the field of a configuration file of the package
+    (`self.chunk_size = config.outer_product_chunk_size`, `outer_product_chunk_size: int |
+    None = None` in `configuration_*.py`). At the default the loop runs once and the list
+    holds one chunk, the output itself. A size with another default, or none known
+    (`chunk_size: int | None = 64`), is not this. Returns a phrase for the message, or
+    None. `uses` is the function's `NameUses`."""
+    if not isinstance(loop, cst.For) or not _is_call(loop.iter, "range"):
+        return None
+    args = loop.iter.args
+    if len(args) != 3 or any(a.keyword is not None or a.star for a in args):
+        return None
+    stop, step = args[1].value, args[2].value
+    code = cst.Module([]).code_for_node
+    unset: cst.BaseExpression | None = None
+    shown = ""
+    if _whole_fallback(step, stop, uses):
+        assert isinstance(step, cst.BooleanOperation)
+        unset, shown = step.left, f"`{code(step)}`"
+    elif isinstance(step, cst.Name):
+        values: list[tuple[cst.BaseExpression, list[cst.CSTNode]]] = []
+        for use in uses.of(step.value):
+            parent = use.ancestors[-1] if use.ancestors else None
+            if isinstance(parent, cst.AssignTarget):
+                assign = use.ancestors[-2]
+                if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+                    return None
+                values.append((assign.value, use.ancestors))
+            elif isinstance(
+                parent, (cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.AsName)
+            ):
+                return None
+        for value, chain in values:
+            if len(values) == 1 and _whole_fallback(value, stop, uses):
+                assert isinstance(value, cst.BooleanOperation)
+                unset, shown = value.left, f"`{step.value} = {code(value)}`"
+            guard = next((n for n in reversed(chain) if isinstance(n, cst.If)), None)
+            if (
+                guard is not None
+                and _unset_test(guard.test, step.value)
+                and _same_length(value, stop, uses)
+            ):
+                unset = step
+                shown = f"`{code(guard.test)}`: `{step.value} = {code(value)}`"
+    if unset is None:
+        return None
+    default = _unset_by_default(context, function, owner, unset)
+    return None if default is None else f"{shown}, and {default}"
+
+
+def _unset_by_default(
+    context, function: cst.FunctionDef, owner: cst.ClassDef | None, expr: cst.BaseExpression
+) -> str | None:
+    """Where `expr` (a parameter or `self.attr`) defaults to None or 0, said for a message."""
+    code = cst.Module([]).code_for_node
+    if isinstance(expr, cst.Name):
+        default = _parameter_default(function, expr.value)
+        return f"`{expr.value}` defaults to {default}" if default else None
+    if not (
+        isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value == "self"
+        and owner is not None
+    ):
+        return None
+    attr = expr.attr.value
+    for statement in owner.body.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if (
+                    isinstance(small, cst.AnnAssign)
+                    and isinstance(small.target, cst.Name)
+                    and small.target.value == attr
+                    and small.value is not None
+                ):
+                    default = _unset_literal(small.value)
+                    return f"`{attr}` defaults to {default}" if default else None
+    init = next(
+        (
+            s
+            for s in owner.body.body
+            if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+        ),
+        None,
+    )
+    if init is None:
+        return None
+    sources = []
+    for node in _statements(init):
+        targets: list[cst.BaseExpression] = []
+        value = None
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            targets, value = [node.targets[0].target], node.value
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        for target in targets:
+            if (
+                isinstance(target, cst.Attribute)
+                and isinstance(target.value, cst.Name)
+                and target.value.value == "self"
+                and target.attr.value == attr
+            ):
+                sources.append(value)
+    if len(sources) != 1 or sources[0] is None:
+        return None
+    source = sources[0]
+    default = _unset_literal(source)
+    if default:
+        return f"`self.{attr}` is set to {default}"
+    if isinstance(source, cst.Name):
+        default = _parameter_default(init, source.value)
+        return f"`{source.value}` defaults to {default}" if default else None
+    if isinstance(source, cst.Attribute) and "config" in code(source.value).lower():
+        field = source.attr.value
+        default = _config_default(context, field)
+        return f"the configuration's `{field}` defaults to {default}" if default else None
+    return None
+
+
+def _statements(function: cst.FunctionDef) -> list[cst.BaseSmallStatement]:
+    found: list[cst.BaseSmallStatement] = []
+    walk(
+        function.body,
+        lambda node: found.append(node) if isinstance(node, (cst.Assign, cst.AnnAssign)) else None,
+        lambda node: None,
+        lambda node: not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)),
+    )
+    return found
+
+
+def _parameter_default(function: cst.FunctionDef, name: str) -> str | None:
+    params = function.params
+    for param in (*params.params, *params.kwonly_params, *params.posonly_params):
+        if param.name.value == name:
+            return _unset_literal(param.default) if param.default is not None else None
+    return None
+
+
+def _unset_literal(value: cst.BaseExpression) -> str | None:
+    if isinstance(value, cst.Name) and value.value == "None":
+        return "None"
+    if isinstance(value, cst.Integer) and value.value == "0":
+        return "0"
+    return None
+
+
+_CONFIG_DEFAULTS: dict[tuple[str, str], str | None] = {}
+
+
+def _config_default(context, field: str) -> str | None:
+    """The default of `field` in the configuration files of the linted file's package
+    (files named for `config` in its folder): `field: int | None = None` in a config
+    class, or `field=None` among an `__init__`'s parameters. Every default found must be
+    None or 0; None when none is found."""
+    import os
+
+    folder = os.path.dirname(str(getattr(context, "path", "")))
+    key = (folder, field)
+    if key in _CONFIG_DEFAULTS:
+        return _CONFIG_DEFAULTS[key]
+    pattern = re.compile(
+        rf"^[ \t]*{re.escape(field)}[ \t]*(?::[^=\n]*)?=[ \t]*([^,\n#)]+)|"
+        rf"[(,][ \t\n]*{re.escape(field)}[ \t]*(?::[^=\n,]*)?=[ \t]*([^,\n#)]+)",
+        re.MULTILINE,
+    )
+    defaults: set[str] = set()
+    try:
+        names = sorted(os.listdir(folder)) if folder else []
+    except OSError:
+        names = []
+    for name in names:
+        if not name.endswith(".py") or "config" not in name.lower():
+            continue
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                text = handle.read(400_000)
+        except OSError:
+            continue
+        for match in pattern.finditer(text):
+            defaults.add((match.group(1) or match.group(2) or "").strip())
+    found = None
+    if defaults and defaults <= {"None", "0"}:
+        found = "None" if "None" in defaults else "0"
+    _CONFIG_DEFAULTS[key] = found
+    return found
+
+
+def _whole_fallback(expr: cst.BaseExpression, stop: cst.BaseExpression, uses) -> bool:
+    """`size or n` where `n` is the loop's whole length."""
+    return (
+        isinstance(expr, cst.BooleanOperation)
+        and isinstance(expr.operator, cst.Or)
+        and _same_length(expr.right, stop, uses)
+    )
+
+
+def _unset_test(test: cst.BaseExpression, name: str) -> bool:
+    """`name is None`, `not name`, `name == 0`, `name <= 0`."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return isinstance(test.expression, cst.Name) and test.expression.value == name
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _unset_test(test.left, name) or _unset_test(test.right, name)
+    if not (
+        isinstance(test, cst.Comparison)
+        and isinstance(test.left, cst.Name)
+        and test.left.value == name
+        and len(test.comparisons) == 1
+    ):
+        return False
+    target = test.comparisons[0]
+    if isinstance(target.operator, cst.Is):
+        return isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+    return (
+        isinstance(target.operator, (cst.Equal, cst.LessThanEqual))
+        and isinstance(target.comparator, cst.Integer)
+        and target.comparator.value == "0"
+    )
+
+
+def _same_length(a: cst.BaseExpression, b: cst.BaseExpression, uses) -> bool:
+    """The same expression, or a local bound once to it (`seq_len = x.shape[1]`)."""
+    if a.deep_equals(b):
+        return True
+    return any(
+        x.deep_equals(y)
+        for x in (a, _only_binding(a, uses))
+        for y in (b, _only_binding(b, uses))
+        if x is not None and y is not None
+    )
+
+
+def _only_binding(expr: cst.BaseExpression, uses) -> cst.BaseExpression | None:
+    if not isinstance(expr, cst.Name):
+        return None
+    found = None
+    for use in uses.of(expr.value):
+        parent = use.ancestors[-1] if use.ancestors else None
+        if isinstance(parent, cst.AssignTarget):
+            assign = use.ancestors[-2]
+            if found is not None or not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+                return None
+            found = assign.value
+        elif isinstance(parent, (cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Param)):
+            return None
+    return found
