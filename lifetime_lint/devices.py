@@ -465,10 +465,13 @@ _CUDA_SKIP = compile_lazily(
 )
 # Only a raise or a skip makes the rest CUDA-only: an early `return` is a fallback path.
 _EARLY_EXIT = compile_lazily(r"\b(skip|skipTest|SkipTest|raise)\b")
-# Libraries that exist only for NVIDIA GPUs: a module that imports one is CUDA-only.
+# Libraries that exist only for NVIDIA GPUs: a module that imports one is CUDA-only
+# (DeepEP's expert-parallel all-to-all and NVSHMEM run over NVLink/InfiniBand GPU memory;
+# Mamba's selective-scan and causal-conv1d kernels are CUDA (and HIP) builds).
 CUDA_ONLY_LIBRARIES = frozenset(
     {"cupy", "pycuda", "pynvml", "nvidia", "cuda", "flash_attn", "flashinfer", "cutlass",
-     "deep_gemm", "tensorrt", "apex", "nvtx", "transformer_engine"}
+     "deep_gemm", "tensorrt", "apex", "nvtx", "transformer_engine", "deep_ep", "nvshmem",
+     "mamba_ssm", "causal_conv1d"}
 )  # fmt: skip
 # Names of CUDA-only kernels and libraries, in a folder, file or function name
 # (`flashinfer_autotune.py`, `deep_gemm_wrapper/`, `_process_weights_for_sm90_cutlass`).

@@ -446,7 +446,7 @@ def _listdir(directory: str) -> list[str]:
 # `cuda.bindings`, `cuda.cuda`, `cuda.cudart`). Not monitoring or tooling libraries
 # (`pynvml`, `nvtx`) that multi-backend utility packages import beside portable code.
 _PACKAGE_CUDA_LIBRARIES = ("cuda", "cupy", "pycuda", "cutlass", "flashinfer", "deep_gemm",
-                           "tensorrt")  # fmt: skip
+                           "tensorrt", "deep_ep", "nvshmem")  # fmt: skip
 _TOP_LEVEL_CUDA_IMPORT = compile_lazily(
     r"^(?:import|from)[ \t]+(" + "|".join(_PACKAGE_CUDA_LIBRARIES) + r")(?=[. \t]|$)", re.M
 )
