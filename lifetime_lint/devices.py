@@ -2571,13 +2571,25 @@ def in_logging_function(ancestors: Sequence[cst.CSTNode]) -> bool:
 # Words of a flag that turns on debugging or tracing (`envs.SGLANG_TRACE_LOGITS_SYNC.get()`,
 # `self.debug`, `DEBUG_SYNC`); whole words only (not `debugger`, `traceback`).
 _DEBUG_WORDS = frozenset({"debug", "trace"})
+# A docstring that opens by saying the function exists for debugging only.
+_DEBUG_ONLY_DOCSTRING = compile_lazily(
+    r"(?:debug(?:ging)?[- ]only|for debugging(?: only)?|debugging (?:aid|helper|tool))\b",
+    re.IGNORECASE,
+)
 
 
 def in_debugging_branch(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
     """The node runs only when a debugging or tracing flag is set (`if
-    envs.SGLANG_TRACE_LOGITS_E2E_SYNC.get(): torch.cuda.synchronize()`): a developer's
-    switch for their own machine, not what the library does."""
+    envs.SGLANG_TRACE_LOGITS_E2E_SYNC.get(): torch.cuda.synchronize()`), or in a function
+    whose docstring opens by declaring it debug-only (`Debug-only (DSV4_TRUNCATE_LAYERS=N):
+    truncate the decoder stack ...`): a developer's switch for their own machine, not what
+    the library does."""
     chain = list(ancestors)
+    for node in chain:
+        if isinstance(node, cst.FunctionDef) and _DEBUG_ONLY_DOCSTRING.match(
+            node.get_docstring() or ""
+        ):
+            return True
     for index in range(len(chain) - 1):
         node, child = chain[index], chain[index + 1]
         if isinstance(node, cst.If) and child is node.body:

@@ -102,9 +102,11 @@ class RawEmptyCache(Rule):
     CUDA-only library's folder (`vllm_flash_attn/`); tests, examples, benchmarks, scripts and notebooks (the
     `non-library` globs, also `parallel_examples/`-style folders), `test_*`/`benchmark_*`
     functions, and a script's `main()`, `__main__` block, module-level code and the
-    helpers only they call. `--statistics` names each reason (`CUDA-bound code`,
+    helpers only they call; a debugging branch (under `if <debug or trace flag>:`, past
+    `if not trace_e2e: return`, or in a function whose docstring opens "Debug-only" or
+    "For debugging"). `--statistics` names each reason (`CUDA-bound code`,
     `ROCm-only code`, `called only from CUDA-bound code`, `CUDA-only project`,
-    `platform layer`, `non-library path`, `script entry point`).
+    `platform layer`, `non-library path`, `script entry point`, `debugging branch`).
 
     ## Example
     ```python
