@@ -465,10 +465,13 @@ _CUDA_SKIP = compile_lazily(
 )
 # Only a raise or a skip makes the rest CUDA-only: an early `return` is a fallback path.
 _EARLY_EXIT = compile_lazily(r"\b(skip|skipTest|SkipTest|raise)\b")
-# Libraries that exist only for NVIDIA GPUs: a module that imports one is CUDA-only.
+# Libraries that exist only for NVIDIA GPUs: a module that imports one is CUDA-only
+# (DeepEP's expert-parallel all-to-all and NVSHMEM run over NVLink/InfiniBand GPU memory;
+# Mamba's selective-scan and causal-conv1d kernels are CUDA (and HIP) builds).
 CUDA_ONLY_LIBRARIES = frozenset(
     {"cupy", "pycuda", "pynvml", "nvidia", "cuda", "flash_attn", "flashinfer", "cutlass",
-     "deep_gemm", "tensorrt", "apex", "nvtx", "transformer_engine"}
+     "deep_gemm", "tensorrt", "apex", "nvtx", "transformer_engine", "deep_ep", "nvshmem",
+     "mamba_ssm", "causal_conv1d"}
 )  # fmt: skip
 # Names of CUDA-only kernels and libraries, in a folder, file or function name
 # (`flashinfer_autotune.py`, `deep_gemm_wrapper/`, `_process_weights_for_sm90_cutlass`).
@@ -2568,13 +2571,25 @@ def in_logging_function(ancestors: Sequence[cst.CSTNode]) -> bool:
 # Words of a flag that turns on debugging or tracing (`envs.SGLANG_TRACE_LOGITS_SYNC.get()`,
 # `self.debug`, `DEBUG_SYNC`); whole words only (not `debugger`, `traceback`).
 _DEBUG_WORDS = frozenset({"debug", "trace"})
+# A docstring that opens by saying the function exists for debugging only.
+_DEBUG_ONLY_DOCSTRING = compile_lazily(
+    r"(?:debug(?:ging)?[- ]only|for debugging(?: only)?|debugging (?:aid|helper|tool))\b",
+    re.IGNORECASE,
+)
 
 
 def in_debugging_branch(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
     """The node runs only when a debugging or tracing flag is set (`if
-    envs.SGLANG_TRACE_LOGITS_E2E_SYNC.get(): torch.cuda.synchronize()`): a developer's
-    switch for their own machine, not what the library does."""
+    envs.SGLANG_TRACE_LOGITS_E2E_SYNC.get(): torch.cuda.synchronize()`), or in a function
+    whose docstring opens by declaring it debug-only (`Debug-only (DSV4_TRUNCATE_LAYERS=N):
+    truncate the decoder stack ...`): a developer's switch for their own machine, not what
+    the library does."""
     chain = list(ancestors)
+    for node in chain:
+        if isinstance(node, cst.FunctionDef) and _DEBUG_ONLY_DOCSTRING.match(
+            node.get_docstring() or ""
+        ):
+            return True
     for index in range(len(chain) - 1):
         node, child = chain[index], chain[index + 1]
         if isinstance(node, cst.If) and child is node.body:

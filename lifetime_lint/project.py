@@ -446,7 +446,7 @@ def _listdir(directory: str) -> list[str]:
 # `cuda.bindings`, `cuda.cuda`, `cuda.cudart`). Not monitoring or tooling libraries
 # (`pynvml`, `nvtx`) that multi-backend utility packages import beside portable code.
 _PACKAGE_CUDA_LIBRARIES = ("cuda", "cupy", "pycuda", "cutlass", "flashinfer", "deep_gemm",
-                           "tensorrt")  # fmt: skip
+                           "tensorrt", "deep_ep", "nvshmem")  # fmt: skip
 _TOP_LEVEL_CUDA_IMPORT = compile_lazily(
     r"^(?:import|from)[ \t]+(" + "|".join(_PACKAGE_CUDA_LIBRARIES) + r")(?=[. \t]|$)", re.M
 )
@@ -558,8 +558,8 @@ def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str |
     it may read, the folders whose listings decide them, and the package that ships CUDA
     sources (the folder or its nearest enclosing package with a `csrc/` or `*.cu`, or
     named for a CUDA-only kernel library: `exllamav3/`), if any. Not a package (no
-    `__init__.py`): only the folders of the device-layer fact (a folder inside a package,
-    such as exllamav2's `conversion/`, is in its project all the same)."""
+    `__init__.py`): the inputs of the project fact of the package it sits in (exllamav2's
+    `conversion/`), if any, and the folders of the device-layer fact."""
     memo = _PACKAGE_INPUTS.get(folder)
     if memo is not None:
         return memo
@@ -588,6 +588,10 @@ def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str |
             _, evidence_files, evidence_folders = project
             files = sorted(set(files).union(evidence_files))
             folders = sorted(set(folders).union(evidence_folders))
+    else:  # a folder inside a package (exllamav2's `conversion/`) is in its project
+        project = _project_fact(folder)
+        if project is not None:
+            files, folders = sorted(project[1]), sorted({folder, *project[2]})
     layer = _device_layer_fact(folder)  # also for a folder inside a package (namespace)
     if layer is not None:
         folders = sorted(set(folders).union(layer[1]))
@@ -659,9 +663,13 @@ def project_tree(folder: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | 
     """The project of the package in `folder`: its root (the folder above the top-level
     package, or above its `src/`, where that holds a `pyproject.toml`, `setup.cfg` or
     `setup.py`; else the top-level package itself), its Python files and its folders
-    (hidden, build and cache folders left out). None: `folder` is not a package."""
+    (hidden, build and cache folders left out). A folder without `__init__.py` inside a
+    package is in that package's project. None: `folder` is neither."""
     if "__init__.py" not in _listdir(folder):
-        return None
+        package = _enclosing_package(folder)
+        if package is None:
+            return None
+        folder = package
     top = folder
     while True:
         parent = os.path.dirname(top)
@@ -691,6 +699,23 @@ def project_tree(folder: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | 
     return tree
 
 
+def _enclosing_package(folder: str) -> str | None:
+    """The nearest package above `folder`, a folder without `__init__.py` (exllamav2's
+    `conversion/`), below the repository root (a `pyproject.toml`, `setup.cfg`, `setup.py`
+    or `.git` folder); None: there is none."""
+    directory = folder
+    while True:
+        names = _listdir(directory)
+        if directory != folder and "__init__.py" in names:
+            return directory
+        if any(n in _ROOT_MARKERS or n == ".git" for n in names):
+            return None
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
 def cuda_project(folder: str) -> str | None:
     """Why the project of the package in `folder` is CUDA-only, or None."""
     fact = _project_fact(folder)
@@ -711,7 +736,20 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
     if fact is not None:
         return fact
     if len(files) < PROJECT_MIN_MODULES:
-        fact = (None, (), folders)
+        # Too few modules to show that none needs another backend, unless one of them
+        # picks the device and picks only CUDA or the CPU (`"cuda" if
+        # torch.cuda.is_available() else "cpu"`: gfpgan, whisperx) while none names another.
+        evidence = _project_names_another_backend(files, folders)
+        selection = None if evidence is not None else _cuda_or_cpu_selection(root, files)
+        if evidence is not None:
+            fact = (None, *evidence)
+        elif selection is None:
+            fact = (None, files, folders)
+        else:
+            reason = (f"{CUDA_PROJECT} (`{os.path.basename(root)}` runs on CUDA or the CPU: "
+                      f"{selection}, and none of its {len(files)} modules names another "
+                      "backend or a platform layer)")  # fmt: skip
+            fact = (reason, files, folders)
     else:
         evidence = _project_names_another_backend(files, folders)
         if evidence is not None:
@@ -722,6 +760,24 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
             fact = (reason, files, folders)
     _PROJECT_FACTS[root] = fact
     return fact
+
+
+# A device pick between CUDA and the CPU alone: `"cuda" if torch.cuda.is_available() else
+# "cpu"` (or the other way round), in a call (`torch.device(...)`), a default or a
+# parameter's default.
+_CUDA_OR_CPU_PICK = compile_lazily(
+    r"""(["'])cuda(?::\d+)?\1[ \t]+if[ \t][^\n]*?[ \t]else[ \t]+(["'])cpu\2"""
+    r"""|(["'])cpu\3[ \t]+if[ \t][^\n]*?[ \t]else[ \t]+(["'])cuda(?::\d+)?\4"""
+)
+
+
+def _cuda_or_cpu_selection(root: str, files: tuple[str, ...]) -> str | None:
+    """Where the first of `files` picks between CUDA and the CPU only, or None."""
+    for path in files:
+        match = _CUDA_OR_CPU_PICK.search(_read_text(path) or "")
+        if match:
+            return f"`{os.path.relpath(path, root)}` picks `{match.group(0)}`"
+    return None
 
 
 def _project_names_another_backend(
@@ -756,6 +812,8 @@ def _read_cuda_package(folder: str) -> CudaPackage:
     files, folders, sources = package_inputs(folder)
     if not files:
         return CudaPackage(None, files, folders)
+    if "__init__.py" not in _listdir(folder):  # inside a package: only its project's fact
+        return CudaPackage(cuda_project(folder), files, folders)
     reason = None
     if sources is not None:
         package = os.path.basename(sources)

@@ -188,7 +188,8 @@ class HardCodedCudaCall(Rule):
     dispatch, only incomplete for the backends it does not name), a module of a CUDA-only package read
     from the package's other files), a CUDA-only project or package folder, scripts and
     non-library paths as LL004 (see its documentation); a debugging branch (under `if
-    <debug or trace flag>:`, or past `if not trace_e2e: return`); a saved `torch.cuda`
+    <debug or trace flag>:`, past `if not trace_e2e: return`, or in a function whose
+    docstring opens "Debug-only" or "For debugging"); a saved `torch.cuda`
     original called inside the function the module installs in its place (`torch.cuda.
     synchronize = _cuda_synchronize`, a monkeypatch wrapper: not a finding at all);
     a call whose result only feeds a log message (also through locals that only log

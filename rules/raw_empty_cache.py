@@ -95,13 +95,18 @@ class RawEmptyCache(Rule):
     package, or its repository beside the package's `pyproject.toml`/`setup.py`, none of
     which names another backend, `torch.accelerator` or a platform layer; ROCm, where
     `torch.cuda` is HIP, and Meta's in-house MTIA do not count: audiocraft,
-    stable-audio-tools, xformers); a module in a `cuda/` package folder or a (vendored)
+    stable-audio-tools, xformers; a smaller project when one of its modules picks the
+    device between CUDA and the CPU alone, `"cuda" if torch.cuda.is_available() else
+    "cpu"`: gfpgan, whisperx; a folder without `__init__.py` inside the package, such as
+    exllamav2's `conversion/`, is in its project); a module in a `cuda/` package folder or a (vendored)
     CUDA-only library's folder (`vllm_flash_attn/`); tests, examples, benchmarks, scripts and notebooks (the
     `non-library` globs, also `parallel_examples/`-style folders), `test_*`/`benchmark_*`
     functions, and a script's `main()`, `__main__` block, module-level code and the
-    helpers only they call. `--statistics` names each reason (`CUDA-bound code`,
+    helpers only they call; a debugging branch (under `if <debug or trace flag>:`, past
+    `if not trace_e2e: return`, or in a function whose docstring opens "Debug-only" or
+    "For debugging"). `--statistics` names each reason (`CUDA-bound code`,
     `ROCm-only code`, `called only from CUDA-bound code`, `CUDA-only project`,
-    `platform layer`, `non-library path`, `script entry point`).
+    `platform layer`, `non-library path`, `script entry point`, `debugging branch`).
 
     ## Example
     ```python
