@@ -782,13 +782,18 @@ class AccumulateThenConcat(Rule):
         origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
         work = _loop_work(facts, header, loop)
         named = [out] + ([elements[1].value] if isinstance(elements[1], cst.Name) else [])
+        generated = _generates_segments(facts, loop)
+        # `for chunk_latents in latent_chunks: history = torch.cat([history, decode(...)])`.
+        listed = _iterates_listed_segments(facts, loop) and _decodes_in(loop)
         level, generic = _accumulation_level(
             origin,
             work,
             _decode_path(function, named),
-            _generates_segments(facts, loop),
+            generated or listed,
             C.sequence_chunks(loop),
         )
+        if generic == _SEGMENTS and not generated:
+            generic = _LISTED_SEGMENTS
         raising, generic = (generic, None) if generic in _RAISING else (None, generic)
         structure = (
             (_SELF_PADDING if padded else None)
@@ -1609,14 +1614,19 @@ def _iterates_listed_segments(facts: F.FunctionFacts, loop: cst.CSTNode) -> bool
         if len(inner) != 1:
             return False
         loop = inner[0]
-    if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Name)):
+    if not (isinstance(loop, cst.For) and isinstance(loop.iter, (cst.Name, cst.Attribute))):
         return False
-    words = _words(loop.iter.value)
+    named = loop.iter if isinstance(loop.iter, cst.Name) else loop.iter.attr
+    words = _words(named.value)
     if not ("segments" in words or (words & {"latent", "latents"} and words & {"chunks", "list"})):
         return False
     header = _header_node(facts, loop)
     if header is None:
         return False
+    if isinstance(loop.iter, cst.Attribute):
+        # `for chunk_latents in block_state.latent_chunks:` (a modular pipeline's state):
+        # a stored list of segments, bound by an earlier step.
+        return not facts.expression(loop.iter, header).is_tensor
     sites = facts.reaching(header, loop.iter.value)
     if not sites or facts.expression(loop.iter, header).is_tensor:
         return False
