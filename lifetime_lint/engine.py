@@ -41,12 +41,20 @@ from lifetime_lint.fixes import (
     select_non_overlapping,
 )
 from lifetime_lint.noqa import Suppressions, parse_suppressions
-from lifetime_lint.parsing import ParsedSource, ParseRefused, RoundTripError, parse_exact
+from lifetime_lint.parsing import (
+    ParsedSource,
+    ParseRefused,
+    RoundTripError,
+    TabExpansion,
+    expand_leading_tabs,
+    parse_exact,
+    python_syntax_error,
+)
 from lifetime_lint.registry import all_rules
 
 # FileResult, FixMode and the error codes live in `results` (no LibCST there, so a run
 # answered from the cache never imports it); re-exported here for existing callers.
-from lifetime_lint.results import IO_ERROR, SYNTAX_ERROR, FileResult, FixMode
+from lifetime_lint.results import IO_ERROR, SYNTAX_ERROR, FileResult, FixMode, left_out_key
 from lifetime_lint.rule import FileContext, RawReport, Rule
 from lifetime_lint.source import SourceError, SourceFile, detect_newline
 from lifetime_lint.traversal import LEAF_TYPES, NodeOffsets, walk_skipping
@@ -214,13 +222,51 @@ class Linter:
             else:
                 parsed, offsets = parser.parse(text)
         except cst.ParserSyntaxError as error:
-            return [], _syntax_error(path, text, error)
+            python_error = python_syntax_error(text, path)
+            expansion = None if python_error else expand_leading_tabs(text)
+            if expansion is None:
+                return [], _syntax_error(path, error, python_error)
+            try:
+                return self._lint_expanded(path, expansion, newline, rules), None
+            except cst.ParserSyntaxError as still:
+                return [], _syntax_error(path, still, None)
+            except ParseRefused as refused:
+                return [], file_error(path, IO_ERROR, f"Failed to parse {path}: {refused}")
+            except RoundTripError as failure:
+                return [], file_error(
+                    path, IO_ERROR, f"Failed to parse {path}: {failure}; not checked"
+                )
         except ParseRefused as refused:
             return [], file_error(path, IO_ERROR, f"Failed to parse {path}: {refused}")
         try:
             return self._lint_parsed(path, text, parsed, newline, rules, offsets), None
         except RoundTripError as error:
             return [], file_error(path, IO_ERROR, f"Failed to parse {path}: {error}; not checked")
+
+    def _lint_expanded(
+        self,
+        path: str,
+        expansion: TabExpansion,
+        newline: str | None,
+        rules: Sequence[type[Rule]],
+    ) -> list[Diagnostic]:
+        """Lint the copy with leading tabs expanded; findings at the original's positions,
+        with no fix (edits computed on the copy do not apply to the file), and one note."""
+        parsed = parse_exact(expansion.text)
+        diagnostics = self._lint_parsed(path, expansion.text, parsed, newline, rules)
+        self.last_left_out[TABS_NOTE] = self.last_left_out.get(TABS_NOTE, 0) + 1
+        for diagnostic in diagnostics:
+            diagnostic.fix = None
+            diagnostic.extra.pop("edit_locations", None)
+            for name in ("start", "end"):
+                at = getattr(diagnostic, name)
+                column = expansion.column(at.row, at.column - 1) + 1
+                setattr(diagnostic, name, Location(at.row, column))
+            diagnostic.span = (
+                expansion.offset(diagnostic.span[0]),
+                expansion.offset(diagnostic.span[1]),
+            )
+        return diagnostics
 
     def _lint_parsed(
         self,
@@ -462,20 +508,43 @@ def _os_reason(error: OSError) -> str:
     return error.strerror or str(error)
 
 
-def _syntax_error(path: str, text: str, error: cst.ParserSyntaxError) -> Diagnostic:
-    """Describe a syntax error the way Python would (LibCST's positions can be a line off)."""
-    try:
-        ast.parse(text)
-    except SyntaxError as python_error:
+def _syntax_error(
+    path: str, error: cst.ParserSyntaxError, python_error: SyntaxError | None
+) -> Diagnostic:
+    """Describe a syntax error the way Python would (LibCST's positions can be a line off):
+    at Python's own line and column when Python rejects the text too, else LibCST's reason
+    and line (its tokenizer's errors carry none: said so, at 1:1)."""
+    if python_error is not None:
         row = python_error.lineno or 1
         column = python_error.offset or 1
         reason = python_error.msg
     else:  # Python accepts it but LibCST cannot parse it (very new syntax)
-        row, column = max(error.raw_line, 1), error.raw_column + 1
-        reason = "LibCST cannot parse this: " + (error.message.splitlines()[0] or "invalid syntax")
+        libcst_reason = error.message.splitlines()[0] if error.message else "invalid syntax"
+        if libcst_reason.startswith("tokenizer error"):
+            row, column = 1, 1
+            where = "LibCST's tokenizer gives no line"
+            reason = (
+                f"Python accepts this file but LibCST cannot parse it: {libcst_reason} ({where})"
+            )
+        else:
+            row, column = max(error.raw_line, 1), error.raw_column + 1
+            reason = (
+                f"Python accepts this file but LibCST cannot parse it: {libcst_reason} "
+                f"at line {row}"
+            )
     return file_error(
         path, SYNTAX_ERROR, f"Failed to parse {path}:{row}:{column}: {reason}", row, column
     )
+
+
+# The note on a file linted through `TabExpansion` (`FileResult.left_out`, shown by
+# `--statistics`): its findings are reported, its fixes are not offered.
+TABS_NOTE = left_out_key(
+    SYNTAX_ERROR,
+    "no fixes offered: indentation mixes tabs and spaces, which LibCST cannot parse "
+    "(a copy with the tabs expanded was checked; the file is never changed)",
+    "",
+)
 
 
 __all__ = [

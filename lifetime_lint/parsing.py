@@ -265,3 +265,102 @@ def _form_feed_cuts(text: str) -> list[tuple[int, int]]:
     except (tokenize.TokenError, SyntaxError):
         return []  # LibCST will report the error, or the round-trip check refuses the file
     return cuts
+
+
+@dataclass(frozen=True)
+class TabExpansion:
+    """A copy of a text whose leading tabs are expanded as Python's tokenizer reads them.
+
+    LibCST's tokenizer rejects some indentation that mixes tabs and spaces and that Python
+    accepts ("no matching outer block for dedent"). Python reads a tab in a line's leading
+    whitespace as a move to the next multiple of 8 columns (a form feed restarts the count),
+    so the copy with those tabs replaced by spaces has the same blocks; it has the same lines,
+    only columns on changed lines differ. The copy is for reading: never written, never fixed.
+    """
+
+    text: str
+    original_starts: tuple[int, ...]
+    expanded_starts: tuple[int, ...]
+    changed: dict[int, tuple[str, str]]  # row (1-based) -> (leading whitespace, expanded)
+
+    def column(self, row: int, column: int) -> int:
+        """0-based `column` on `row` of the copy -> the column in the original line."""
+        change = self.changed.get(row)
+        if change is None:
+            return column
+        original, expanded = change
+        if column >= len(expanded):
+            return column - len(expanded) + len(original)
+        for index in range(len(original)):
+            if column < len(_expand_leading(original[: index + 1])):
+                return index
+        return len(original)
+
+    def offset(self, offset: int) -> int:
+        """An offset in the copy -> the offset in the original text."""
+        row = bisect_right(self.expanded_starts, offset)
+        column = offset - self.expanded_starts[row - 1]
+        return self.original_starts[row - 1] + self.column(row, column)
+
+
+_LEADING_WHITESPACE = compile_lazily(r"[ \t\f]*")
+
+
+def _expand_leading(whitespace: str) -> str:
+    pieces, column = [], 0
+    for character in whitespace:
+        if character == "\t":
+            width = 8 - column % 8
+            pieces.append(" " * width)
+            column += width
+        elif character == "\f":
+            pieces.append(character)
+            column = 0
+        else:
+            pieces.append(character)
+            column += 1
+    return "".join(pieces)
+
+
+def expand_leading_tabs(text: str) -> TabExpansion | None:
+    """The copy of `text` with leading tabs expanded, or None unless its indentation mixes
+    tabs and spaces (then there is nothing to expand, or expanding cannot help)."""
+    if "\t" not in text:
+        return None
+    starts = [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+    if starts[-1] == len(text):
+        starts.pop()
+    ends = starts[1:] + [len(text)]
+    pieces, expanded_starts, changed = [], [], {}
+    has_spaces = has_tabs = False
+    length = 0
+    for row, (start, end) in enumerate(zip(starts, ends), 1):
+        line = text[start:end]
+        match = _LEADING_WHITESPACE.match(line)
+        leading = match.group() if match else ""
+        expanded_starts.append(length)
+        if "\t" in leading:
+            has_tabs = True
+            wide = _expand_leading(leading)
+            changed[row] = (leading, wide)
+            line = wide + line[len(leading) :]
+        if " " in leading:
+            has_spaces = True
+        pieces.append(line)
+        length += len(line)
+    if not (has_tabs and has_spaces):
+        return None
+    return TabExpansion("".join(pieces), tuple(starts), tuple(expanded_starts), changed)
+
+
+def python_syntax_error(text: str, path: str = "<unknown>") -> SyntaxError | None:
+    """Python's own SyntaxError for `text`, or None when this interpreter accepts it."""
+    try:
+        compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        return error
+    except ValueError as error:  # null bytes, on some versions
+        return SyntaxError(str(error))
+    except (RecursionError, MemoryError):
+        return None
+    return None
