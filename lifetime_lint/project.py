@@ -867,14 +867,25 @@ def package_facts_read() -> tuple[list[str], list[str]]:
     return list(files), list(folders)
 
 
-def forget_changed_packages() -> int:
-    """Drop the memoised package facts whose inputs changed on disk since they were read
-    (the language server calls this, through `forget_changed_projects`)."""
+def _forget_listings() -> None:
     _PACKAGE_INPUTS.clear()  # listings are cheap: a new or removed file is seen
     _SOURCE_TREES_OTHER_BACKEND.clear()
     _PROJECT_TREES.clear()
     _PROJECT_FACTS.clear()
     _DEVICE_LAYERS.clear()
+
+
+def forget_all_packages() -> None:
+    """Drop every memoised package and project fact (a caller that edits the files they
+    read and cannot wait for a stamp to change: tests)."""
+    _forget_listings()
+    _PACKAGES.clear()
+
+
+def forget_changed_packages() -> int:
+    """Drop the memoised package facts whose inputs changed on disk since they were read
+    (the language server calls this, through `forget_changed_projects`)."""
+    _forget_listings()
     changed = [
         folder
         for folder, (stamp, _) in _PACKAGES.items()

@@ -49,11 +49,7 @@ CONFIG = (
 
 
 def _forget() -> None:
-    project._PACKAGE_INPUTS.clear()
-    project._PACKAGES.clear()
-    project._PROJECT_TREES.clear()
-    project._PROJECT_FACTS.clear()
-    project._DEVICE_LAYERS.clear()
+    project.forget_all_packages()
 
 
 @pytest.fixture

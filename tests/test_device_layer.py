@@ -21,11 +21,7 @@ SYNC = "import torch\n\n\ndef wait(x):\n    torch.cuda.synchronize()\n    return
 
 
 def _forget() -> None:
-    project._PACKAGE_INPUTS.clear()
-    project._PACKAGES.clear()
-    project._PROJECT_TREES.clear()
-    project._PROJECT_FACTS.clear()
-    project._DEVICE_LAYERS.clear()
+    project.forget_all_packages()
 
 
 @pytest.fixture

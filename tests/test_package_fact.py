@@ -32,11 +32,7 @@ ANY_PROJECT = "[tool.lifetime-lint.hard-coded-cuda-call]\nrequire-device-layer =
 
 def _forget_package_facts() -> None:
     """This process's memo of package facts, dropped (a test edits the files they read)."""
-    project._PACKAGES.clear()
-    project._PACKAGE_INPUTS.clear()
-    project._SOURCE_TREES_OTHER_BACKEND.clear()
-    project._PROJECT_TREES.clear()
-    project._PROJECT_FACTS.clear()
+    project.forget_all_packages()
 
 
 def settle() -> None:
