@@ -32,7 +32,12 @@ import libcst as cst
 from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import CFG, DefSite, Node, TooLarge, build, iter_children
 from lifetime_lint.analysis.dataflow import Dataflow, solve
-from lifetime_lint.analysis.domain import parameter_streams
+from lifetime_lint.analysis.domain import (
+    SMALL_DOMAIN,
+    UNKNOWN_DOMAIN,
+    file_domain,
+    parameter_streams,
+)
 from lifetime_lint.globs import glob_matcher
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.lazy_regex import compile_lazily
@@ -1392,6 +1397,8 @@ class FunctionFacts:
         work = self.work(call)
         if work.level >= LIGHT and work.kind not in ("collective", "none", "helper"):
             origin = _origin_of_work(work)
+            if origin == DECODED and file_domain(self.context) in _UNVISUAL_DOMAINS:
+                origin = MODEL_OUTPUT  # a seq2seq or speech decoder's hidden states
             if origin in (MODEL_OUTPUT, ACTIVATION) and self._reads_text(call, node):
                 origin = CONDITIONING  # `self.byte5(texts)`: a text encoder's features
             elif origin == ACTIVATION and self._latent_channel_call(call, outputs=True):
@@ -3324,6 +3331,12 @@ _CONDITIONING_ENCODERS = (
     "text_encoder", "encode_prompt", "image_encoder", "encode_image", "clip", "t5",
     "text_model", "prompt", "caption",
 )  # fmt: skip
+
+
+# Domains of files that say they are not about images, video or latents (a speech model's,
+# or a long file with none of their words): a decoder called there (ASR, seq2seq) returns
+# hidden states, not decoded frames. A short file says too little (`unjudged`: a VAE helper).
+_UNVISUAL_DOMAINS = (SMALL_DOMAIN, UNKNOWN_DOMAIN)
 
 
 def _origin_of_work(work: Work) -> str:
