@@ -217,29 +217,23 @@ class Linter:
             return [], None
         offsets: NodeOffsets | None = None
         try:
-            if parser is None:
-                parsed = parse_exact(text)
-            else:
-                parsed, offsets = parser.parse(text)
-        except cst.ParserSyntaxError as error:
-            python_error = python_syntax_error(text, path)
-            expansion = None if python_error else expand_leading_tabs(text)
-            if expansion is None:
-                return [], _syntax_error(path, error, python_error)
             try:
-                return self._lint_expanded(path, expansion, newline, rules), None
-            except cst.ParserSyntaxError as still:
-                return [], _syntax_error(path, still, None)
-            except ParseRefused as refused:
-                return [], file_error(path, IO_ERROR, f"Failed to parse {path}: {refused}")
-            except RoundTripError as failure:
-                return [], file_error(
-                    path, IO_ERROR, f"Failed to parse {path}: {failure}; not checked"
-                )
+                if parser is None:
+                    parsed = parse_exact(text)
+                else:
+                    parsed, offsets = parser.parse(text)
+            except cst.ParserSyntaxError as error:
+                python_error = python_syntax_error(text, path)
+                expansion = None if python_error else expand_leading_tabs(text)
+                if expansion is None:
+                    return [], _syntax_error(path, error, python_error)
+                try:
+                    return self._lint_expanded(path, expansion, newline, rules), None
+                except cst.ParserSyntaxError as still:
+                    return [], _syntax_error(path, still, None)
+            return self._lint_parsed(path, text, parsed, newline, rules, offsets), None
         except ParseRefused as refused:
             return [], file_error(path, IO_ERROR, f"Failed to parse {path}: {refused}")
-        try:
-            return self._lint_parsed(path, text, parsed, newline, rules, offsets), None
         except RoundTripError as error:
             return [], file_error(path, IO_ERROR, f"Failed to parse {path}: {error}; not checked")
 
