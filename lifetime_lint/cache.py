@@ -110,6 +110,7 @@ class Cache:
         self._project_facts: dict[str, bytes] = {}
         # Absolute paths whose key read their package's CUDA fact (`_package_part`).
         self._package_readers: set[str] = set()
+        self._config_parts: dict[str, bytes] = {}
         self.index = StatIndex(self.folder, self.root)
 
     def cached_result(
@@ -146,6 +147,7 @@ class Cache:
         digest = hashlib.sha256(self.settings.relative(path).encode() + b"\0")
         digest.update(self._project_part(path))
         digest.update(self._package_part(path, data))
+        digest.update(self._config_part(path, data))
         digest.update(data)
         return digest.hexdigest()
 
@@ -161,6 +163,29 @@ class Cache:
         self._package_readers.add(os.path.abspath(path))
         facts = (cuda_package(path).reason, missing_device_layer(path))
         return repr(facts).encode() + b"\0"
+
+    def _config_part(self, path: str, data: bytes) -> bytes:
+        """The configuration modules beside a file that reads a config (LL002's chunk-size
+        default, `project.config_field_default`): a default changed there is a new key.
+        Their contents, hashed once per folder and run."""
+        if b"config" not in data:
+            return b""
+        folder = os.path.dirname(os.path.abspath(path))
+        part = self._config_parts.get(folder)
+        if part is None:
+            from lifetime_lint.project import config_files
+
+            digest = hashlib.sha256()
+            for config in config_files(folder):
+                digest.update(config.encode() + b"\0")
+                try:
+                    with open(config, "rb") as handle:
+                        digest.update(handle.read())
+                except OSError:
+                    digest.update(b"unreadable")
+            part = digest.digest()
+            self._config_parts[folder] = part
+        return part
 
     def _project_part(self, path: str) -> bytes:
         """What the file's project says that can change its fixes (read once per folder,

@@ -148,8 +148,8 @@ def project_stamp(folder: str, memo: dict[str, str | None] | None = None) -> str
     """A string that changes whenever a file `_read_project(folder)` reads may have changed,
     found by `stat` alone (no file is read or parsed): each folder of the search (up to the
     project root, as `_read_project` walks) with its modification time (a file added,
-    removed or replaced by rename) and the size, times and inode of each project file in it
-    (an in-place edit). None when something was modified too recently to be trusted.
+    removed or replaced by rename) and the size, times and inode of each project file and
+    configuration module in it (an in-place edit). None when something was modified too recently to be trusted.
 
     `memo`: stamps of single folders already computed in this pass (parents are shared)."""
     import time
@@ -188,6 +188,7 @@ def _folder_stamp(directory: str, now_ns: int) -> str | None:
         for name in names
         if name in _PROJECT_FILES
         or (name.startswith("requirements") and name.endswith((".txt", ".in")))
+        or _is_config_module(name)  # LL002 reads defaults there (`config_field_default`)
     ]
     if "requirements" in names:
         wanted.extend(
@@ -864,10 +865,67 @@ def package_facts_read() -> tuple[list[str], list[str]]:
     for read_files, read_folders, _ in list(_PACKAGE_INPUTS.values()):
         files.update(dict.fromkeys(read_files))
         folders.update(dict.fromkeys(read_folders))
+    for folder, read_files in list(_CONFIG_INPUTS.items()):
+        files.update(dict.fromkeys(read_files))
+        folders[folder] = None
     return list(files), list(folders)
 
 
+# -- defaults in a package's configuration files -----------------------------------------
+#
+# LL002 asks whether a chunk size read from a config (`self.chunk_size =
+# config.outer_product_chunk_size`) is off by default: the answer lies in the configuration
+# files beside the module (`configuration_esmfold2.py`), so the cache keys such a module on
+# their contents and `project_stamp` on their stats (`config_files`).
+
+_CONFIG_DEFAULTS: dict[tuple[str, str], str | None] = {}
+
+
+def _is_config_module(name: str) -> bool:
+    return name.endswith(".py") and "config" in name.lower()
+
+
+_CONFIG_INPUTS: dict[str, tuple[str, ...]] = {}
+
+
+def config_files(folder: str) -> list[str]:
+    """The configuration modules in `folder` (Python files named for `config`); their
+    stats are part of `project_stamp`, their contents of the cache key (`cache.Cache`), and
+    the run memo watches them and the folder (`package_facts_read`)."""
+    files = tuple(
+        os.path.join(folder, name) for name in _listdir(folder) if _is_config_module(name)
+    )
+    _CONFIG_INPUTS[folder] = files
+    return list(files)
+
+
+def config_field_default(folder: str, field: str) -> str | None:
+    """ "None" or "0" when every default of `field` in `folder`'s configuration modules is
+    that (`field: int | None = None` in a config class, `field=None` among an `__init__`'s
+    parameters); None when another default or none is found."""
+    key = (folder, field)
+    if key in _CONFIG_DEFAULTS:
+        return _CONFIG_DEFAULTS[key]
+    pattern = re.compile(
+        rf"^[ \t]*{re.escape(field)}[ \t]*(?::[^=\n]*)?=[ \t]*([^,\n#)]+)|"
+        rf"[(,][ \t\n]*{re.escape(field)}[ \t]*(?::[^=\n,]*)?=[ \t]*([^,\n#)]+)",
+        re.MULTILINE,
+    )
+    defaults: set[str] = set()
+    for path in config_files(folder):
+        text = (_read_text(path) or "")[:400_000]
+        for match in pattern.finditer(text):
+            defaults.add((match.group(1) or match.group(2) or "").strip())
+    found = None
+    if defaults and defaults <= {"None", "0"}:
+        found = "None" if "None" in defaults else "0"
+    _CONFIG_DEFAULTS[key] = found
+    return found
+
+
 def _forget_listings() -> None:
+    _CONFIG_DEFAULTS.clear()
+    _CONFIG_INPUTS.clear()
     _PACKAGE_INPUTS.clear()  # listings are cheap: a new or removed file is seen
     _SOURCE_TREES_OTHER_BACKEND.clear()
     _PROJECT_TREES.clear()

@@ -31,12 +31,14 @@ read-only traversal, once per loop:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from lifetime_lint import project
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis import tables as T
@@ -1482,45 +1484,12 @@ def _unset_literal(value: cst.BaseExpression) -> str | None:
     return None
 
 
-_CONFIG_DEFAULTS: dict[tuple[str, str], str | None] = {}
-
-
 def _config_default(context, field: str) -> str | None:
-    """The default of `field` in the configuration files of the linted file's package
-    (files named for `config` in its folder): `field: int | None = None` in a config
-    class, or `field=None` among an `__init__`'s parameters. Every default found must be
-    None or 0; None when none is found."""
-    import os
-
-    folder = os.path.dirname(str(getattr(context, "path", "")))
-    key = (folder, field)
-    if key in _CONFIG_DEFAULTS:
-        return _CONFIG_DEFAULTS[key]
-    pattern = re.compile(
-        rf"^[ \t]*{re.escape(field)}[ \t]*(?::[^=\n]*)?=[ \t]*([^,\n#)]+)|"
-        rf"[(,][ \t\n]*{re.escape(field)}[ \t]*(?::[^=\n,]*)?=[ \t]*([^,\n#)]+)",
-        re.MULTILINE,
-    )
-    defaults: set[str] = set()
-    try:
-        names = sorted(os.listdir(folder)) if folder else []
-    except OSError:
-        names = []
-    for name in names:
-        if not name.endswith(".py") or "config" not in name.lower():
-            continue
-        try:
-            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
-                text = handle.read(400_000)
-        except OSError:
-            continue
-        for match in pattern.finditer(text):
-            defaults.add((match.group(1) or match.group(2) or "").strip())
-    found = None
-    if defaults and defaults <= {"None", "0"}:
-        found = "None" if "None" in defaults else "0"
-    _CONFIG_DEFAULTS[key] = found
-    return found
+    """The default of `field` in the configuration modules beside the linted file."""
+    path = getattr(context, "path", None)
+    if not path:
+        return None
+    return project.config_field_default(os.path.dirname(os.path.abspath(path)), field)
 
 
 def _whole_fallback(expr: cst.BaseExpression, stop: cst.BaseExpression, uses) -> bool:
