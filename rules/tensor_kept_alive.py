@@ -29,6 +29,7 @@ from lifetime_lint.analysis.domain import (
     LARGE_DOMAIN,
     TEXT_STREAM,
     class_domain,
+    code_mentions_video,
     frame_wise_classes,
     latent_width_classes,
     mentions_video,
@@ -164,7 +165,11 @@ class TensorKeptAlive(Rule):
     code is about audio or speech (mel, waveform, codebooks, CTC), detection
     post-processing, in a file or class named for a perceiver resampler (a few hundred
     learned latents), or a text model with a learned position table (no rotary positions),
-    activations, outputs and logits are small (a few MiB at real sizes).
+    activations, outputs and logits are small (a few MiB at real sizes). In a long file
+    that shows neither images, video nor generation (a transducer's beam search), a value
+    named for decoding (`beam_dec_out`) holds a decoder's hidden states, not decoded frames;
+    and a function's pixels are frames only where its code, not its docstring, names video
+    (SAM's "transformed to the input frame of the model" is a coordinate frame).
     In a model of two streams (audio-video, a dual-stream DiT, a mixture of transformers) a
     value of the short stream (audio latents, prompt or understanding tokens) is a few MiB
     whatever the file's domain. Its stream follows its name (`und_*`, `txt_*`,
@@ -190,7 +195,9 @@ class TensorKeptAlive(Rule):
     exists only on a path the model's own defaults never take (`attn_output` held across the
     feed-forward only when `self.attn2` is None, where the constructor's default and every
     construction in the file build `attn2`; a class the file builds only under a non-default
-    selector) is `low`, and its message says so. A default of None, a value from a config or
+    selector; a concatenation under `if self.concat_after:` where the flag's constructor
+    default is False and no construction in the file passes True) is `low`, and its
+    message says so. A default of None, a value from a config or
     `**kwargs` keeps the finding.
     Findings in tests, examples, benchmarks and scripts (the non-library globs the
     portability rules share) are `low`: small inputs, run once.
@@ -739,7 +746,10 @@ class _Analysis:
                 continue
             if self._shared_live(info, real, candidates):
                 continue
-            origin = S.name_origin(name, F._largest(o for o in origins if o is not None))
+            flowed = F._largest(o for o in origins if o is not None)
+            origin = S.unvisual_named_decoded(
+                flowed, S.name_origin(name, flowed), class_domain(self.context, self._owner_name)
+            )
             if S.size_class(origin) == S.ACTIVATION_SIZED and all(
                 _samples_latents(site.value) for site, o in zip(real, origins) if o is not None
             ):
@@ -996,8 +1006,9 @@ class _Analysis:
 
     def _names_video(self) -> bool:
         """Whether the function's own code names video (`video`, `frames`): its pixels are
-        frames even where the file shows too little to be a video file."""
-        return mentions_video(self.context.source_of(self.facts.function))
+        frames even where the file shows too little to be a video file. Its code, not its
+        docstring or comments (`code_mentions_video`)."""
+        return code_mentions_video(self.facts.function)
 
     def _token_domain(self, domain: str) -> str:
         """How many tokens the function's activations hold (`S.token_domain`)."""

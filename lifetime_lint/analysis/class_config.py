@@ -526,6 +526,87 @@ def _binds(target: cst.BaseExpression, name: str) -> bool:
     return False
 
 
+def flag_by_default(
+    module: cst.Module, memo: dict, owner: str | None, attribute: str
+) -> bool | None:
+    """The truth of `self.attribute` under the defaults when `owner.__init__` binds it once,
+    unconditionally, to one of its parameters or a literal (`self.concat_after =
+    concat_after`, the parameter defaulting to False and no construction in the file passing
+    True), and no method of the class binds it otherwise; None when the file does not decide
+    it."""
+    if owner is None:
+        return None
+    table = _table(module, memo)
+    definition = table.classes.get(owner)
+    init = _init_of(definition) if definition is not None else None
+    if definition is None or init is None:
+        return None
+    bound: list[cst.BaseExpression] = []
+
+    class Scan(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                if _self_attribute(target.target) == attribute:
+                    bound.append(node.value)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if _self_attribute(node.target) == attribute:
+                bound.append(node.value or cst.Name("None"))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if _self_attribute(node.target) == attribute:
+                bound.append(node.value)
+
+        def visit_Del(self, node: cst.Del) -> None:
+            if _self_attribute(node.target) == attribute:
+                bound.append(node.target)
+
+    visit(definition, Scan())
+    if len(bound) != 1:
+        return None
+    value = bound[0]
+    if not any(
+        statement.value is value and not branches for statement, branches in _assignments(init)
+    ):
+        return None  # bound in a branch, a loop or another method: not judged
+    if isinstance(value, cst.Name) and value.value not in ("True", "False", "None"):
+        return _truth(table, module, owner, value)
+    literal = _literal(value, module)
+    if literal is _UNKNOWN:
+        return None
+    return bool(literal)
+
+
+def off_default_flag(context, owner: str | None, info) -> str | None:
+    """The attribute (`concat_after`) when the statement `info` sits in the body of an
+    `if self.concat_after:` (or the `else` of `if not self.concat_after:`) that the model's
+    own defaults never take (`flag_by_default`); None otherwise."""
+    if owner is None:
+        return None
+    inner, outer = info, info.parent
+    while outer is not None:
+        test = outer.statement
+        if isinstance(test, cst.If):
+            negate, condition = False, test.test
+            if isinstance(condition, cst.UnaryOperation) and isinstance(
+                condition.operator, cst.Not
+            ):
+                negate, condition = True, condition.expression
+            attribute = _self_attribute(condition)
+            if attribute is not None:
+                in_body = inner.statement in _statements(test.body)
+                in_else = isinstance(test.orelse, cst.Else) and inner.statement in _statements(
+                    test.orelse.body
+                )
+                if in_body or in_else:
+                    runs_when = in_body != negate  # the branch runs when the flag is truthy
+                    truth = flag_by_default(context.module, context.memo, owner, attribute)
+                    if truth is not None and truth != runs_when:
+                        return attribute
+        inner, outer = outer, outer.parent
+    return None
+
+
 def off_default_path(context, owner: str | None, info, name: str, held_node: cst.CSTNode) -> str:
     """Words for the message ("only when `self.attn2` is None, ...") when a finding of
     `name`, dead at `info.statement` and held across `held_node`, exists only on a path the
@@ -541,6 +622,11 @@ def off_default_path(context, owner: str | None, info, name: str, held_node: cst
         where = context.position(node)
         return where.start.line, where.end.line
 
+    flag = off_default_flag(context, owner, info)
+    if flag is not None:
+        return (
+            f" (only when `self.{flag}` is set, which the constructor's default arguments never do)"
+        )
     attribute = off_default_branch(
         module, memo, owner, info.statement, info.block, name, line_of(held_node)[0], line_of
     )

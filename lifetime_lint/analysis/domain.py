@@ -178,6 +178,40 @@ def mentions_video(text: str) -> bool:
     return False
 
 
+def code_mentions_video(function: cst.FunctionDef) -> bool:
+    """Whether a function's code, not its prose, names video: its identifiers and strings,
+    without its docstring or comments (`mentions_video`). A docstring's "transformed to the
+    input frame of the model" (SAM's coordinate frame) is no video."""
+    docstring: cst.CSTNode | None = None
+    body = function.body
+    if isinstance(body, cst.IndentedBlock) and body.body:
+        first = body.body[0]
+        if (
+            isinstance(first, cst.SimpleStatementLine)
+            and len(first.body) == 1
+            and isinstance(first.body[0], cst.Expr)
+            and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        ):
+            docstring = first
+    words: list[str] = []
+    skipping: list[cst.CSTNode] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if node is docstring:
+            skipping.append(node)
+        if skipping:
+            return
+        if isinstance(node, (cst.Name, cst.SimpleString)):
+            words.append(node.value)
+
+    def leave(node: cst.CSTNode) -> None:
+        if skipping and skipping[-1] is node:
+            skipping.pop()
+
+    walk(function, enter, leave)
+    return mentions_video(" ".join(words))
+
+
 # Parameters that say a block runs incrementally against a key/value cache (`kv_cache`,
 # `past_key_values`, `layer_past`, `crossattn_cache`, `use_cache`, LingBot's `self_cache`
 # and `cross_cache`); a causal VAE's conv cache (`feat_cache`: two frames per conv, beside

@@ -71,6 +71,7 @@ from lifetime_lint.analysis.domain import (
     LARGE_DOMAIN,
     SMALL_DOMAIN,
     UNJUDGED_DOMAIN,
+    UNKNOWN_DOMAIN,
     VIDEO_DOMAIN,
 )
 from lifetime_lint.config import GLOBAL_KEYS, KEY_VALIDATORS
@@ -484,6 +485,16 @@ def bar_of(settings) -> str:
     extra = getattr(settings, "extra", None) or {}
     value = extra.get(SETTING, DEFAULT_BAR)
     return value if value in LEVELS else DEFAULT_BAR
+
+
+def unvisual_named_decoded(flowed: str, named: str, domain: str) -> str:
+    """`named` (`name_origin` of `flowed`), except that a value decoded only by its name
+    (`beam_dec_out = torch.stack(...)`) in a file whose code shows neither images, video nor
+    generation (domain `unknown`: a transducer's beam search, a seq2seq decoder) holds a
+    decoder's hidden states, as a decoder's own output there does (`facts`): model output."""
+    if named == F.DECODED and flowed != F.DECODED and domain == UNKNOWN_DOMAIN:
+        return F.MODEL_OUTPUT
+    return named
 
 
 def name_origin(name: str, origin: str) -> str:
