@@ -2543,6 +2543,7 @@ LEFT_OUT_SCOPE = "non-library path"
 LEFT_OUT_SCRIPT = "script entry point"
 LEFT_OUT_LOGGING = "logging only"
 LEFT_OUT_DEBUG = "debugging branch"
+LEFT_OUT_MEASUREMENT = "CUDA-only measurement utility"
 LEFT_OUT_OWN_FALLBACK = "past its own answer without CUDA"
 LEFT_OUT_CUDA_PROJECT = "CUDA-only project"
 LEFT_OUT_LADDER = "CUDA arm of a backend ladder"
@@ -2610,6 +2611,41 @@ def in_debugging_branch(context: FileContext, ancestors: Sequence[cst.CSTNode]) 
                     and _how_body_exits(statement.body) is not None
                 ):
                     return True
+    return False
+
+
+# A profiler or benchmark helper: its name (`profile`, `benchmark_step`, `measure_latency`)
+# or its docstring's first line (`YOLOv5 speed/memory/FLOPs profiler`) says it measures.
+_MEASUREMENT_WORDS = compile_lazily(
+    r"(?<![A-Za-z])(profil(?:e|er|ing)|bench(?:mark)?s?|measur(?:e|es|ing|ement)|timings?|"
+    r"timeit|latency)(?![a-z])",
+    re.IGNORECASE,
+)
+# What it measures with is CUDA's: its memory statistics or timing events.
+_CUDA_MEASUREMENT = compile_lazily(
+    r"\bcuda\.(?:memory_reserved|memory_allocated|max_memory_allocated|max_memory_reserved|"
+    r"memory_stats|memory_summary|reset_peak_memory_stats|reset_max_memory_allocated|"
+    r"Event)\s*\("
+)
+
+
+def in_cuda_measurement_utility(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The node is in a profiling or benchmarking function (named or documented so) that
+    measures with CUDA's own statistics or events (`torch.cuda.memory_reserved()`,
+    `torch.cuda.Event(enable_timing=True)`): there `torch.cuda.empty_cache()` resets the
+    CUDA cache between measured runs, part of a CUDA-only measurement, not the library's
+    memory handling."""
+    for node in ancestors:
+        if not isinstance(node, cst.FunctionDef):
+            continue
+        docstring = (node.get_docstring() or "").strip().split("\n", 1)[0]
+        if not (
+            _MEASUREMENT_WORDS.search(node.name.value.replace("_", " "))
+            or _MEASUREMENT_WORDS.search(docstring)
+        ):
+            continue
+        if _CUDA_MEASUREMENT.search(context.code_for(node)):
+            return True
     return False
 
 
@@ -2792,6 +2828,8 @@ class Portability:
             return LEFT_OUT_OWN_FALLBACK
         if in_debugging_branch(context, ancestors):
             return LEFT_OUT_DEBUG
+        if function == "empty_cache" and in_cuda_measurement_utility(context, ancestors):
+            return LEFT_OUT_MEASUREMENT
         reason = cuda_bound(context, ancestors)
         if reason:
             return left_out_label(reason)

@@ -104,9 +104,15 @@ class RawEmptyCache(Rule):
     functions, and a script's `main()`, `__main__` block, module-level code and the
     helpers only they call; a debugging branch (under `if <debug or trace flag>:`, past
     `if not trace_e2e: return`, or in a function whose docstring opens "Debug-only" or
-    "For debugging"). `--statistics` names each reason (`CUDA-bound code`,
+    "For debugging"); a CUDA-only measurement utility (a function named or documented as a
+    profiler, benchmark or latency measurement, `def profile(...)`: "Speed/memory/FLOPs
+    profiler", that measures with CUDA's memory statistics or timing events,
+    `torch.cuda.memory_reserved()`, `torch.cuda.Event(enable_timing=True)`: its
+    `empty_cache()` resets CUDA's cache between measured runs; a profiler timing with the
+    wall clock alone stays reported). `--statistics` names each reason (`CUDA-bound code`,
     `ROCm-only code`, `called only from CUDA-bound code`, `CUDA-only project`,
-    `platform layer`, `non-library path`, `script entry point`, `debugging branch`).
+    `platform layer`, `non-library path`, `script entry point`, `debugging branch`,
+    `CUDA-only measurement utility`).
 
     ## Example
     ```python
