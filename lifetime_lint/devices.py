@@ -25,7 +25,7 @@ import libcst as cst
 
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.lazy_regex import compile_lazily
-from lifetime_lint.project import CUDA_PROJECT, cuda_package
+from lifetime_lint.project import CUDA_PROJECT, backend_exclusion, cuda_package
 from lifetime_lint.rule import FileContext
 from lifetime_lint.scopes import IMPORT, NONE, Binding, ScopeTable
 from lifetime_lint.traversal import walk
@@ -2544,6 +2544,7 @@ LEFT_OUT_SCRIPT = "script entry point"
 LEFT_OUT_LOGGING = "logging only"
 LEFT_OUT_DEBUG = "debugging branch"
 LEFT_OUT_MEASUREMENT = "CUDA-only measurement utility"
+LEFT_OUT_KEPT_OFF = "model the project keeps off other backends"
 LEFT_OUT_OWN_FALLBACK = "past its own answer without CUDA"
 LEFT_OUT_CUDA_PROJECT = "CUDA-only project"
 LEFT_OUT_LADDER = "CUDA arm of a backend ladder"
@@ -2647,6 +2648,54 @@ def in_cuda_measurement_utility(context: FileContext, ancestors: Sequence[cst.CS
         if _CUDA_MEASUREMENT.search(context.code_for(node)):
             return True
     return False
+
+
+_MODEL_NAME_ATTRIBUTES = frozenset({"name", "model_name"})
+
+
+def kept_off_other_backends(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | None:
+    """Why the node's class never runs on an accelerator but CUDA, or None: the class is
+    named (`name = "ldm"`) on the project's exclusion list of every other backend the
+    project names (iopaint: `MPS_UNSUPPORT_MODELS`, whose models its device switch runs
+    on the CPU when MPS is asked for; it names no npu, xpu or platform layer)."""
+    classes = [node for node in ancestors if isinstance(node, cst.ClassDef)]
+    if not classes:
+        return None
+    names = [n for n in (_class_model_name(c) for c in classes) if n is not None]
+    if not names:
+        return None
+    exclusion = backend_exclusion(context.path)
+    if exclusion is None:
+        return None
+    for name in names:
+        if name in exclusion.names:
+            return (
+                f"`{name}` is on {exclusion.project}'s {exclusion.lists}, and the project "
+                f"names no backend but CUDA, {exclusion.backends} and the CPU"
+            )
+    return None
+
+
+def _class_model_name(node: cst.ClassDef) -> str | None:
+    """The string a class binds to `name` (or `model_name`) in its own body, or None."""
+    for line in _class_body(node):
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target, value = small.targets[0].target, small.value
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                target, value = small.target, small.value
+            else:
+                continue
+            if (
+                isinstance(target, cst.Name)
+                and target.value in _MODEL_NAME_ATTRIBUTES
+                and isinstance(value, cst.SimpleString)
+            ):
+                evaluated = value.evaluated_value
+                return evaluated if isinstance(evaluated, str) else None
+    return None
 
 
 def _names_debug_flag(context: FileContext, test: cst.BaseExpression) -> bool:
@@ -2830,6 +2879,8 @@ class Portability:
             return LEFT_OUT_DEBUG
         if function == "empty_cache" and in_cuda_measurement_utility(context, ancestors):
             return LEFT_OUT_MEASUREMENT
+        if kept_off_other_backends(context, ancestors):
+            return LEFT_OUT_KEPT_OFF
         reason = cuda_bound(context, ancestors)
         if reason:
             return left_out_label(reason)
