@@ -98,7 +98,13 @@ class RawEmptyCache(Rule):
     stable-audio-tools, xformers; a smaller project when one of its modules picks the
     device between CUDA and the CPU alone, `"cuda" if torch.cuda.is_available() else
     "cpu"`: gfpgan, whisperx; a folder without `__init__.py` inside the package, such as
-    exllamav2's `conversion/`, is in its project); a module in a `cuda/` package folder or a (vendored)
+    exllamav2's `conversion/`, is in its project); a model the project keeps off every
+    other backend it names (a class with `name = "ldm"` on the project's
+    `MPS_UNSUPPORT_MODELS`-style list, `<BACKEND>_UNSUPPORT*`, `..._EXCLUDE*`,
+    `..._BLACKLIST` or `..._DENYLIST` in a `const.py`/`constants.py`/`settings.py`,
+    while every backend but CUDA that the project names, outside URLs, has such a list:
+    iopaint runs those models on the CPU when MPS is asked for; a shared helper, or a
+    model off the list, stays reported); a module in a `cuda/` package folder or a (vendored)
     CUDA-only library's folder (`vllm_flash_attn/`); tests, examples, benchmarks, scripts and notebooks (the
     `non-library` globs, also `parallel_examples/`-style folders), `test_*`/`benchmark_*`
     functions, and a script's `main()`, `__main__` block, module-level code and the
@@ -112,7 +118,7 @@ class RawEmptyCache(Rule):
     wall clock alone stays reported). `--statistics` names each reason (`CUDA-bound code`,
     `ROCm-only code`, `called only from CUDA-bound code`, `CUDA-only project`,
     `platform layer`, `non-library path`, `script entry point`, `debugging branch`,
-    `CUDA-only measurement utility`).
+    `CUDA-only measurement utility`, `model the project keeps off other backends`).
 
     ## Example
     ```python
