@@ -152,16 +152,19 @@ class Cache:
         return digest.hexdigest()
 
     def _package_part(self, path: str, data: bytes) -> bytes:
-        """The CUDA fact of the file's package (`project.cuda_package`) and its project's
-        device-layer fact (`project.missing_device_layer`), read from other files, for a
+        """The CUDA fact of the file's package (`project.cuda_package`), its project's
+        device-layer fact (`project.missing_device_layer`) and backend exclusion lists
+        (`project.backend_exclusion`), read from other files, for a
         file that names CUDA (only such a file has a `torch.cuda` call the facts can
         excuse): an edit elsewhere that changes a fact is a new key."""
         if b"cuda" not in data:
             return b""
-        from lifetime_lint.project import cuda_package, missing_device_layer
+        from lifetime_lint.project import backend_exclusion, cuda_package, missing_device_layer
 
         self._package_readers.add(os.path.abspath(path))
-        facts = (cuda_package(path).reason, missing_device_layer(path))
+        exclusion = backend_exclusion(path)  # the names a project keeps off other backends
+        kept_off = None if exclusion is None else (sorted(exclusion.names), exclusion.lists)
+        facts = (cuda_package(path).reason, missing_device_layer(path), kept_off)
         return repr(facts).encode() + b"\0"
 
     def _config_part(self, path: str, data: bytes) -> bytes:

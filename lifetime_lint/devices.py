@@ -25,7 +25,7 @@ import libcst as cst
 
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.lazy_regex import compile_lazily
-from lifetime_lint.project import CUDA_PROJECT, cuda_package
+from lifetime_lint.project import CUDA_PROJECT, backend_exclusion, cuda_package
 from lifetime_lint.rule import FileContext
 from lifetime_lint.scopes import IMPORT, NONE, Binding, ScopeTable
 from lifetime_lint.traversal import walk
@@ -2543,6 +2543,8 @@ LEFT_OUT_SCOPE = "non-library path"
 LEFT_OUT_SCRIPT = "script entry point"
 LEFT_OUT_LOGGING = "logging only"
 LEFT_OUT_DEBUG = "debugging branch"
+LEFT_OUT_MEASUREMENT = "CUDA-only measurement utility"
+LEFT_OUT_KEPT_OFF = "model the project keeps off other backends"
 LEFT_OUT_OWN_FALLBACK = "past its own answer without CUDA"
 LEFT_OUT_CUDA_PROJECT = "CUDA-only project"
 LEFT_OUT_LADDER = "CUDA arm of a backend ladder"
@@ -2611,6 +2613,89 @@ def in_debugging_branch(context: FileContext, ancestors: Sequence[cst.CSTNode]) 
                 ):
                     return True
     return False
+
+
+# A profiler or benchmark helper: its name (`profile`, `benchmark_step`, `measure_latency`)
+# or its docstring's first line (`YOLOv5 speed/memory/FLOPs profiler`) says it measures.
+_MEASUREMENT_WORDS = compile_lazily(
+    r"(?<![A-Za-z])(profil(?:e|er|ing)|bench(?:mark)?s?|measur(?:e|es|ing|ement)|timings?|"
+    r"timeit|latency)(?![a-z])",
+    re.IGNORECASE,
+)
+# What it measures with is CUDA's: its memory statistics or timing events.
+_CUDA_MEASUREMENT = compile_lazily(
+    r"\bcuda\.(?:memory_reserved|memory_allocated|max_memory_allocated|max_memory_reserved|"
+    r"memory_stats|memory_summary|reset_peak_memory_stats|reset_max_memory_allocated|"
+    r"Event)\s*\("
+)
+
+
+def in_cuda_measurement_utility(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The node is in a profiling or benchmarking function (named or documented so) that
+    measures with CUDA's own statistics or events (`torch.cuda.memory_reserved()`,
+    `torch.cuda.Event(enable_timing=True)`): there `torch.cuda.empty_cache()` resets the
+    CUDA cache between measured runs, part of a CUDA-only measurement, not the library's
+    memory handling."""
+    for node in ancestors:
+        if not isinstance(node, cst.FunctionDef):
+            continue
+        docstring = (node.get_docstring() or "").strip().split("\n", 1)[0]
+        if not (
+            _MEASUREMENT_WORDS.search(node.name.value.replace("_", " "))
+            or _MEASUREMENT_WORDS.search(docstring)
+        ):
+            continue
+        if _CUDA_MEASUREMENT.search(context.code_for(node)):
+            return True
+    return False
+
+
+_MODEL_NAME_ATTRIBUTES = frozenset({"name", "model_name"})
+
+
+def kept_off_other_backends(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | None:
+    """Why the node's class never runs on an accelerator but CUDA, or None: the class is
+    named (`name = "ldm"`) on the project's exclusion list of every other backend the
+    project names (iopaint: `MPS_UNSUPPORT_MODELS`, whose models its device switch runs
+    on the CPU when MPS is asked for; it names no npu, xpu or platform layer)."""
+    classes = [node for node in ancestors if isinstance(node, cst.ClassDef)]
+    if not classes:
+        return None
+    names = [n for n in (_class_model_name(c) for c in classes) if n is not None]
+    if not names:
+        return None
+    exclusion = backend_exclusion(context.path)
+    if exclusion is None:
+        return None
+    for name in names:
+        if name in exclusion.names:
+            return (
+                f"`{name}` is on {exclusion.project}'s {exclusion.lists}, and the project "
+                f"names no backend but CUDA, {exclusion.backends} and the CPU"
+            )
+    return None
+
+
+def _class_model_name(node: cst.ClassDef) -> str | None:
+    """The string a class binds to `name` (or `model_name`) in its own body, or None."""
+    for line in _class_body(node):
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target, value = small.targets[0].target, small.value
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                target, value = small.target, small.value
+            else:
+                continue
+            if (
+                isinstance(target, cst.Name)
+                and target.value in _MODEL_NAME_ATTRIBUTES
+                and isinstance(value, cst.SimpleString)
+            ):
+                evaluated = value.evaluated_value
+                return evaluated if isinstance(evaluated, str) else None
+    return None
 
 
 def _names_debug_flag(context: FileContext, test: cst.BaseExpression) -> bool:
@@ -2792,6 +2877,10 @@ class Portability:
             return LEFT_OUT_OWN_FALLBACK
         if in_debugging_branch(context, ancestors):
             return LEFT_OUT_DEBUG
+        if function == "empty_cache" and in_cuda_measurement_utility(context, ancestors):
+            return LEFT_OUT_MEASUREMENT
+        if kept_off_other_backends(context, ancestors):
+            return LEFT_OUT_KEPT_OFF
         reason = cuda_bound(context, ancestors)
         if reason:
             return left_out_label(reason)

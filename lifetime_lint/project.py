@@ -596,6 +596,10 @@ def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str |
     layer = _device_layer_fact(folder)  # also for a folder inside a package (namespace)
     if layer is not None:
         folders = sorted(set(folders).union(layer[1]))
+    exclusion = _exclusion_fact(folder)
+    if exclusion is not None:
+        files = sorted(set(files).union(exclusion[1]))
+        folders = sorted(set(folders).union(exclusion[2]))
     memo = _PACKAGE_INPUTS[folder] = (tuple(files), tuple(folders), sources)
     return memo
 
@@ -931,6 +935,7 @@ def _forget_listings() -> None:
     _PROJECT_TREES.clear()
     _PROJECT_FACTS.clear()
     _DEVICE_LAYERS.clear()
+    _EXCLUSIONS.clear()
 
 
 def forget_all_packages() -> None:
@@ -1046,3 +1051,105 @@ def _find_platform_folder(root: str) -> tuple[str | None, tuple[str, ...]]:
         if len(folders) > PROJECT_MAX_MODULES:
             break
     return None, tuple(folders)
+
+
+# -- names a project keeps off a backend -------------------------------------------------
+#
+# A project may support a backend for part of its models only, and say so in a constant
+# module: iopaint's `const.py` lists `MPS_UNSUPPORT_MODELS = ["lama", "ldm", ...]`, and its
+# device switch runs those models on the CPU when MPS is asked for. Where every backend but
+# CUDA that the project names at all has such a list (iopaint names MPS alone: no npu, xpu,
+# `torch.accelerator` or platform layer), a model on every list never runs on an
+# accelerator but CUDA: its `torch.cuda.empty_cache()` empties the cache of the only
+# accelerator it uses, and does nothing on the CPU. The fact is read from other files: the
+# constant modules and, while it holds, every module (stamped like the package facts).
+_EXCLUSION_LIST = compile_lazily(
+    r"^(?P<name>(?:[A-Z0-9]+_)*?(?P<backend>MPS|NPU|XPU|HPU|MLU|MUSA)_(?:[A-Z0-9]+_)*?"
+    r"(?:UNSUPPORT(?:ED)?|NOT_SUPPORTED|EXCLUDED?|BLACKLIST|DENYLIST)(?:_[A-Z0-9]+)*)"
+    r"[ \t]*(?::[^=\n]*)?=[ \t]*[\[({](?P<body>[^\])}]*)[\])}]",
+    re.MULTILINE,
+)
+_LISTED_STRING = compile_lazily(r"""(["'])([\w.:/-]+)\1""")
+_CONSTANT_MODULE = compile_lazily(r"^_?(const|consts|constants|settings|defaults)\.py$")
+# project root -> (the fact or None, the files and folders that decide it)
+_EXCLUSIONS: dict[str, tuple[BackendExclusion | None, tuple[str, ...], tuple[str, ...]]] = {}
+
+
+@dataclass(frozen=True)
+class BackendExclusion:
+    """The names a project keeps off every backend but CUDA it names (and the CPU)."""
+
+    names: frozenset[str]
+    lists: str  # "`MPS_UNSUPPORT_MODELS` (iopaint/const.py)"
+    backends: str  # "MPS"
+    project: str
+
+
+def backend_exclusion(path: str) -> BackendExclusion | None:
+    """The exclusion lists of the project of the module at `path`, where they cover every
+    backend but CUDA that the project names; None otherwise."""
+    fact = _exclusion_fact(os.path.dirname(os.path.abspath(path)))
+    return None if fact is None else fact[0]
+
+
+def _exclusion_fact(
+    folder: str,
+) -> tuple[BackendExclusion | None, tuple[str, ...], tuple[str, ...]] | None:
+    """The exclusion fact of the project of the package in `folder`, with the files and
+    folders that decide it: the constant modules and every folder (a list added is seen);
+    while a list stands, also the module that names a backend it does not cover, or, while
+    the fact holds, every module. None: not a package."""
+    tree = project_tree(folder)
+    if tree is None:
+        return None
+    root, files, folders = tree
+    fact = _EXCLUSIONS.get(root)
+    if fact is not None:
+        return fact
+    constants = tuple(p for p in files if _CONSTANT_MODULE.match(os.path.basename(p)))
+    lists: dict[str, list[tuple[str, str, set[str]]]] = {}
+    for path in constants:
+        for match in _EXCLUSION_LIST.finditer(_read_text(path) or ""):
+            names = {m.group(2) for m in _LISTED_STRING.finditer(match.group("body"))}
+            if names:
+                where = os.path.relpath(path, root)
+                lists.setdefault(match.group("backend").lower(), []).append(
+                    (match.group("name"), where, names)
+                )
+    if not lists or len(files) > PROJECT_MAX_MODULES:
+        fact = (None, constants, folders)
+    else:
+        uncovered = None
+        for path in files:
+            text = _read_text(path) or ""
+            for match in _PROJECT_OTHER_BACKEND.finditer(text):
+                if _in_url(text, match.start()):  # `github.com/tensorflow/tpu/issues/494`
+                    continue
+                if match.group(1) is None or match.group(1).lower() not in lists:
+                    uncovered = path
+                    break
+            if uncovered is not None:
+                break
+        if uncovered is not None:
+            fact = (None, tuple(sorted({*constants, uncovered})), folders)
+        else:
+            excluded = frozenset.intersection(
+                *(frozenset().union(*(n for _, _, n in found)) for found in lists.values())
+            )
+            described = ", ".join(
+                f"`{name}` ({where})" for found in lists.values() for name, where, _ in found
+            )
+            exclusion = BackendExclusion(
+                excluded, described, "/".join(b.upper() for b in sorted(lists)),
+                os.path.basename(root),
+            )  # fmt: skip
+            fact = (exclusion, files, folders)
+    _EXCLUSIONS[root] = fact
+    return fact
+
+
+def _in_url(text: str, start: int) -> bool:
+    """Whether the word at `start` is part of a URL (its whitespace-delimited token holds
+    `://` before it)."""
+    token = max(text.rfind(c, 0, start) for c in " \t\n\"'(<") + 1
+    return "://" in text[token:start]

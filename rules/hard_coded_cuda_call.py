@@ -186,8 +186,9 @@ class HardCodedCudaCall(Rule):
     a call through a name a backend ladder binds (`if DEVICE_TYPE == "xpu": current_device
     = torch.xpu.device` / `else: current_device = torch.cuda.device`: the project's
     dispatch, only incomplete for the backends it does not name), a module of a CUDA-only package read
-    from the package's other files), a CUDA-only project or package folder, scripts and
-    non-library paths as LL004 (see its documentation); a debugging branch (under `if
+    from the package's other files), a CUDA-only project or package folder, a model the
+    project keeps off every other backend it names (iopaint's `MPS_UNSUPPORT_MODELS`),
+    scripts and non-library paths as LL004 (see its documentation); a debugging branch (under `if
     <debug or trace flag>:`, past `if not trace_e2e: return`, or in a function whose
     docstring opens "Debug-only" or "For debugging"); a saved `torch.cuda`
     original called inside the function the module installs in its place (`torch.cuda.

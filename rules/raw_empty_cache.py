@@ -98,15 +98,27 @@ class RawEmptyCache(Rule):
     stable-audio-tools, xformers; a smaller project when one of its modules picks the
     device between CUDA and the CPU alone, `"cuda" if torch.cuda.is_available() else
     "cpu"`: gfpgan, whisperx; a folder without `__init__.py` inside the package, such as
-    exllamav2's `conversion/`, is in its project); a module in a `cuda/` package folder or a (vendored)
+    exllamav2's `conversion/`, is in its project); a model the project keeps off every
+    other backend it names (a class with `name = "ldm"` on the project's
+    `MPS_UNSUPPORT_MODELS`-style list, `<BACKEND>_UNSUPPORT*`, `..._EXCLUDE*`,
+    `..._BLACKLIST` or `..._DENYLIST` in a `const.py`/`constants.py`/`settings.py`,
+    while every backend but CUDA that the project names, outside URLs, has such a list:
+    iopaint runs those models on the CPU when MPS is asked for; a shared helper, or a
+    model off the list, stays reported); a module in a `cuda/` package folder or a (vendored)
     CUDA-only library's folder (`vllm_flash_attn/`); tests, examples, benchmarks, scripts and notebooks (the
     `non-library` globs, also `parallel_examples/`-style folders), `test_*`/`benchmark_*`
     functions, and a script's `main()`, `__main__` block, module-level code and the
     helpers only they call; a debugging branch (under `if <debug or trace flag>:`, past
     `if not trace_e2e: return`, or in a function whose docstring opens "Debug-only" or
-    "For debugging"). `--statistics` names each reason (`CUDA-bound code`,
+    "For debugging"); a CUDA-only measurement utility (a function named or documented as a
+    profiler, benchmark or latency measurement, `def profile(...)`: "Speed/memory/FLOPs
+    profiler", that measures with CUDA's memory statistics or timing events,
+    `torch.cuda.memory_reserved()`, `torch.cuda.Event(enable_timing=True)`: its
+    `empty_cache()` resets CUDA's cache between measured runs; a profiler timing with the
+    wall clock alone stays reported). `--statistics` names each reason (`CUDA-bound code`,
     `ROCm-only code`, `called only from CUDA-bound code`, `CUDA-only project`,
-    `platform layer`, `non-library path`, `script entry point`, `debugging branch`).
+    `platform layer`, `non-library path`, `script entry point`, `debugging branch`,
+    `CUDA-only measurement utility`, `model the project keeps off other backends`).
 
     ## Example
     ```python
