@@ -8,9 +8,6 @@ command; the warm run (cache on) sees the list edited."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +15,7 @@ import pytest
 
 from lifetime_lint import cache as cache_module
 from lifetime_lint import project
+from ll004_cli import ll004_rows  # tests/ is on sys.path
 
 CONST = """\
 MPS_UNSUPPORT_MODELS = [
@@ -114,16 +112,7 @@ def tree(tmp_path: Path) -> Path:
     _forget()
 
 
-def check(root: Path, *flags: str) -> tuple[list[tuple[str, int]], str]:
-    """((file name, row) of each LL004 finding, the `--statistics` text) of the real command."""
-    args = [sys.executable, "-m", "lifetime_lint", "check", "--jobs", "1", "--select", "LL004",
-            "--exit-zero", *flags, "."]  # fmt: skip
-    found = subprocess.run([*args, "--output-format", "json"], cwd=root, capture_output=True,
-                           text=True, check=True)  # fmt: skip
-    statistics = subprocess.run([*args, "--statistics"], cwd=root, capture_output=True,
-                                text=True, check=True)  # fmt: skip
-    rows = [(Path(d["filename"]).name, d["location"]["row"]) for d in json.loads(found.stdout)]
-    return sorted(rows), statistics.stdout
+check = ll004_rows
 
 
 REPORTED = [("helper.py", 14), ("sd.py", 11)]

@@ -7,9 +7,6 @@ and none names another backend; a folder without `__init__.py` inside a package 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +14,7 @@ import pytest
 
 from lifetime_lint import cache as cache_module
 from lifetime_lint import project
+from ll004_cli import ll004_rows  # tests/ is on sys.path
 
 RESTORER = """\
 import torch
@@ -69,16 +67,7 @@ def small(tmp_path: Path) -> Path:
     _forget()
 
 
-def check(root: Path, *flags: str) -> tuple[list[tuple[str, int]], str]:
-    """((file name, row) of each LL004 finding, the `--statistics` text) of the real command."""
-    args = [sys.executable, "-m", "lifetime_lint", "check", "--jobs", "1", "--select", "LL004",
-            "--exit-zero", *flags, "."]  # fmt: skip
-    found = subprocess.run([*args, "--output-format", "json"], cwd=root, capture_output=True,
-                           text=True, check=True)  # fmt: skip
-    statistics = subprocess.run([*args, "--statistics"], cwd=root, capture_output=True,
-                                text=True, check=True)  # fmt: skip
-    rows = [(Path(d["filename"]).name, d["location"]["row"]) for d in json.loads(found.stdout)]
-    return sorted(rows), statistics.stdout
+check = ll004_rows
 
 
 def test_a_small_cuda_or_cpu_project_is_cuda_only(small: Path) -> None:

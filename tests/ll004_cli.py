@@ -1,0 +1,21 @@
+"""Running the real `lifetime-lint check --select LL004` over a project tree, for the tests of
+the project facts that decide LL004 (one copy instead of one per test module)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def ll004_rows(root: Path, *flags: str) -> tuple[list[tuple[str, int]], str]:
+    """((file name, row) of each LL004 finding, the `--statistics` text) of the real command."""
+    args = [sys.executable, "-m", "lifetime_lint", "check", "--jobs", "1", "--select", "LL004",
+            "--exit-zero", *flags, "."]  # fmt: skip
+    found = subprocess.run([*args, "--output-format", "json"], cwd=root, capture_output=True,
+                           text=True, check=True)  # fmt: skip
+    statistics = subprocess.run([*args, "--statistics"], cwd=root, capture_output=True,
+                                text=True, check=True)  # fmt: skip
+    rows = [(Path(d["filename"]).name, d["location"]["row"]) for d in json.loads(found.stdout)]
+    return sorted(rows), statistics.stdout
