@@ -41,7 +41,10 @@ class AccumulateThenConcat(Rule):
     rebound to the result (`dec = torch.cat(dec, dim=2)`, also inside a `with` or `try`
     block and read after it, where the list outlives the rebinding only past a swallowed
     exception; the fix is then unsafe); the loop-carried running form
-    `out = torch.cat([out, chunk], dim)`; and `torch.cat` / `stack` of a list comprehension
+    `out = torch.cat([out, chunk], dim)`, also through a local helper (a method of the
+    class or a function of the module) whose every return concatenates two or more of its
+    parameters, whole or sliced (`history = self._soft_append(history, current, overlap)`,
+    FramePack's cross-faded append, either argument order); and `torch.cat` / `stack` of a list comprehension
     whose element runs a model (`[self._decode(z).sample for z in ...]`). A list of slots
     (`out = [None] * n`, `[None for _ in range(n)]`) filled by index in the loop (`out[i] =
     chunk`) counts as grown, without a fix (the slots may be filled in any order). So does a
@@ -169,7 +172,9 @@ class AccumulateThenConcat(Rule):
     Not flagged (precision first; each has negative fixtures):
     - literal lists of a fixed few tensors (`torch.cat([a, b])`, classifier-free-guidance
       pairs), and a running concatenation onto a value bound earlier in the same iteration
-      (`x = torch.cat([x, image_latents], 1)` after `x = ...`): nothing accumulates;
+      (`x = torch.cat([x, image_latents], 1)` after `x = ...`): nothing accumulates; a
+      helper that joins one parameter with something else (`torch.cat([video, zeros])`:
+      padding) or whose result goes to another name;
     - chunks the facts layer (`lifetime_lint.analysis`) knows are small or not tensors:
       metadata, reductions, ids, masks, positions, timesteps, per-item scores and
       log-probabilities (also by the list's or chunk's name), conditioning below the bar;
@@ -224,7 +229,7 @@ class AccumulateThenConcat(Rule):
     correctness. Reported without a fix: `while` loops, conditional or repeated appends,
     optional lists (`[] if flag else None`),
     `extend`, `hstack` / `vstack` / `dstack`, comprehensions, running forms other than the
-    first-iteration one.
+    first-iteration one, running forms through a helper.
 
     The list keeps its name and its appends; `[]` becomes the writer and the concatenation
     becomes `.result()`. When the chunk is a local bound at the top of the loop body and not
