@@ -41,7 +41,10 @@ class AccumulateThenConcat(Rule):
     rebound to the result (`dec = torch.cat(dec, dim=2)`, also inside a `with` or `try`
     block and read after it, where the list outlives the rebinding only past a swallowed
     exception; the fix is then unsafe); the loop-carried running form
-    `out = torch.cat([out, chunk], dim)`; and `torch.cat` / `stack` of a list comprehension
+    `out = torch.cat([out, chunk], dim)`, also through a local helper (a method of the
+    class or a function of the module) whose every return concatenates two or more of its
+    parameters, whole or sliced (`history = self._soft_append(history, current, overlap)`,
+    FramePack's cross-faded append, either argument order); and `torch.cat` / `stack` of a list comprehension
     whose element runs a model (`[self._decode(z).sample for z in ...]`). A list of slots
     (`out = [None] * n`, `[None for _ in range(n)]`) filled by index in the loop (`out[i] =
     chunk`) counts as grown, without a fix (the slots may be filled in any order). So does a
@@ -169,7 +172,9 @@ class AccumulateThenConcat(Rule):
     Not flagged (precision first; each has negative fixtures):
     - literal lists of a fixed few tensors (`torch.cat([a, b])`, classifier-free-guidance
       pairs), and a running concatenation onto a value bound earlier in the same iteration
-      (`x = torch.cat([x, image_latents], 1)` after `x = ...`): nothing accumulates;
+      (`x = torch.cat([x, image_latents], 1)` after `x = ...`): nothing accumulates; a
+      helper that joins one parameter with something else (`torch.cat([video, zeros])`:
+      padding) or whose result goes to another name;
     - chunks the facts layer (`lifetime_lint.analysis`) knows are small or not tensors:
       metadata, reductions, ids, masks, positions, timesteps, per-item scores and
       log-probabilities (also by the list's or chunk's name), conditioning below the bar;
@@ -224,7 +229,7 @@ class AccumulateThenConcat(Rule):
     correctness. Reported without a fix: `while` loops, conditional or repeated appends,
     optional lists (`[] if flag else None`),
     `extend`, `hstack` / `vstack` / `dstack`, comprehensions, running forms other than the
-    first-iteration one.
+    first-iteration one, running forms through a helper.
 
     The list keeps its name and its appends; `[]` becomes the writer and the concatenation
     becomes `.result()`. When the chunk is a local bound at the top of the loop body and not
@@ -313,6 +318,11 @@ class AccumulateThenConcat(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         kind = _kind_of(self.context, node)
         if kind is None:
+            if node.args and isinstance(node.func, (cst.Name, cst.Attribute)):
+                ancestors = list(self.context.ancestors)
+                function = _innermost_function(ancestors)
+                if function is not None:
+                    self._running_helper(node, function, ancestors)
             return
         tensors = _argument(node, 0, ("tensors",))
         if tensors is None or _argument(node, None, ("out",)) is not None:
@@ -763,6 +773,68 @@ class AccumulateThenConcat(Rule):
         loop = _innermost_loop(ancestors, function)
         if loop is None:
             return
+        self._running_at(
+            call, assign, out, elements[0], elements[1], loop, function, ancestors, conditional
+        )
+
+    def _running_helper(
+        self, call: cst.Call, function: cst.FunctionDef, ancestors: list[cst.CSTNode]
+    ) -> None:
+        """`history = self._soft_append(history, current, overlap)` in a loop, where the
+        helper returns a concatenation of its arguments (`chunks.concatenating_helper`):
+        the running form through a local helper, either way round (`self._soft_append(
+        current, history)` prepends)."""
+        assign = ancestors[-2] if len(ancestors) >= 2 else None  # the chain ends with the call
+        if not (
+            isinstance(assign, cst.Assign)
+            and assign.value is call
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+        ):
+            return
+        out = assign.targets[0].target.value
+        positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        at = [
+            i
+            for i, value in enumerate(positional)
+            if isinstance(value, cst.Name) and value.value == out
+        ]
+        if len(at) != 1:
+            return
+        loop = _innermost_loop(ancestors, function)
+        if loop is None:
+            return
+        facts = F.facts_for(self.context, function)
+        if facts is None:
+            return
+        found = C.concatenating_helper(self.context, call, facts.owner)
+        if found is None:
+            return
+        helper, joined = found
+        if at[0] not in joined:
+            return
+        others = [positional[i] for i in sorted(joined) if i != at[0] and i < len(positional)]
+        if len(others) != 1 or _names_in(others[0]) & {out}:
+            return
+        self._running_at(
+            call, assign, out, positional[at[0]], others[0], loop, function, ancestors, False,
+            helper=helper,
+        )  # fmt: skip
+
+    def _running_at(
+        self,
+        call: cst.Call,
+        assign: cst.Assign,
+        out: str,
+        onto: cst.BaseExpression,
+        added: cst.BaseExpression,
+        loop: cst.CSTNode,
+        function: cst.FunctionDef,
+        ancestors: list[cst.CSTNode],
+        conditional: bool,
+        helper: str | None = None,
+    ) -> None:
+        elements = [onto, added]
         facts = F.facts_for(self.context, function)
         if facts is None:
             return
@@ -774,7 +846,12 @@ class AccumulateThenConcat(Rule):
         origin = _encoder_output(function, S.name_origin(out, chunk.origin))
         if S.size_class(origin) == S.TINY or _per_item(out):
             return
-        if not _loop_carried(out, assign, loop, self._index(function)):
+        running = (
+            _running_helper_assigns(self.context, facts.owner, out, loop)
+            if helper is not None
+            else frozenset()
+        )
+        if not _loop_carried(out, assign, loop, self._index(function), running):
             return  # `x = torch.cat([x, extra], 1)` after `x = ...` in the same iteration
         # `video = torch.cat([video, reflected[:, :, :pad_len]], 2)` with `reflected =
         # video.flip(...)`: padded with its own content; no fix (the writer is not `video`).
@@ -812,8 +889,15 @@ class AccumulateThenConcat(Rule):
         level = scoped
         structure = structure or raising
         written = self.context.source_of(call.func)
+        shown = " ".join(self.context.source_of(call).split())
+        form = (
+            f"`{out} = {shown if len(shown) <= 70 else written + '(...)'}` in a loop (`{helper}` "
+            f"returns a concatenation of `{out}` and `{self.context.source_of(added)}`)"
+            if helper is not None
+            else f"`{out} = {written}([{out}, ...])` in a loop"
+        )
         message = (
-            f"`{out} = {written}([{out}, ...])` in a loop ({S.describe(origin)}; across the "
+            f"{form} ({S.describe(origin)}; across the "
             f"loop's {_describe_work(work)}) copies the whole result at every step and holds "
             f"the old and new result together; write each chunk into a preallocated output"
             + (f"; {structure}" if structure else "")
@@ -821,7 +905,7 @@ class AccumulateThenConcat(Rule):
         )
         fix = (
             None
-            if conditional or padded
+            if conditional or padded or helper is not None
             else self._running_fix(call, assign, out, elements[1], loop, function, ancestors)
         )
         self.report(call, message, fix, significance=level)
@@ -2176,11 +2260,21 @@ def _single_element(value: cst.BaseExpression) -> cst.BaseExpression | None:
     return value if isinstance(value, cst.Name) else None
 
 
-def _loop_carried(name: str, cat_assign: cst.Assign, loop: cst.CSTNode, index: NameUses) -> bool:
+def _loop_carried(
+    name: str,
+    cat_assign: cst.Assign,
+    loop: cst.CSTNode,
+    index: NameUses,
+    running: frozenset[int] = frozenset(),
+) -> bool:
     """The value concatenated onto comes from the previous iteration: no other binding of
-    the name in the loop except under a first-iteration or `is None` branch."""
+    the name in the loop except under a first-iteration or `is None` branch, or another
+    running form onto it (`running`: the ids of such assignments, a helper called either
+    way round on two branches)."""
     for use in index.of(name):
         if not any(a is loop for a in use.ancestors) or any(a is cat_assign for a in use.ancestors):
+            continue
+        if any(id(a) in running for a in use.ancestors):
             continue
         parent = use.ancestors[-1] if use.ancestors else None
         if not isinstance(
@@ -2231,6 +2325,38 @@ def _loop_between(chain: Sequence[cst.CSTNode], top: cst.CSTNode) -> cst.CSTNode
     """The innermost loop at or below `top` in the chain."""
     loops = _loops_between(chain, top)
     return loops[-1] if loops else None
+
+
+def _running_helper_assigns(
+    context, owner: cst.ClassDef | None, name: str, loop: cst.CSTNode
+) -> frozenset[int]:
+    """The assignments in `loop` of `name = helper(..., name, ...)` where the helper
+    concatenates its arguments (`chunks.concatenating_helper`) with `name` among them."""
+    found: set[int] = set()
+
+    def enter(node: cst.CSTNode) -> None:
+        if not (
+            isinstance(node, cst.Assign)
+            and isinstance(node.value, cst.Call)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0].target, cst.Name)
+            and node.targets[0].target.value == name
+        ):
+            return
+        helper = C.concatenating_helper(context, node.value, owner)
+        if helper is None:
+            return
+        positional = [a.value for a in node.value.args if a.keyword is None and not a.star]
+        if any(
+            i < len(positional)
+            and isinstance(positional[i], cst.Name)
+            and positional[i].value == name  # type: ignore[attr-defined]
+            for i in helper[1]
+        ):
+            found.add(id(node))
+
+    walk(loop, enter, lambda node: None)
+    return frozenset(found)
 
 
 def _innermost_loop(

@@ -1550,3 +1550,92 @@ def _only_binding(expr: cst.BaseExpression, uses) -> cst.BaseExpression | None:
         elif isinstance(parent, (cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Param)):
             return None
     return found
+
+
+# -- helpers that concatenate onto their argument ---------------------------------------------
+
+
+def concatenating_helper(
+    context, call: cst.Call, owner: cst.ClassDef | None
+) -> tuple[str, frozenset[int]] | None:
+    """`self._soft_append(history, current, overlap)` (a method of the enclosing class) or
+    `append_frames(video, new)` (a function of the module) whose every return is a
+    concatenation (`torch.cat([history[:, :, :-n], blended, current[:, :, n:]], dim=2)`,
+    through one binding and a `.to(...)` at most) of a list holding two or more of its
+    parameters, whole or sliced: the helper's name and the positions (in the call's
+    positional arguments) of the parameters so joined. None otherwise; a helper that joins
+    one parameter with something else (`torch.cat([x, zeros])`: padding) is not one."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        if func.value.value != "self" or owner is None:
+            return None
+        name, body, method = func.attr.value, owner.body.body, True
+    elif isinstance(func, cst.Name):
+        name, body, method = func.value, context.module.body, False
+    else:
+        return None
+    helpers = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+    if len(helpers) != 1:
+        return None
+    memo = context.memo.setdefault("analysis.chunks.concatenating_helper", {})
+    key = id(helpers[0])
+    if key not in memo:
+        memo[key] = _joined_parameters(context, helpers[0], method)
+    joined = memo[key]
+    return (name, joined) if joined else None
+
+
+def _joined_parameters(context, helper: cst.FunctionDef, method: bool) -> frozenset[int]:
+    params = [p.name.value for p in helper.params.params]
+    if method:
+        params = params[1:]
+    if helper.params.star_arg is not cst.MaybeSentinel.DEFAULT and not params:
+        return frozenset()
+    returns: list[cst.Return] = []
+    bindings: dict[str, list[cst.BaseExpression]] = {}
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Return):
+            returns.append(node)
+        elif isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    bindings.setdefault(target.target.value, []).append(node.value)
+
+    def descend(node: cst.CSTNode) -> bool:
+        return node is helper or not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
+
+    walk(helper, enter, lambda node: None, descend)
+    if not returns:
+        return frozenset()
+    joined: frozenset[int] | None = None
+    for ret in returns:
+        value = ret.value
+        # `return output.to(history)`: a cast of the concatenation.
+        while (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("to", "contiguous", "type_as")
+        ):
+            value = value.func.value
+        if isinstance(value, cst.Name) and len(bindings.get(value.value, [])) == 1:
+            value = bindings[value.value][0]
+        if not isinstance(value, cst.Call):
+            return frozenset()
+        qualified = context.qualified_name(value.func) or ""
+        if qualified not in T.CONCATENATIONS or qualified.rsplit(".", 1)[-1] == "stack":
+            return frozenset()
+        listed = value.args[0].value if value.args else None
+        if not isinstance(listed, (cst.List, cst.Tuple)):
+            return frozenset()
+        found = set()
+        for element in listed.elements:
+            base = element.value
+            while isinstance(base, cst.Subscript):
+                base = base.value
+            if isinstance(base, cst.Name) and base.value in params:
+                found.add(params.index(base.value))
+        if len(found) < 2:
+            return frozenset()
+        joined = frozenset(found) if joined is None else joined & found
+    return joined if joined is not None and len(joined) >= 2 else frozenset()
