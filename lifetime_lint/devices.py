@@ -2531,6 +2531,8 @@ DEFAULT_NON_LIBRARY = (
     "*[_-]scripts", "test_*.py", "*_test.py", "tests.py", "conftest.py", "*.ipynb",
     "testing_utils.py", "testing.py",
 )  # fmt: skip
+# Why a finding in such code is `low`, as the significance-rated rules' messages say it.
+NON_LIBRARY_NOTE = "in a non-library path (tests, examples, benchmarks, scripts)"
 
 PORTABILITY_LEVELS = ("library", "strict")
 

@@ -9,11 +9,13 @@ import libcst as cst
 
 from lifetime_lint.analysis.cfg import CFG, DefSite, Node, TooLarge, build, iter_children
 from lifetime_lint.analysis.dataflow import Dataflow, solve
+from lifetime_lint.analysis.significance import LOW, at_least, bar_of
+from lifetime_lint.devices import LEFT_OUT_SCOPE, NON_LIBRARY_NOTE, Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.globs import glob_matcher
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.lazy_regex import compile_lazily
-from lifetime_lint.rule import FileContext, Rule
+from lifetime_lint.rule import SHOWS_BELOW_BAR, FileContext, Rule
 from lifetime_lint.traversal import LEAF_TYPES
 
 # -- autograd facts -----------------------------------------------------------------------
@@ -619,6 +621,13 @@ class AutogradHistoryKept(Rule):
     The held-into-the-next-forward form has no fix: wrapping the loop in
     `torch.no_grad()` is right only if it does not train.
 
+    ## Scope
+    Findings in tests, examples, benchmarks and scripts (the `non-library` globs shared
+    with the other rules, and `test_*` functions) are `low`: they run a few iterations on
+    small inputs, and a test often keeps outputs on purpose to compare them. The default
+    run counts them as left out by scope (`--statistics`); `min-significance = "low"`
+    shows them, each message saying why it is `low`.
+
     ## Options
     None.
     """
@@ -1143,7 +1152,7 @@ class _FunctionAnalysis:
             f"`{statement_text}` keeps every iteration's autograd graph alive through "
             f"`{accumulator}` ({where}): {cost}; {advice}"
         )
-        self.rule.report(sink.statement, message, fix, statement=_line_of(self, sink.statement))
+        self._emit(sink.statement, message, fix, _line_of(self, sink.statement))
 
     def _reset_row(self, sink: _Sink) -> int | None:
         """The line where a name accumulator is rebound inside its loop or a loop around it
@@ -1314,12 +1323,31 @@ class _FunctionAnalysis:
             )
             statement = node.statement
             assert statement is not None  # held_into_next_forward keeps assignments only
-            self.rule.report(
-                site.target or statement,
-                message,
-                None,
-                statement=_line_of(self, statement),
-            )
+            self._emit(site.target or statement, message, None, _line_of(self, statement))
+
+    def _emit(
+        self, node: cst.CSTNode, message: str, fix: Fix | None, statement: cst.CSTNode
+    ) -> None:
+        """Report, scoped: library code unrated (always reported); tests, examples,
+        benchmarks and scripts `low` (another audience: a few iterations on small inputs),
+        counted as left out by scope where the run's bar is above `low`."""
+        scope = self._outside_library()
+        if scope is None:
+            self.rule.report(node, message, fix, statement=statement)
+        elif not at_least(LOW, bar_of(self.context.settings)):
+            self.rule.leave_out(LEFT_OUT_SCOPE, SHOWS_BELOW_BAR)
+        else:
+            message += f" (significance: {LOW}: {scope})"
+            self.rule.report(node, message, fix, statement=statement, significance=LOW)
+
+    def _outside_library(self) -> str | None:
+        """Why the function is not library code (a path under the `non-library` globs, a
+        `test_*` function), or None."""
+        if not Portability.of(self.context).library:
+            return NON_LIBRARY_NOTE
+        if self.cfg.function.name.value.startswith("test_"):
+            return "in a test function (`test_*`)"
+        return None
 
     def _stores_into(self, node: Node) -> set[str]:
         """Root names of the containers or accumulators a statement stores into."""
