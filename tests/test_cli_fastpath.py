@@ -4,6 +4,7 @@ neither click nor LibCST when it replays, and misses on every change of an input
 
 from __future__ import annotations
 
+import marshal
 import os
 import subprocess
 import sys
@@ -192,6 +193,30 @@ def test_a_nested_config_is_a_miss(tree):
     recorded_then_hit(tree, "check", ".")
     (tree / "pkg" / "lifetime-lint.toml").write_text('ignore = ["LL004"]\n')
     out, _, _ = assert_same(tree, ("check", "."), hit=False)
+    assert b"LL004" not in out
+
+
+def test_absent_special_names_of_a_listed_folder_are_not_stat_watched(tree):
+    # The walked folder's listing (and the listing of each folder above taken before the
+    # run read anything) names every special entry: an absent one needs no watch of its own.
+    recorded_then_hit(tree, "check", ".")
+    (memo,) = (tree / DEFAULT_CACHE_DIR / fastpath.RUNS_FOLDER).iterdir()
+    watched = {path for _, path, _ in marshal.loads(memo.read_bytes())[2]}
+    assert str(tree / "pyproject.toml") in watched and str(tree / ".git") in watched
+    assert str(tree / "pkg" / "setup.cfg") not in watched
+    assert str(tree / "pkg" / ".git") not in watched
+    assert str(tree.parent / "setup.cfg") not in watched  # above: its listing is watched
+    (tree / "pkg" / "setup.cfg").write_text("[metadata]\nname = pkg\n")
+    assert_same(tree, ("check", "."), hit=False)
+
+
+def test_a_config_added_in_a_folder_above_is_a_miss(tree):
+    inner = tree / "pkg" / "inner"
+    inner.mkdir()
+    (inner / "decode.py").write_text(DECODE)
+    recorded_then_hit(inner, "check", ".")
+    (tree / "pkg" / "lifetime-lint.toml").write_text('ignore = ["LL004"]\n')
+    out, _, _ = assert_same(inner, ("check", "."), hit=False)
     assert b"LL004" not in out
 
 
