@@ -57,7 +57,7 @@ def _cache_path() -> str:
 def _load(path: str) -> dict[bytes, bytes]:
     try:
         with open(path, "rb") as handle:
-            fmt, entries = marshal.load(handle)
+            fmt, entries = marshal.loads(handle.read())  # one read: load(file) reads piecewise
     except (OSError, EOFError, ValueError, TypeError):
         return {}
     return entries if fmt == FORMAT and isinstance(entries, dict) else {}

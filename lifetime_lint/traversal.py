@@ -104,7 +104,7 @@ def _code_digest(code: CodeType) -> bytes:
 def _load_kept() -> dict[bytes, tuple[str, ...]]:
     try:
         with open(_kept_path(), "rb") as handle:
-            fmt, entries = marshal.load(handle)
+            fmt, entries = marshal.loads(handle.read())  # one read: load(file) reads piecewise
     except (OSError, EOFError, ValueError, TypeError, ImportError, NotImplementedError):
         return {}
     return entries if fmt == _KEPT_FORMAT and isinstance(entries, dict) else {}
