@@ -422,6 +422,13 @@ _CUDA_BOUND_CODE = (
     (compile_lazily(r"""torch\.device\(\s*(f?["'])cuda"""), '`torch.device("cuda")`'),
     (compile_lazily(r"""\.to\(\s*(f?["'])cuda"""), '`.to("cuda")`'),
     (compile_lazily(r"""\.cuda\(\s*\)|\.cuda\(\s*(non_blocking|device)"""), "`.cuda()`"),
+    # A legacy CUDA tensor type: `x.type(torch.cuda.HalfTensor)`, `torch.cuda.FloatTensor(n)`.
+    (
+        compile_lazily(
+            r"""\.type\(\s*torch\.cuda\.[A-Z]\w*Tensor\b|\btorch\.cuda\.[A-Z]\w*Tensor\("""
+        ),
+        "a `torch.cuda.*Tensor` type",
+    ),
     (compile_lazily(r"""autocast\(\s*(f?["'])cuda|torch\.cuda\.amp\b"""), '`autocast("cuda")`'),
     (
         compile_lazily(
@@ -451,7 +458,7 @@ _CUDA_BOUND_CODE = (
         "CUDA RNG state bookkeeping",
     ),
 )
-_PINNED_DEVICE_REASONS = frozenset(reason for _, reason in _CUDA_BOUND_CODE[:5])
+_PINNED_DEVICE_REASONS = frozenset(reason for _, reason in _CUDA_BOUND_CODE[:6])
 # A decorator or marker that skips a test without CUDA (`@require_torch_gpu`,
 # `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`, `@unittest.skipUnless(
 # torch.cuda.device_count() > 1, ...)`, `pytestmark = pytest.mark.cuda`).
@@ -866,7 +873,77 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         _documented_cuda_kernel(node)
         or _uses_cuda_only_library(context, node)
         or _probes_cuda_capability(context, node)
+        or _gated_by_cuda_validator(context, node)
+        or _raises_without_backend_library(context, node)
     )
+
+
+def _raises_without_backend_library(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """A function that raises where a name only a CUDA-only or ROCm-only library binds is
+    `None` (`if _is_hip: from aiter... import dynamic_mxfp4_quant` / `else:
+    dynamic_mxfp4_quant = None`, then `if dynamic_mxfp4_quant is None: raise ...`): its
+    work is for that library's backend and fails on every other."""
+    imported = _backend_only_imports(context)
+    if not imported:
+        return None
+    found: list[str] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if found or not isinstance(node, cst.If) or _how_body_exits(node.body) != "raise":
+            return
+        test = node.test
+        if (
+            isinstance(test, cst.Comparison)
+            and isinstance(test.left, cst.Name)
+            and test.left.value in imported
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Is)
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"
+        ):
+            found.append(test.left.value)
+
+    walk(function.body, enter, lambda _: None, _outside_nested_scopes)
+    if not found:
+        return None
+    library, module = imported[found[0]]
+    if library == SUBSYSTEM:
+        return None
+    backend = "ROCm" if library in ROCM_ONLY_LIBRARIES else "CUDA"
+    return _bound_reason(backend, f"raises unless `{found[0]}` from `{module}` is loaded")
+
+
+def _gated_by_cuda_validator(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """A kernel launcher whose module defines its own gate, `can_use_<name>()` (or
+    `<name>_supported()`), that answers False unless the tensors are CUDA's (`if ... or not
+    q.is_cuda or ...: return False`): callers launch it only where the gate passed."""
+    name = function.name.value.lstrip("_")
+    functions = _module_functions(context)
+    for gate in (
+        f"can_use_{name}",
+        f"_can_use_{name}",
+        f"{name}_supported",
+        f"is_{name}_supported",
+    ):
+        found = functions.get(gate, [])
+        if len(found) != 1:
+            continue
+        for statement in _body_statements(found[0]):
+            if not isinstance(statement, cst.If) or _how_body_exits(statement.body) != "return":
+                continue
+            returns = [s for s in _suite(statement.body) if isinstance(s, cst.SimpleStatementLine)]
+            if not any(
+                isinstance(small, cst.Return)
+                and isinstance(small.value, cst.Name)
+                and small.value.value == "False"
+                for line in returns
+                for small in line.body
+            ):
+                continue
+            test = _backend_when_false(statement.test, context)
+            if test is not None and test.identity and test.backend == "CUDA":
+                return f"a kernel launcher gated by `{gate}`, which requires CUDA tensors"
+    return None
 
 
 def _probes_cuda_capability(context: FileContext, function: cst.FunctionDef) -> str | None:
