@@ -411,11 +411,24 @@ _NCCL_BRANCH = "an NCCL branch"
 # it calls or hands on (vllm-omni's async output starts a thread whose `set_device` serves
 # every backend).
 _ON_CUDA_STREAMS = "code bound to CUDA by work it runs on CUDA streams"
+# CUDA's own driver API and IPC: `driver.cuMemMap(...)` (virtual memory management),
+# `reductions.rebuild_cuda_tensor` (sharing CUDA tensors between processes).
+_CUDA_DRIVER_API = compile_lazily(
+    r"""\bcu(Mem|Device|Ctx|Stream|Event|Graph|Launch|Module|Init)[A-Z]\w*\(|"""
+    r"""\bcuda\.bindings\b|\bcudart\.|rebuild_cuda_tensor"""
+)
 _CUDA_BOUND_CODE = (
     (compile_lazily(r"""\bdevice(_type)?\s*=\s*(f?["'])cuda"""), 'an explicit `device="cuda"`'),
     (compile_lazily(r"""torch\.device\(\s*(f?["'])cuda"""), '`torch.device("cuda")`'),
     (compile_lazily(r"""\.to\(\s*(f?["'])cuda"""), '`.to("cuda")`'),
     (compile_lazily(r"""\.cuda\(\s*\)|\.cuda\(\s*(non_blocking|device)"""), "`.cuda()`"),
+    # A legacy CUDA tensor type: `x.type(torch.cuda.HalfTensor)`, `torch.cuda.FloatTensor(n)`.
+    (
+        compile_lazily(
+            r"""\.type\(\s*torch\.cuda\.[A-Z]\w*Tensor\b|\btorch\.cuda\.[A-Z]\w*Tensor\("""
+        ),
+        "a `torch.cuda.*Tensor` type",
+    ),
     (compile_lazily(r"""autocast\(\s*(f?["'])cuda|torch\.cuda\.amp\b"""), '`autocast("cuda")`'),
     (
         compile_lazily(
@@ -431,15 +444,7 @@ _CUDA_BOUND_CODE = (
         ),
         "a CUDA stream handle or memory pool",
     ),
-    # CUDA's own driver API and IPC: `driver.cuMemMap(...)` (virtual memory management),
-    # `reductions.rebuild_cuda_tensor` (sharing CUDA tensors between processes).
-    (
-        compile_lazily(
-            r"""\bcu(Mem|Device|Ctx|Stream|Event|Graph|Launch|Module|Init)[A-Z]\w*\(|"""
-            r"""\bcuda\.bindings\b|\bcudart\.|rebuild_cuda_tensor"""
-        ),
-        "the CUDA driver API or CUDA IPC",
-    ),
+    (_CUDA_DRIVER_API, "the CUDA driver API or CUDA IPC"),
     # Symmetric memory (`torch.distributed._symmetric_memory`): CUDA peer-mapped buffers.
     (compile_lazily(r"""SymmetricMemory\b|\bsymmetric_memory\b"""), "CUDA symmetric memory"),
     # A CUDA stream or event object of the function's own: its work is ordered on CUDA.
@@ -453,7 +458,7 @@ _CUDA_BOUND_CODE = (
         "CUDA RNG state bookkeeping",
     ),
 )
-_PINNED_DEVICE_REASONS = frozenset(reason for _, reason in _CUDA_BOUND_CODE[:5])
+_PINNED_DEVICE_REASONS = frozenset(reason for _, reason in _CUDA_BOUND_CODE[:6])
 # A decorator or marker that skips a test without CUDA (`@require_torch_gpu`,
 # `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`, `@unittest.skipUnless(
 # torch.cuda.device_count() > 1, ...)`, `pytestmark = pytest.mark.cuda`).
@@ -525,6 +530,9 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
     a CUDA-only library, a module-level `pytestmark` that needs CUDA).
     """
     chain = list(ancestors)
+    helper = _handed_to_cuda_driver_helper(context, chain)
+    if helper:
+        return f"a value handed to `{helper}`, which calls the CUDA driver API"
     for index in range(len(chain) - 1, -1, -1):
         node = chain[index]
         if isinstance(node, cst.IndentedBlock) and index + 1 < len(chain):
@@ -581,6 +589,26 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
                 if reason:
                     return reason
     return _memo(context, context.module, _module_binding)
+
+
+def _handed_to_cuda_driver_helper(context: FileContext, chain: Sequence[cst.CSTNode]) -> str | None:
+    """The same-module function the node is an argument of, where that function's body
+    calls the CUDA driver API or CUDA runtime (`_sorted_host_reads(torch.cuda.current_device())`,
+    whose body asks `driver.cuDeviceGetAttribute(attr, device)`): the value must be CUDA's,
+    so the `torch.cuda` call that makes it is right. None otherwise."""
+    for index in range(len(chain) - 1, 0, -1):
+        node = chain[index]
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return None
+        if isinstance(node, cst.Arg):
+            call = chain[index - 1]
+            if not isinstance(call, cst.Call):
+                return None
+            function = _same_module_function(context, call.func, chain[: index - 1])
+            if function is not None and _CUDA_DRIVER_API.search(context.code_for(function.body)):
+                return function.name.value
+            return None
+    return None
 
 
 def _branch_proves_backend(
@@ -845,7 +873,77 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         _documented_cuda_kernel(node)
         or _uses_cuda_only_library(context, node)
         or _probes_cuda_capability(context, node)
+        or _gated_by_cuda_validator(context, node)
+        or _raises_without_backend_library(context, node)
     )
+
+
+def _raises_without_backend_library(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """A function that raises where a name only a CUDA-only or ROCm-only library binds is
+    `None` (`if _is_hip: from aiter... import dynamic_mxfp4_quant` / `else:
+    dynamic_mxfp4_quant = None`, then `if dynamic_mxfp4_quant is None: raise ...`): its
+    work is for that library's backend and fails on every other."""
+    imported = _backend_only_imports(context)
+    if not imported:
+        return None
+    found: list[str] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if found or not isinstance(node, cst.If) or _how_body_exits(node.body) != "raise":
+            return
+        test = node.test
+        if (
+            isinstance(test, cst.Comparison)
+            and isinstance(test.left, cst.Name)
+            and test.left.value in imported
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Is)
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"
+        ):
+            found.append(test.left.value)
+
+    walk(function.body, enter, lambda _: None, _outside_nested_scopes)
+    if not found:
+        return None
+    library, module = imported[found[0]]
+    if library == SUBSYSTEM:
+        return None
+    backend = "ROCm" if library in ROCM_ONLY_LIBRARIES else "CUDA"
+    return _bound_reason(backend, f"raises unless `{found[0]}` from `{module}` is loaded")
+
+
+def _gated_by_cuda_validator(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """A kernel launcher whose module defines its own gate, `can_use_<name>()` (or
+    `<name>_supported()`), that answers False unless the tensors are CUDA's (`if ... or not
+    q.is_cuda or ...: return False`): callers launch it only where the gate passed."""
+    name = function.name.value.lstrip("_")
+    functions = _module_functions(context)
+    for gate in (
+        f"can_use_{name}",
+        f"_can_use_{name}",
+        f"{name}_supported",
+        f"is_{name}_supported",
+    ):
+        found = functions.get(gate, [])
+        if len(found) != 1:
+            continue
+        for statement in _body_statements(found[0]):
+            if not isinstance(statement, cst.If) or _how_body_exits(statement.body) != "return":
+                continue
+            returns = [s for s in _suite(statement.body) if isinstance(s, cst.SimpleStatementLine)]
+            if not any(
+                isinstance(small, cst.Return)
+                and isinstance(small.value, cst.Name)
+                and small.value.value == "False"
+                for line in returns
+                for small in line.body
+            ):
+                continue
+            test = _backend_when_false(statement.test, context)
+            if test is not None and test.identity and test.backend == "CUDA":
+                return f"a kernel launcher gated by `{gate}`, which requires CUDA tensors"
+    return None
 
 
 def _probes_cuda_capability(context: FileContext, function: cst.FunctionDef) -> str | None:
@@ -924,6 +1022,9 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
     name = relative.rsplit("/", 1)[-1]
     if _CUDA_MODULE_NAME.search(name.rsplit(".", 1)[0]):
         return f"a CUDA-only module (`{name}`)"
+    if _CUDA_SUBSYSTEM_MODULE.search(name.rsplit(".", 1)[0]):
+        # `device_allocator/cumem.py`, `kv_vmm.py`: named for a memory subsystem only CUDA has.
+        return f"a module of a CUDA-only memory subsystem (`{name}`)"
     for part in relative.split("/"):
         if _CUDA_ONLY_NAME.search(part.rsplit(".", 1)[0] if part == name else part):
             return f"a CUDA-only kernel module (`{part}`)"
@@ -961,6 +1062,9 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
             root = _imported_root(small)
             if root in CUDA_ONLY_LIBRARIES:
                 return f"a CUDA-only kernel module (imports `{root}`)"
+            primitive = _torch_cuda_primitive(small)
+            if primitive:
+                return f"a module built on CUDA IPC or CUDA's allocator (imports `{primitive}`)"
             if (
                 isinstance(small, cst.Assign)
                 and any(
@@ -970,9 +1074,63 @@ def _module_binding(context: FileContext, module: cst.Module) -> str | None:
                 and _CUDA_SKIP.search(context.code_for(small.value))
             ):
                 return "a test module skipped without CUDA (`pytestmark`)"
+    if _registers_cuda_only_ops(context, module):
+        return 'a module of custom ops registered for CUDA only (`device_types="cuda"`)'
     # Read from the package's other files: the cache keys the file by this fact's reason
     # (`cache.Cache.key`) and the stat index by what it read (`project.cuda_package_stamp`).
     return cuda_package(context.path).reason
+
+
+# torch's CUDA-only primitives a module may build on: CUDA IPC (`rebuild_cuda_tensor` maps
+# another process's CUDA allocation) and CUDA's pluggable allocator and memory pools.
+_TORCH_CUDA_PRIMITIVES = {
+    "torch.multiprocessing.reductions": frozenset({"rebuild_cuda_tensor"}),
+    "torch.cuda": frozenset({"CUDAPluggableAllocator", "MemPool", "use_mem_pool"}),
+    "torch.cuda.memory": frozenset({"CUDAPluggableAllocator", "MemPool", "use_mem_pool"}),
+}
+
+
+def _torch_cuda_primitive(small: cst.BaseSmallStatement) -> str | None:
+    """The CUDA-only torch primitive a top-level `from torch... import ...` names, or None."""
+    names = _TORCH_CUDA_PRIMITIVES.get(_imported_module(small) or "")
+    if (
+        not names
+        or not isinstance(small, cst.ImportFrom)
+        or isinstance(small.names, cst.ImportStar)
+    ):
+        return None
+    for alias in small.names:
+        if isinstance(alias.name, cst.Name) and alias.name.value in names:
+            return alias.name.value
+    return None
+
+
+# A custom op's registration that names its device types (`@torch.library.custom_op(
+# "ns::gemm", mutates_args=(), device_types="cuda")`), and one that names CUDA only.
+_OP_DEVICE_TYPES = compile_lazily(r"\bdevice_types\s*=")
+_CUDA_ONLY_OP_DEVICE_TYPES = compile_lazily(
+    r"""\bdevice_types\s*=\s*(?:["']cuda["']\s*[,)]|[(\[]\s*["']cuda["']\s*,?\s*[)\]])"""
+)
+
+
+def _registers_cuda_only_ops(context: FileContext, module: cst.Module) -> bool:
+    """The module's top-level functions include custom ops registered for CUDA only, and
+    none registered for another device type: its kernels exist on CUDA alone (exllamav3's
+    ops in vLLM-style engines), so the module's device calls serve those kernels."""
+    if "device_types" not in context.source:
+        return False
+    found = False
+    for statement in module.body:
+        if not isinstance(statement, cst.FunctionDef):
+            continue
+        for decorator in statement.decorators:
+            text = context.code_for(decorator.decorator)
+            if not _OP_DEVICE_TYPES.search(text):
+                continue
+            if not _CUDA_ONLY_OP_DEVICE_TYPES.search(text):
+                return False
+            found = True
+    return found
 
 
 # Folders that hold one backend's or one CUDA library's code: a `cuda/` package beside its

@@ -186,7 +186,11 @@ class HardCodedCudaCall(Rule):
     a call through a name a backend ladder binds (`if DEVICE_TYPE == "xpu": current_device
     = torch.xpu.device` / `else: current_device = torch.cuda.device`: the project's
     dispatch, only incomplete for the backends it does not name), a module of a CUDA-only package read
-    from the package's other files), a CUDA-only project or package folder, a model the
+    from the package's other files, a module named for CUDA's memory subsystem or importing
+    CUDA IPC or allocator primitives, a module of custom ops registered for CUDA only
+    (`device_types="cuda"`), a kernel launcher its module's `can_use_<name>()` keeps to CUDA
+    tensors, a function that raises unless a CUDA-only or ROCm-only library loaded, a device
+    index handed to a same-module helper that calls the CUDA driver API), a CUDA-only project or package folder, a model the
     project keeps off every other backend it names (iopaint's `MPS_UNSUPPORT_MODELS`),
     scripts and non-library paths as LL004 (see its documentation); a debugging branch (under `if
     <debug or trace flag>:`, past `if not trace_e2e: return`, or in a function whose

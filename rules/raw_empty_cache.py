@@ -59,7 +59,8 @@ class RawEmptyCache(Rule):
     project's own platform layer (a `platforms/` package, a `CudaPlatform`-style class, a
     base-class method that the module's classes for other backends override, such as
     `BaseEnv.get_device_info` beside `NPUEnv.get_device_info`);
-    code already bound to CUDA (`device="cuda"`, `.cuda()`, `autocast("cuda")`, but not a
+    code already bound to CUDA (`device="cuda"`, `.cuda()`, `autocast("cuda")`,
+    `.type(torch.cuda.HalfTensor)`, but not a
     CUDA device that is only the default for callers who pass none, such as `if device is
     None: device = torch.device("cuda")`, which stays reported; CUDA
     graphs, a raw `cuda_stream` or `torch.cuda.MemPool`, work the function runs on a CUDA
@@ -78,7 +79,16 @@ class RawEmptyCache(Rule):
     library binds (`shuffle_weight` from `aiter`) or what a same-module accessor of one
     returns (`_api()[1](...)`, every `return` `None` or the library's names), CUDA's driver API, IPC or VMM
     subsystems, or a CUDA stream of its own, a module that JIT-builds CUDA kernel sources
-    (`cuda_files=["gemm/tiny_gemm.cuh"]`, `load_inline(cuda_sources=...)`), a module of
+    (`cuda_files=["gemm/tiny_gemm.cuh"]`, `load_inline(cuda_sources=...)`), a module
+    named for CUDA's memory subsystem (`cumem.py`) or importing torch's CUDA IPC or
+    allocator primitives at top level (`rebuild_cuda_tensor`, `CUDAPluggableAllocator`), a
+    module whose custom ops are all registered for CUDA only (`device_types="cuda"`), a
+    kernel launcher gated by its module's `can_use_<name>()` that returns False unless the
+    tensors are CUDA's (`or not q.is_cuda`), a function that raises where a name only a
+    CUDA-only or ROCm-only library binds is None (`if dynamic_mxfp4_quant is None: raise`),
+    a value handed to a same-module helper that calls the CUDA driver API
+    (`_sorted_host_reads(torch.cuda.current_device())`, which calls
+    `driver.cuDeviceGetAttribute`), a module of
     a CUDA-only package, read from the package's other files (the nearest package at or
     above the module ships CUDA sources, a `csrc/` folder or `*.cu` files, or is named
     for a CUDA-only kernel library: `exllamav3/`, `marlin/`, `machete/`, `bitblas/`; or a module
