@@ -514,6 +514,12 @@ class AccumulateThenConcat(Rule):
         if S.size_class(origin) == S.TINY or any(_per_item(n) for n in named):
             return
         origin = S.domain_origin(origin, self.context.path, _owner_name(facts))
+        if S.size_class(origin) == S.ACTIVATION_SIZED and all(
+            expr is not None
+            and C.weight_derived(expr, _loops_between(grow.ancestors, loop_statement))
+            for expr, grow in zip(chunk_exprs, grows)
+        ):
+            origin = S.WEIGHT_SIZED  # `new_qkv.append(mB.data @ mA.data * lin.scaling)`
         work = _loop_work(facts, header, loop_statement)
         generated = _generates_segments(facts, loop_statement)
         # `for chunk_latents in latent_chunks: decode(...)`: segments generated before.
@@ -1137,6 +1143,15 @@ class AccumulateThenConcat(Rule):
         if per_call is not None:
             return per_call
         nodes = self._load_nodes(facts)
+        headers = {id(header): header for _, _, header in chunks}
+        if len(headers) == 1:
+            scores = C.full_key_scores(self.context, facts, nodes, next(iter(headers.values())))
+            if scores is not None:
+                return (
+                    f"each iteration computes one query tile's attention scores against "
+                    f"every key (`{scores}`): tile x keys per head, more than the tile's "
+                    f"output, so the loop's own peak is above the concatenation's"
+                )
         sources = [
             C.live_source(self.context, facts, nodes, expr, header) if expr is not None else None
             for expr, _, header in chunks

@@ -17,7 +17,7 @@ from lifetime_lint.fixes import Target, import_bindings_under, reference_to, tar
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.rule import Option, Rule
-from lifetime_lint.traversal import visit
+from lifetime_lint.traversal import visit, walk
 
 
 def _validate_wrappers(value: list[str]) -> str | None:
@@ -833,6 +833,13 @@ def _significance(ranks: _Ranks, sent: cst.BaseExpression | None, kind: str) -> 
                 f"; each rank sends a tensor (`{carried}`) pickled with the object, so each "
                 f"of the others receives world_size of them"
             )
+        decoded = _decoded_text(ranks, sent)
+        if decoded is not None:
+            # `completions_text = tokenizer.batch_decode(ids)`: one batch's strings.
+            return S.LOW, (
+                f"; each rank sends the text of one batch (`{decoded}`: strings, a few KB), "
+                f"so the waste is small"
+            )
         collected = _collected_results(ranks, sent)
         if collected is not None:
             # `all_gather_object(result_part)` in an evaluation: every sample's outputs.
@@ -873,6 +880,29 @@ class _PickleDumps(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if _last_name(node.func) == "dumps" and node.args:
             self.objects.append(node.args[0].value)
+
+
+# Receivers of a `.decode(...)` call that turn token ids into strings.
+_TEXT_DECODER_OWNER = compile_lazily(r"(?i)tokeni[sz]er|processor|processing_class")
+
+
+def _decoded_text(ranks: _Ranks, sent: cst.BaseExpression | None) -> str | None:
+    """The binding of `sent` when it is the text a tokenizer decoded in this function
+    (`completions_text = self.processing_class.batch_decode(ids)`, `tokenizer.decode(t)`):
+    one batch's strings, not results collected over a dataset. None otherwise."""
+    if not isinstance(sent, cst.Name):
+        return None
+    bound = ranks.binding(sent)
+    if bound is None or bound[1] is not None or not isinstance(bound[0], cst.Call):
+        return None
+    func = bound[0].func
+    if not isinstance(func, cst.Attribute):
+        return None
+    method = func.attr.value
+    owner = ranks.context.code_for(func.value).strip()
+    if method != "batch_decode" and not (method == "decode" and _TEXT_DECODER_OWNER.search(owner)):
+        return None
+    return f"{sent.value} = {owner}.{method}(...)"
 
 
 def _pickled_payload(ranks: _Ranks, sent: cst.BaseExpression | None) -> cst.BaseExpression | None:
@@ -1084,7 +1114,12 @@ def _repeats_one_buffer(value: cst.BaseExpression | None) -> bool:
     tensor repeated in every slot, so `all_gather` writes every rank's data into the same
     buffer (vLLM's EPLB gives it to ranks that must take part but read nothing): it
     allocates nothing beyond that one tensor. Not `[None] * n`, the placeholders
-    `all_gather_object` fills with new objects."""
+    `all_gather_object` fills with new objects. Also a comprehension that repeats one
+    existing tensor (`[buffer for _ in range(ep_size)]`, Aphrodite's EPLB profiling
+    gather), but not one that allocates per slot (`[torch.empty_like(x) for _ in ...]`)
+    or reads its own targets (`[bufs[i] for i in range(n)]`)."""
+    if isinstance(value, cst.ListComp):
+        return _repeated_name(value)
     if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply)):
         return False
     for side in (value.left, value.right):
@@ -1094,6 +1129,30 @@ def _repeats_one_buffer(value: cst.BaseExpression | None) -> bool:
                 isinstance(element.value, cst.Name) and element.value.value == "None"
             )
     return False
+
+
+def _repeated_name(comprehension: cst.ListComp) -> bool:
+    """`[buffer for _ in range(n)]`: the element is one plain name (or attribute chain of
+    names) that no `for` of the comprehension binds and no `if` filters."""
+    element = comprehension.elt
+    chain: list[str] = []
+    while isinstance(element, cst.Attribute):
+        chain.append(element.attr.value)
+        element = element.value
+    if not isinstance(element, cst.Name) or element.value == "None":
+        return False
+    bound: set[str] = set()
+    clause: cst.CompFor | None = comprehension.for_in
+    while clause is not None:
+        if clause.ifs:
+            return False
+        walk(
+            clause.target,
+            lambda n: bound.add(n.value) if isinstance(n, cst.Name) else None,
+            lambda n: None,
+        )
+        clause = clause.inner_for_in
+    return element.value not in bound
 
 
 def _element_buffers(context, allocation: cst.CSTNode | None, name: str) -> bool:

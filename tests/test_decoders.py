@@ -127,3 +127,27 @@ def test_only_one_frame_per_call_keeps_the_merge_level() -> None:
     for kind in (D.FRAME_BATCH, D.ALL_FRAMES, D.TEMPORAL):
         reason = S.tiled_merge(D.TileSpan(kind, "z[:, :, :, i : i + 8, j : j + 8]"))
         assert reason and "`z[:, :, :, i : i + 8, j : j + 8]`" in reason
+
+
+COPIED = """
+class VAE:
+    def copied_batches(self, z):
+        for i in range(0, z.shape[3], 8):
+            for j in range(0, z.shape[4], 8):
+                for k in range(0, z.shape[2], 2):
+                    tile = z[:, :, k : k + 2, i : i + 8, j : j + 8].clone()
+                    tile = self.post_quant_conv(tile)
+                    tile, cache = self.decoder(tile)
+
+    def cast_frames(self, z):
+        for i in range(0, z.shape[3], 8):
+            for j in range(0, z.shape[4], 8):
+                for k in range(z.shape[2]):
+                    decoded = self.decoder(z[:, :, k : k + 1, i : i + 8, j : j + 8].to(z.dtype))
+"""
+
+
+def test_a_copy_or_cast_of_a_tile_keeps_its_extent() -> None:
+    spans = _spans(COPIED)
+    assert spans["copied_batches"] == D.FRAME_BATCH  # `z[...].clone()`: the same tile
+    assert spans["cast_frames"] == D.ONE_FRAME  # `.to(dtype)`: not its argument's extent

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -88,6 +88,11 @@ def live_source(
     while pending:
         current, depth = pending.pop(0)  # breadth first: the chunk's own inputs first
         names, subscripts, calls = _parts(current)
+        # Slice bounds are integers (`x[rank_start : rank_start + n]`, `n = cdiv(m, k)`):
+        # how they are computed says nothing about the chunk's size.
+        indices = _index_node_ids(subscripts) | _size_argument_ids(calls)
+        names = [name for name in names if id(name) not in indices]
+        calls = [call for call in calls if id(call) not in indices]
         for call in calls:
             if _may_expand(context, facts, call):
                 return None
@@ -657,6 +662,43 @@ def _parts(
 
     walk(expr, enter, lambda node: None, descend)
     return names, subscripts, calls
+
+
+# Calls whose other arguments are sizes, pads or dims of the tensor they take: the tensor
+# is the receiver of a method (`x.view(b, n, d)`) or the first argument (`F.pad(x, pad)`).
+_SIZED_CALLS = frozenset(
+    ["pad", "view", "reshape", "expand", "repeat", "narrow", "unflatten", "flatten",
+     "permute", "transpose", "new_zeros", "new_empty", "new_ones", "new_full"]
+)  # fmt: skip
+
+
+def _size_argument_ids(calls: list[cst.Call]) -> set[int]:
+    """The ids of every node inside the size arguments of `_SIZED_CALLS`: `(0, 0, 0,
+    num_pads)` of `F.pad(req_hidden, (0, 0, 0, num_pads))`, `b, n` of `x.view(b, n, -1)`."""
+    found: set[int] = set()
+    for call in calls:
+        if _last_name(call.func) not in _SIZED_CALLS:
+            continue
+        method = isinstance(call.func, cst.Attribute) and _last_name(call.func.value) not in (
+            "F",
+            "functional",
+            "torch",
+        )
+        args = list(call.args) if method else list(call.args)[1:]
+        for arg in args:
+            walk(arg.value, lambda node: found.add(id(node)), lambda node: None)
+    return found
+
+
+def _index_node_ids(subscripts: list[cst.Subscript]) -> set[int]:
+    """The ids of every node inside the bounds of the subscripts' slices (`a : b`), not
+    inside an index (`x[order[a:b]]`: an index tensor gathers rows)."""
+    found: set[int] = set()
+    for subscript in subscripts:
+        for element in subscript.slice:
+            if isinstance(element.slice, cst.Slice):
+                walk(element.slice, lambda node: found.add(id(node)), lambda node: None)
+    return found
 
 
 def _index_names(subscript: cst.Subscript) -> set[str]:
@@ -1639,3 +1681,155 @@ def _joined_parameters(context, helper: cst.FunctionDef, method: bool) -> frozen
             return frozenset()
         joined = frozenset(found) if joined is None else joined & found
     return joined if joined is not None and len(joined) >= 2 else frozenset()
+
+
+# Attributes that name a module's parameter storage (`lin.weight`, `mA.data`).
+_PARAMETER_ATTRIBUTES = frozenset(["weight", "data", "bias"])
+# Methods whose result is derived from the receiver alone (a cast, a transpose, a copy).
+_RECEIVER_METHODS = frozenset(
+    ["float", "half", "bfloat16", "double", "t", "to", "contiguous", "clone", "detach", "T"]
+)
+# Functions whose result is derived from their tensor arguments alone.
+_PRODUCTS = frozenset(["mm", "matmul", "bmm", "einsum", "kron", "outer"])
+
+
+def weight_derived(expr: cst.BaseExpression, loops: Sequence[cst.CSTNode]) -> bool:
+    """Whether a chunk is computed from parameters alone, as a LoRA merge's
+    `mB.data.float() @ mA.data.float() * lin.scaling` over `zip(lin.matrix_A, lin.matrix_B)`
+    or `self.lora_B.weight @ self.lora_A.weight`: every tensor it reads is the `.weight`,
+    `.data` or `.bias` of a module attribute or of a loop target that iterates module
+    attributes (`lin.matrix_A`), scaled by attributes or numbers. Such a chunk is the size
+    of one layer's weights, not of tokens or pixels."""
+    targets = _attribute_loop_targets(loops)
+    found: list[bool] = []
+    return _weight_leaves(expr, targets, found, scaled=False) and bool(found)
+
+
+def _attribute_loop_targets(loops: Sequence[cst.CSTNode]) -> set[str]:
+    """Names bound by `for` loops whose iterable reads only attributes of names
+    (`zip(lin.matrix_A, lin.matrix_B)`, `self.lora_layers`, `enumerate(self.experts)`)."""
+    names: set[str] = set()
+    for loop in loops:
+        if not isinstance(loop, cst.For):
+            continue
+        iterated = loop.iter
+        sources = [iterated]
+        if isinstance(iterated, cst.Call) and _last_name(iterated.func) in ("zip", "enumerate"):
+            sources = [a.value for a in iterated.args]
+            if _last_name(iterated.func) == "enumerate":
+                sources = sources[:1]
+        if not sources or not all(isinstance(s, cst.Attribute) for s in sources):
+            continue
+        names |= _names(loop.target)
+    return names
+
+
+def _weight_leaves(
+    expr: cst.BaseExpression, targets: set[str], found: list[bool], *, scaled: bool
+) -> bool:
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(expr, cst.BinaryOperation):
+        scale = isinstance(expr.operator, (cst.Multiply, cst.Divide))
+        return _weight_leaves(expr.left, targets, found, scaled=scale) and _weight_leaves(
+            expr.right, targets, found, scaled=scale
+        )
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _RECEIVER_METHODS:
+            return _weight_leaves(func.value, targets, found, scaled=False)
+        if _last_name(func) in _PRODUCTS:
+            tensors = [a.value for a in expr.args if a.keyword is None and not a.star]
+            tensors = [t for t in tensors if not isinstance(t, cst.SimpleString)]
+            return bool(tensors) and all(
+                _weight_leaves(t, targets, found, scaled=False) for t in tensors
+            )
+        return False
+    if isinstance(expr, cst.Attribute):
+        if expr.attr.value == "T":
+            return _weight_leaves(expr.value, targets, found, scaled=False)
+        if expr.attr.value in _PARAMETER_ATTRIBUTES:
+            base = expr.value
+            while (
+                isinstance(base, cst.Attribute) and base.attr.value in _PARAMETER_ATTRIBUTES
+            ) or isinstance(base, cst.Subscript):
+                base = base.value  # `lin.weight.data`, `self.lora_B[i].weight`
+            if isinstance(base, cst.Attribute) or (
+                isinstance(base, cst.Name) and base.value in targets
+            ):
+                found.append(True)
+                return True
+            return False
+        return scaled and _names_a_scale(expr.attr.value)  # `lin.scaling`: a factor
+    if isinstance(expr, cst.Name):
+        return scaled and _names_a_scale(expr.value)  # `scale`: a factor
+    return False
+
+
+def _names_a_scale(name: str) -> bool:
+    return bool(set(name.lower().strip("_").split("_")) & {"scaling", "scale", "alpha"})
+
+
+# Callees of a scores product written as a module or helper (`self.matmul_qk`, `bmm`).
+_SCORE_PRODUCT = compile_lazily(r"(^|_)(matmul|bmm|baddbmm|mm|qk)(_|$)")
+# What transposes the keys for `q @ k.T`.
+_TRANSPOSES = frozenset(["transpose", "permute", "T", "mT", "swapaxes"])
+
+
+def full_key_scores(
+    context, facts: F.FunctionFacts, loads: dict[int, Node], header: Node | None
+) -> str | None:
+    """The code of the scores product when the loop runs attention one query tile at a
+    time against every key: a product of the tile with a transposed whole tensor bound
+    before the loop (`self.matmul_qk(row_q, key_states.transpose(-2, -1))`, `q[:, s:e] @
+    k.T`) and a softmax in the same body. Each iteration's scores are tile x keys per head
+    (often in fp32), more than the tile's output (tile x head_dim) by keys / head_dim, so
+    the loop's own peak is above what the kept outputs add at the concatenation
+    (Baichuan's query-tiled attention for 12K+ tokens: 1.9 GB of scores per tile against a
+    120 MiB output). Not FPDT's chunked attention, which tiles the keys too. None otherwise."""
+    if header is None or not header.loop_body or not isinstance(header.statement, cst.For):
+        return None
+    body = {id(node) for node in header.loop_body}
+    calls: list[cst.Call] = []
+    matmuls: list[cst.BinaryOperation] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Call):
+            calls.append(node)
+        elif isinstance(node, cst.BinaryOperation) and isinstance(
+            node.operator, cst.MatrixMultiply
+        ):
+            matmuls.append(node)
+
+    walk(header.statement.body, enter, lambda node: None)
+    if not any(_last_name(call.func) == "softmax" for call in calls):
+        return None
+    products: list[tuple[cst.CSTNode, list[cst.BaseExpression]]] = [
+        (node, [node.left, node.right]) for node in matmuls
+    ]
+    products += [
+        (call, [a.value for a in call.args if a.keyword is None and not a.star])
+        for call in calls
+        if _SCORE_PRODUCT.search(_last_name(call.func))
+    ]
+    for product, operands in products:
+        if len(operands) != 2:
+            continue
+        query, keys = operands
+        if (
+            _transposed(keys)
+            and _whole_tensor(facts, loads, keys, body)
+            and not _whole_tensor(facts, loads, query, body)
+        ):
+            return context.source_of(product)
+    return None
+
+
+def _transposed(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value in _TRANSPOSES
+    return (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in _TRANSPOSES
+    )

@@ -184,6 +184,9 @@ def _temporal(
     if depth > 6:
         return None
     if isinstance(expr, cst.Call):
+        receiver = _same_shape_receiver(expr)
+        if receiver is not None:  # `z[:, :, a:b, i : i + n].clone()`: the same tile
+            return _temporal(context, function, receiver, before, depth + 1)
         main = _main_input(expr)  # `self.post_quant_conv(tile)`: the same frames
         return _temporal(context, function, main, before, depth + 1) if main is not None else None
     if isinstance(expr, cst.Name):
@@ -317,6 +320,21 @@ def _assigned_value(
         elements = target.elements
         if elements and isinstance(elements[0].value, cst.Name) and elements[0].value.value == name:
             return value
+    return None
+
+
+# Tensor methods whose result has the receiver's shape (a copy, a cast, a move).
+_SAME_SHAPE_METHODS = frozenset(
+    {"clone", "contiguous", "detach", "to", "float", "half", "bfloat16", "type", "cpu", "cuda"}
+)
+
+
+def _same_shape_receiver(call: cst.Call) -> cst.BaseExpression | None:
+    """The tensor a shape-keeping method is called on (`tile.clone()`, `x.to(dtype)`), or
+    None for any other call."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _SAME_SHAPE_METHODS:
+        return func.value
     return None
 
 
