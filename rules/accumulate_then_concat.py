@@ -15,7 +15,7 @@ from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import DefSite, Node
 from lifetime_lint.analysis.uses import NameUses, Use, uses_for
-from lifetime_lint.devices import LEFT_OUT_SCOPE, Portability
+from lifetime_lint.devices import LEFT_OUT_SCOPE, NON_LIBRARY_NOTE, Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
 from lifetime_lint.fixes import Target, reference_to, target_problem
 from lifetime_lint.lazy_regex import compile_lazily
@@ -136,11 +136,15 @@ class AccumulateThenConcat(Rule):
     tile calls decode a batch of latent frames (`z[:, :, k : k + n, i : i + t, j : j + t]`),
     every frame of their tile (`z[:, :, :, i : i + t, j : j + t]`, `z[..., i : i + t, j : j
     + t]`) or whole frames (temporal tiles), read from the subscripts that cut the
-    decoder's input, or from the class's tile cutters for a merge helper
+    decoder's input (through shape-keeping copies: `z[...].clone()`), or from the class's
+    tile cutters for a merge helper
     (`analysis.decoders`): the call's own activations set the peak (measured on an H200:
     0 MiB saved in Mochi, LTX-Video, HunyuanVideo 1.5 and CogVideoX), while one latent
     frame per call (Wan's causal VAE, `z[:, :, k : k + 1, ...]`: -592 MiB at 720p) keeps
-    `high`. Findings in
+    `high`; chunks computed from parameters alone (a LoRA merge `B.weight @ A.weight *
+    scaling`): weights, not activations; attention run one query tile at a time against
+    every key with a softmax in the loop (each tile's scores outweigh its output, so the
+    loop's own peak is above the concatenation). Findings in
     non-library paths (tests, examples, benchmarks, scripts, notebooks: the top-level
     `non-library` globs, shared with LL004/LL005) are `low` too: another audience, small
     inputs. The default run reports `medium` and `high`; `--statistics` counts the
@@ -1186,7 +1190,7 @@ class AccumulateThenConcat(Rule):
         if not S.at_least(S.LOW, S.bar_of(self.context.settings)):
             self.leave_out(LEFT_OUT_SCOPE, SHOWS_BELOW_BAR)
             return None, None
-        return S.LOW, reason or _NON_LIBRARY
+        return S.LOW, reason or NON_LIBRARY_NOTE
 
     def _index(self, function: cst.FunctionDef) -> NameUses:
         """Where each local name occurs (the shared flow facts of `analysis.uses`)."""
@@ -1541,8 +1545,6 @@ def _encoder_output(function: cst.FunctionDef, origin: str) -> str:
         return F.LATENTS if origin != F.LOGITS else origin
     return origin
 
-
-_NON_LIBRARY = "in a non-library path (tests, examples, benchmarks, scripts)"
 
 _MODEL_IN_LOOP = (
     "each chunk comes from model-level work in the loop, whose own activations likely "

@@ -78,7 +78,9 @@ class DiscardedAllGather(Rule):
     consolidation: one parameter's size, off the training peak), and so are receive
     buffers of one element per rank (`list(t.new_zeros(n).chunk(n))`: a singleton
     optimizer state) and a gather in a loop over the tokens to generate (`for step in
-    range(max_new_tokens):`: one token's state per sample). A uint8 tensor into
+    range(max_new_tokens):`: one token's state per sample), and an `all_gather_object`
+    of one batch's decoded text (`tokenizer.batch_decode(...)`: strings, a few KB; text
+    collected over a loop keeps the collected-results rating). A uint8 tensor into
     which the function pickles one object (`pickle.dumps(result_part)` padded to the
     longest: an `all_gather_object` written by hand) is rated as that object would be:
     `medium` for collected results, else `low`. The default run reports
@@ -96,7 +98,9 @@ class DiscardedAllGather(Rule):
     it or by its name: `if self.pp_rank == 0:` around a gather over the TP group has one
     reader per pipeline stage, and every rank of the group reads), buffers that come
     from outside the function (a parameter, an attribute) or that are slices of another
-    tensor (`[flat[i * n : (i + 1) * n] for i in ...]`: the data is read through `flat`),
+    tensor (`[flat[i * n : (i + 1) * n] for i in ...]`: the data is read through `flat`)
+    or one existing buffer repeated (`[buffer for _ in range(world_size)]`: nothing is
+    allocated per rank; a profiling run's dummy gather that reserves buffers),
     asynchronous calls (`async_op=True`), a wrapper called with a step name first
     (`dist_wrapper.all_gather("read", read_data)` runs a step on every rank and gathers its
     outcome), and an `all_gather` in a branch that chooses by backend (the guarded
