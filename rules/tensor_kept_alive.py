@@ -706,6 +706,13 @@ class _Analysis:
         self.flow: Dataflow | None = None
         self._owner_name = facts.owner.name.value if facts.owner is not None else None
         self._peak: int | None = None
+        self._scalars: frozenset[str] | None = None
+
+    def _backpropagated(self) -> frozenset[str]:
+        """The names this function backpropagates as scalars (`F.backpropagated_scalars`)."""
+        if self._scalars is None:
+            self._scalars = F.backpropagated_scalars(self.facts.function)
+        return self._scalars
 
     def run(self) -> None:
         cfg = self.cfg
@@ -758,6 +765,8 @@ class _Analysis:
                 self._encoder_output(site.value) for site, o in zip(real, origins) if o is not None
             ):
                 origin = F.LATENTS  # `lq_tiles = [tile_encoder(tile) for tile in inputs]`
+            if name in self._backpropagated():
+                origin = F.SMALL  # `loss = self.vae(img)` ... `backward(loss)`: a scalar
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
                 continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
             owned = [site for site, o in zip(real, origins) if o is not None]
@@ -775,6 +784,7 @@ class _Analysis:
                 domain,
                 S.builders_of(self.context.module, self.context.memo, self._owner_name),
             )
+            origin = S.package_origin(origin, self.context.path)
             tokens = self._token_domain(domain)
             if origin == F.DECODED and all(
                 self._one_frame_decode(site.value)
