@@ -189,7 +189,7 @@ def test_audio_video_package_still_reported(tmp_path: Path) -> None:
 
 # -- a loss backpropagated with no gradient is a scalar ---------------------------------------
 
-TRAINER = Path(__file__).parent / "data" / "ll001_cvivit_trainer.py.txt"
+TRAINER = Path(__file__).parent / "fixtures" / "LL001" / "negative_vae_loss_after_backward.py"
 
 
 def _trainer_findings(tmp_path: Path, text: str) -> list[int]:
@@ -210,7 +210,7 @@ def test_loss_reduced_before_backward_still_reported(tmp_path: Path) -> None:
         "self.accelerator.backward(loss / self.grad_accum_every)",
         "self.accelerator.backward(loss.mean() / self.grad_accum_every)",
     )
-    assert _trainer_findings(tmp_path, text) == [222, 245]
+    assert _trainer_findings(tmp_path, text) == [223, 246]
 
 
 def test_backpropagated_scalars_forms() -> None:

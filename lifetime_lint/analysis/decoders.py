@@ -184,6 +184,11 @@ def _temporal(
     if depth > 6:
         return None
     if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SAME_SHAPE_METHODS:
+            # `z[:, :, a:b, i : i + n, j : j + n].clone()` (Habana's copy of CogVideoX's
+            # tiled decode), `.contiguous()`, `.to(dtype)`: the same frames, copied or cast
+            return _temporal(context, function, func.value, before, depth + 1)
         main = _main_input(expr)  # `self.post_quant_conv(tile)`: the same frames
         return _temporal(context, function, main, before, depth + 1) if main is not None else None
     if isinstance(expr, cst.Name):
@@ -206,6 +211,12 @@ def _temporal(
                 spatial = spatial or inner_spatial
         return (temporal, spatial), context.source_of(expr)
     return None
+
+
+# Tensor methods that return the same elements in the same shape (a copy, a cast, a move).
+_SAME_SHAPE_METHODS = frozenset(
+    ["clone", "contiguous", "to", "float", "half", "bfloat16", "detach", "cuda", "cpu"]
+)
 
 
 def _cut(subscript: cst.Subscript) -> tuple[str, bool] | None:
