@@ -165,7 +165,12 @@ class TensorKeptAlive(Rule):
     code is about audio or speech (mel, waveform, codebooks, CTC), detection
     post-processing, in a file or class named for a perceiver resampler (a few hundred
     learned latents), or a text model with a learned position table (no rotary positions),
-    activations, outputs and logits are small (a few MiB at real sizes). In a long file
+    activations, outputs and logits are small (a few MiB at real sizes); so are the
+    activations of any module of a package whose top-level name says speech or audio
+    (`styletts2/Utils/JDC/model.py`, a pitch extractor over an 80-bin mel). A value
+    backpropagated with no gradient (`loss = self.vae(img)` ... `backward(loss / k)`) is a
+    scalar whatever call made it, and `decode` on an object of a serialization codec
+    (`self.decoder = MsgpackDecoder()`) returns host objects, not frames. In a long file
     that shows neither images, video nor generation (a transducer's beam search), a value
     named for decoding (`beam_dec_out`) holds a decoder's hidden states, not decoded frames;
     and a function's pixels are frames only where its code, not its docstring, names video
