@@ -165,7 +165,12 @@ class TensorKeptAlive(Rule):
     code is about audio or speech (mel, waveform, codebooks, CTC), detection
     post-processing, in a file or class named for a perceiver resampler (a few hundred
     learned latents), or a text model with a learned position table (no rotary positions),
-    activations, outputs and logits are small (a few MiB at real sizes). In a long file
+    activations, outputs and logits are small (a few MiB at real sizes); so are the
+    activations of any module of a package whose top-level name says speech or audio
+    (`styletts2/Utils/JDC/model.py`, a pitch extractor over an 80-bin mel). A value
+    backpropagated with no gradient (`loss = self.vae(img)` ... `backward(loss / k)`) is a
+    scalar whatever call made it, and `decode` on an object of a serialization codec
+    (`self.decoder = MsgpackDecoder()`) returns host objects, not frames. In a long file
     that shows neither images, video nor generation (a transducer's beam search), a value
     named for decoding (`beam_dec_out`) holds a decoder's hidden states, not decoded frames;
     and a function's pixels are frames only where its code, not its docstring, names video
@@ -706,6 +711,13 @@ class _Analysis:
         self.flow: Dataflow | None = None
         self._owner_name = facts.owner.name.value if facts.owner is not None else None
         self._peak: int | None = None
+        self._scalars: frozenset[str] | None = None
+
+    def _backpropagated(self) -> frozenset[str]:
+        """The names this function backpropagates as scalars (`F.backpropagated_scalars`)."""
+        if self._scalars is None:
+            self._scalars = F.backpropagated_scalars(self.facts.function)
+        return self._scalars
 
     def run(self) -> None:
         cfg = self.cfg
@@ -758,6 +770,8 @@ class _Analysis:
                 self._encoder_output(site.value) for site, o in zip(real, origins) if o is not None
             ):
                 origin = F.LATENTS  # `lq_tiles = [tile_encoder(tile) for tile in inputs]`
+            if name in self._backpropagated():
+                origin = F.SMALL  # `loss = self.vae(img)` ... `backward(loss)`: a scalar
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
                 continue  # `prompt_attention_mask = self.encode(...)[1]`: batch x tokens
             owned = [site for site, o in zip(real, origins) if o is not None]
@@ -775,6 +789,7 @@ class _Analysis:
                 domain,
                 S.builders_of(self.context.module, self.context.memo, self._owner_name),
             )
+            origin = S.package_origin(origin, self.context.path)
             tokens = self._token_domain(domain)
             if origin == F.DECODED and all(
                 self._one_frame_decode(site.value)

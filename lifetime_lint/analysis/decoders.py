@@ -211,6 +211,7 @@ def _temporal(
     return None
 
 
+# Tensor methods that return the same elements in the same shape (a copy, a cast, a move).
 def _cut(subscript: cst.Subscript) -> tuple[str, bool] | None:
     """(extent of the frame axis, whether the height or width axis is sliced) of a subscript
     of a 5-D `[b, c, t, h, w]` tensor, or None when it is no such cut (4-D image tiles,

@@ -23,6 +23,7 @@ place that knows torch).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -1390,7 +1391,7 @@ class FunctionFacts:
             if method == "pop" and len(call.args) == 2 and isinstance(call.args[1].value, cst.Name):
                 # `x = callback_outputs.pop("x", x)`: the callback's replacement or x itself.
                 return self._name_value(call.args[1].value.value, node)
-        if _is_string_codec(call):
+        if _is_string_codec(call) or _payload_codec_call(context, call):
             return _METADATA  # `text = blob.decode("utf-8")`: a str, not decoded frames
         if _asks_host_output(call):
             return _METADATA  # `self._decode_latents(z, output_type="np")`: numpy or PIL
@@ -2518,7 +2519,7 @@ class FunctionFacts:
         last = parts[-1]
         if last[:1].isupper():
             return _NO_WORK  # a class: `DecoderOutput(...)`
-        if _is_string_codec(call):
+        if _is_string_codec(call) or _payload_codec_call(self.context, call):
             return _NO_WORK  # `new_text.encode()`: bytes from a str, no model
         if last.lstrip("_").startswith(_LOADERS):
             return _NO_WORK  # `get_model()`, `load_vae(...)`: returns a module or config
@@ -3606,3 +3607,129 @@ def _annotation_is_module(annotation: cst.BaseExpression) -> bool:
         return False
     last = name.split(".")[-1]
     return last.endswith(_MODULE_SUFFIXES) and not last.endswith("Tensor")
+
+
+# -- values backpropagated as scalars (LL001) -------------------------------------------------
+
+
+def backpropagated_scalars(function: cst.FunctionDef) -> frozenset[str]:
+    """The names a function backpropagates as scalars: the tensor of a `backward` call with
+    no gradient (`loss.backward()`, `accelerator.backward(loss / k)`,
+    `scaler.scale(loss).backward()`, `torch.autograd.backward(loss)`) must hold one element,
+    and so must each name in it that is only scaled or summed there (`loss / k`, not
+    `loss.mean()`). Such a name is a scalar whatever the call that made it (`loss =
+    self.vae(img)`, a model that returns its loss), and `backward` has freed its graph."""
+    names: set[str] = set()
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Call):
+            tensor = _backpropagated(node)
+            if tensor is not None:
+                names.update(_scaled_names(tensor))
+
+    walk(function, enter, _no_leave)
+    return frozenset(names)
+
+
+# The objects whose `backward(tensor)` backpropagates its argument (Accelerate, Fabric,
+# DeepSpeed engines, `torch.autograd`), as opposed to `tensor.backward(gradient)`.
+_BACKWARD_OWNERS = compile_lazily(r"accelerator|fabric|engine|autograd|trainer|manager", re.I)
+
+
+def _backpropagated(call: cst.Call) -> cst.BaseExpression | None:
+    """The tensor a gradient-free `backward` call backpropagates, or None."""
+    func = call.func
+    if any(a.keyword is not None and a.keyword.value in ("gradient", "grad_tensors")
+           for a in call.args):  # fmt: skip
+        return None
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    if isinstance(func, cst.Name) and func.value == "backward":
+        return positional[0] if len(positional) == 1 else None  # `backward(loss)`
+    if not isinstance(func, cst.Attribute) or func.attr.value != "backward":
+        return None
+    owner = func.value
+    if positional:
+        # `accelerator.backward(loss)`, `self.accelerator.backward(loss / k)`; a tensor's
+        # `x.backward(grad)` passes a gradient (a non-scalar)
+        owned = isinstance(owner, cst.Attribute) or (
+            isinstance(owner, cst.Name) and bool(_BACKWARD_OWNERS.search(owner.value))
+        )
+        return positional[0] if owned and len(positional) == 1 else None
+    if (
+        isinstance(owner, cst.Call)
+        and isinstance(owner.func, cst.Attribute)
+        and owner.func.attr.value == "scale"
+        and len(owner.args) == 1
+    ):
+        return owner.args[0].value  # `scaler.scale(loss).backward()`
+    return owner  # `loss.backward()`, `(loss / k).backward()`
+
+
+def _scaled_names(expr: cst.BaseExpression) -> Iterator[str]:
+    """The names of an expression reached only through arithmetic (`loss / k`, `-loss`,
+    `loss_a + 0.1 * loss_b`), not through a call, attribute or subscript."""
+    if isinstance(expr, cst.Name):
+        yield expr.value
+    elif isinstance(expr, cst.BinaryOperation):
+        yield from _scaled_names(expr.left)
+        yield from _scaled_names(expr.right)
+    elif isinstance(expr, cst.UnaryOperation):
+        yield from _scaled_names(expr.expression)
+
+
+# -- serialization codecs bound to names (LL001, issue #12) -----------------------------------
+# `self.decoder = MsgpackDecoder()` ... `hashes = self.decoder.decode(frames)`: the object is
+# built from a class named for a serialization format, so its `decode`/`encode` turn bytes
+# into Python objects (strings, lists, dicts) and back, on the host: no decoder network.
+_CODEC_CLASS_WORDS = frozenset(
+    ["msgpack", "msgspec", "json", "pickle", "protobuf", "proto", "cbor", "yaml", "bson",
+     "base64", "b64", "orjson", "ujson", "serializer", "serialization", "deserializer"]
+)  # fmt: skip
+_CODEC_NAMES_KEY = "analysis.facts.codec_names"
+_CAMEL_WORD = compile_lazily(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def _payload_codec_call(context, call: cst.Call) -> bool:
+    """`self.decoder.decode(frames)` or `decoder.encode(obj)` where the file binds that name
+    (`self.decoder = MsgpackDecoder()`, `encoder = msgspec.msgpack.Encoder()`) to an object
+    of a serialization codec (`payload_codec_names`)."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in ("encode", "decode"):
+        return False
+    bound = dotted_name(func.value)
+    return bound is not None and bound in payload_codec_names(context)
+
+
+def payload_codec_names(context) -> frozenset[str]:
+    """The names (`decoder`, `self.decoder`) a file binds to a serialization codec object:
+    an assignment from a call of a class whose name or module says a serialization format
+    (`MsgpackDecoder()`, `msgspec.msgpack.Decoder(...)`, `json.JSONDecoder()`). Memoised."""
+    names = context.memo.get(_CODEC_NAMES_KEY)
+    if names is None:
+        found: set[str] = set()
+
+        def enter(node: cst.CSTNode) -> None:
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+                if _names_codec_class(node.value.func):
+                    for target in node.targets:
+                        bound = dotted_name(target.target)
+                        if bound is not None:
+                            found.add(bound)
+
+        walk(context.module, enter, _no_leave)
+        names = context.memo[_CODEC_NAMES_KEY] = frozenset(found)
+    return names
+
+
+def _names_codec_class(func: cst.BaseExpression) -> bool:
+    """A class (a capitalised last name) whose name or dotted module names a serialization
+    format: `MsgpackDecoder`, `msgspec.msgpack.Decoder`, `json.JSONDecoder`."""
+    dotted = dotted_name(func)
+    if dotted is None:
+        return False
+    parts = dotted.split(".")
+    if not parts[-1][:1].isupper():
+        return False
+    words = {part.lower() for part in parts[:-1]}
+    words.update(w.lower() for w in _CAMEL_WORD.findall(parts[-1]))
+    return bool(words & _CODEC_CLASS_WORDS)

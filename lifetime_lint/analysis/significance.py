@@ -60,6 +60,8 @@ a decode saved exactly 2,048 MiB (large x model: high).
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from dataclasses import dataclass, replace
 
@@ -412,6 +414,44 @@ def domain_origin(
     if users and all(_builder_of_small_model(user) for user in users):
         return F.SMALL_MODEL
     return origin
+
+
+# The top-level package of a speech or audio project (`styletts2`, `f5_tts`, `cosyvoice`,
+# `audiocraft`): its modules (a pitch extractor over an 80-bin mel, a WavLM discriminator)
+# often never say audio themselves. `mel`/`sam` are left out: a package name is one word
+# (`camelot` is no mel model).
+_SMALL_PACKAGES = compile_lazily(
+    r"audio|speech|vocoder|tts|voice|whisper|wav2vec|wavlm|hubert|codec|music", re.IGNORECASE
+)
+
+
+def package_origin(origin: str, path: str) -> str:
+    """An activation of a module inside a speech or audio package is small: the file's own
+    folder and name say nothing (StyleTTS2's `Utils/JDC/model.py`), but the top-level
+    package (the highest folder of the chain of `__init__.py` folders above the file) is
+    named for an audio model family and for no video (`_VIDEO_NAME`)."""
+    if size_class(origin) != ACTIVATION_SIZED:
+        return origin
+    package = top_package(os.path.dirname(os.path.abspath(path)))
+    if package is None or not _SMALL_PACKAGES.search(package):
+        return origin
+    words = {word.lower() for word in _NAME_WORD.findall(package)}
+    return origin if words & _VIDEO_NAME else F.SMALL_MODEL
+
+
+@functools.lru_cache(maxsize=1024)
+def top_package(folder: str) -> str | None:
+    """The name of the top-level package holding `folder` (the highest folder, going up,
+    of an unbroken chain of folders with `__init__.py`), or None: `folder` is no package."""
+    top = None
+    directory = folder
+    while os.path.isfile(os.path.join(directory, "__init__.py")):
+        top = directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return None if top is None else os.path.basename(top)
 
 
 def _builder_of_small_model(name: str) -> bool:
