@@ -4,6 +4,7 @@ benchmarks run on a GPU machine that has torch and no libcst."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -28,6 +29,31 @@ def load_module(path: Path, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_outside_package(source: str, name: str, stub: str) -> ModuleType:
+    """Execute a model file of a package (diffusers' autoencoders) as a module called `name`,
+    its package-relative imports (`from ..x import y`, `from .vae import ...`) replaced by
+    `stub`, code defining what they provided (placed after `import torch.nn.functional as
+    F`, so it may use `nn`): the module's classes then need only torch."""
+    lines = [
+        line
+        for line in source.splitlines()
+        if not line.startswith("from ..") and not line.startswith("from .vae")
+    ]
+    text = "\n".join(lines).replace(
+        "import torch.nn.functional as F",
+        "import torch.nn.functional as F\nimport logging as _lg\n" + stub,
+        1,
+    )
+    module = ModuleType(name)
+    exec(compile(text, name, "exec"), module.__dict__)
+    return module
+
+
+def digest(tensor: Any) -> str:
+    """A short hash of a tensor's values (as float32 on the CPU): equal outputs, equal hash."""
+    return hashlib.sha256(tensor.float().cpu().numpy().tobytes()).hexdigest()[:16]
 
 
 def measure(torch: Any, fn: Callable[[], Any], cuda: bool, repeats: int) -> dict[str, Any]:

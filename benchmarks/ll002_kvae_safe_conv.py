@@ -13,14 +13,13 @@ weights and latents, how many safe-conv calls took the chunked path, and the out
 (equal outputs: the change keeps the data). Writes `$OUT/kvae_safe_conv.json` when OUT is set.
 Diffusers' package imports are stubbed (the module's classes need only torch)."""
 
-import hashlib
 import json
 import os
 import sys
-import time
 import types
 from pathlib import Path
 
+import _bench
 import torch
 
 # What the module's package imports provide, for a module run outside its package.
@@ -53,22 +52,6 @@ CALLER = "output[:, :, offset_out:] = self.conv(input_parallel[:, :, offset_in:]
 CALLER_WRITING = "self.conv(input_parallel[:, :, offset_in:], write_to=output[:, :, offset_out:])"
 
 
-def load(source: str, name: str) -> types.ModuleType:
-    lines = [
-        line
-        for line in source.splitlines()
-        if not line.startswith("from ..") and not line.startswith("from .vae")
-    ]
-    text = "\n".join(lines).replace(
-        "import torch.nn.functional as F",
-        "import torch.nn.functional as F\nimport logging as _lg\n" + STUB,
-        1,
-    )
-    module = types.ModuleType(name)
-    exec(compile(text, name, "exec"), module.__dict__)
-    return module
-
-
 def measure(module: types.ModuleType, state: dict | None, z: torch.Tensor) -> tuple[dict, dict]:
     model = module.AutoencoderKLKVAEVideo()
     model.config = types.SimpleNamespace(
@@ -89,35 +72,28 @@ def measure(module: types.ModuleType, state: dict | None, z: torch.Tensor) -> tu
     for sub in model.modules():
         if isinstance(sub, module.KVAESafeConv3d):
             sub.register_forward_pre_hook(count)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    start = time.time()
     with torch.no_grad():
-        out = model._decode(z)
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - base
-    digest = hashlib.sha256(out.float().cpu().numpy().tobytes()).hexdigest()[:16]
+        run = _bench.measure(torch, lambda: model._decode(z), cuda=True, repeats=1)
+    out = run["output"]
     result = {
-        "peak_MiB": round(peak / 2**20, 1),
+        "peak_MiB": round(run["peak"] / 2**20, 1),
         "safe_conv_calls": calls["n"],
         "chunked_calls": calls["chunked"],
         "out_shape": list(out.shape),
-        "sha256_16": digest,
-        "wall_s": round(time.time() - start, 2),
+        "sha256_16": _bench.digest(out),
+        "wall_s": round(run["seconds"], 2),
     }
-    del model, out
-    torch.cuda.empty_cache()
-    return result, state
+    return result, state  # (the next measure empties the cache of this model first)
 
 
 def main() -> None:
     source = Path(sys.argv[1]).read_text()
     assert CALLER in source, "not the pinned diffusers 0.42.1 source"
     modules = {
-        "original": load(source, "kvae_original"),
-        "write_to": load(source.replace(CALLER, CALLER_WRITING), "kvae_write_to"),
+        "original": _bench.load_outside_package(source, "kvae_original", STUB),
+        "write_to": _bench.load_outside_package(
+            source.replace(CALLER, CALLER_WRITING), "kvae_write_to", STUB
+        ),
     }
     height, width = int(os.environ.get("H", 720)), int(os.environ.get("W", 1280))
     latent_frames = int(os.environ.get("LT", 5))

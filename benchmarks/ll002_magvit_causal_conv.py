@@ -17,14 +17,13 @@ stubbed (the module's classes need only torch)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
-import time
 import types
 from pathlib import Path
 
+import _bench
 import torch
 from torch import nn
 
@@ -84,18 +83,7 @@ def _windows_into_output(self: nn.Conv3d, hidden_states: torch.Tensor, num_frame
 
 
 def load(source: str, name: str) -> types.ModuleType:
-    lines = [
-        line
-        for line in source.splitlines()
-        if not line.startswith("from ..") and not line.startswith("from .vae")
-    ]
-    text = "\n".join(lines).replace(
-        "import torch.nn.functional as F",
-        "import torch.nn.functional as F\nimport logging as _lg\n" + STUB,
-        1,
-    )
-    module = types.ModuleType(name)
-    exec(compile(text, name, "exec"), module.__dict__)
+    module = _bench.load_outside_package(source, name, STUB)
     module.EasyAnimateCausalConv3d._windows_into_output = _windows_into_output
     return module
 
@@ -118,27 +106,18 @@ def measure(module: types.ModuleType, state: dict | None, z: torch.Tensor) -> tu
         if isinstance(sub, module.EasyAnimateCausalConv3d):
             sub.register_forward_pre_hook(count)
     model._clear_conv_cache()
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    start = time.time()
     with torch.no_grad():
-        out = model._decode(z).sample
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - base
-    digest = hashlib.sha256(out.float().cpu().numpy().tobytes()).hexdigest()[:16]
+        run = _bench.measure(torch, lambda: model._decode(z).sample, cuda=True, repeats=1)
+    out = run["output"]
     result = {
-        "peak_MiB": round(peak / 2**20, 1),
+        "peak_MiB": round(run["peak"] / 2**20, 1),
         "causal_conv_calls": calls["n"],
         "windows_about": calls["windows"],
         "out_shape": list(out.shape),
-        "sha256_16": digest,
-        "wall_s": round(time.time() - start, 2),
+        "sha256_16": _bench.digest(out),
+        "wall_s": round(run["seconds"], 2),
     }
-    del model, out
-    torch.cuda.empty_cache()
-    return result, state
+    return result, state  # (the next measure empties the cache of this model first)
 
 
 def main() -> None:
