@@ -664,6 +664,9 @@ _PROJECT_TREES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]] | None] =
 _PROJECT_FACTS: dict[str, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {}
 
 
+_TOP_PACKAGES: dict[str, str | None] = {}  # folder -> its top-level package, or None
+
+
 def project_tree(folder: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
     """The project of the package in `folder`: its root (the folder above the top-level
     package, or above its `src/`, where that holds a `pyproject.toml`, `setup.cfg` or
@@ -675,12 +678,8 @@ def project_tree(folder: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | 
         if package is None:
             return None
         folder = package
-    top = folder
-    while True:
-        parent = os.path.dirname(top)
-        if parent == top or "__init__.py" not in _listdir(parent):
-            break
-        top = parent
+    top = top_package(folder)
+    assert top is not None  # `folder` holds an `__init__.py`
     if top in _PROJECT_TREES:
         return _PROJECT_TREES[top]
     root = top
@@ -702,6 +701,26 @@ def project_tree(folder: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | 
             return None
     tree = _PROJECT_TREES[top] = (root, tuple(files), tuple(folders))
     return tree
+
+
+def top_package(folder: str) -> str | None:
+    """The top-level package holding `folder`: the highest folder, going up, of the unbroken
+    chain of folders with `__init__.py` from `folder`; None: `folder` is no package.
+    Memoised with the listings (`_forget_listings`)."""
+    top = _TOP_PACKAGES.get(folder, "")
+    if top != "":
+        return top
+    if "__init__.py" not in _listdir(folder):
+        top = None
+    else:
+        top = folder
+        while True:
+            parent = os.path.dirname(top)
+            if parent == top or "__init__.py" not in _listdir(parent):
+                break
+            top = parent
+    _TOP_PACKAGES[folder] = top
+    return top
 
 
 def _enclosing_package(folder: str) -> str | None:
@@ -933,6 +952,7 @@ def _forget_listings() -> None:
     _PACKAGE_INPUTS.clear()  # listings are cheap: a new or removed file is seen
     _SOURCE_TREES_OTHER_BACKEND.clear()
     _PROJECT_TREES.clear()
+    _TOP_PACKAGES.clear()
     _PROJECT_FACTS.clear()
     _DEVICE_LAYERS.clear()
     _EXCLUSIONS.clear()

@@ -60,7 +60,6 @@ a decode saved exactly 2,048 MiB (large x model: high).
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from dataclasses import dataclass, replace
@@ -78,6 +77,7 @@ from lifetime_lint.analysis.domain import (
 )
 from lifetime_lint.config import GLOBAL_KEYS, KEY_VALIDATORS
 from lifetime_lint.lazy_regex import compile_lazily
+from lifetime_lint.project import top_package
 from lifetime_lint.traversal import LEAF_TYPES, walk_skipping
 
 LOW, MEDIUM, HIGH = "low", "medium", "high"
@@ -432,26 +432,12 @@ def package_origin(origin: str, path: str) -> str:
     named for an audio model family and for no video (`_VIDEO_NAME`)."""
     if size_class(origin) != ACTIVATION_SIZED:
         return origin
-    package = top_package(os.path.dirname(os.path.abspath(path)))
+    top = top_package(os.path.dirname(os.path.abspath(path)))
+    package = None if top is None else os.path.basename(top)
     if package is None or not _SMALL_PACKAGES.search(package):
         return origin
     words = {word.lower() for word in _NAME_WORD.findall(package)}
     return origin if words & _VIDEO_NAME else F.SMALL_MODEL
-
-
-@functools.lru_cache(maxsize=1024)
-def top_package(folder: str) -> str | None:
-    """The name of the top-level package holding `folder` (the highest folder, going up,
-    of an unbroken chain of folders with `__init__.py`), or None: `folder` is no package."""
-    top = None
-    directory = folder
-    while os.path.isfile(os.path.join(directory, "__init__.py")):
-        top = directory
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            break
-        directory = parent
-    return None if top is None else os.path.basename(top)
 
 
 def _builder_of_small_model(name: str) -> bool:
