@@ -15,7 +15,7 @@ import pytest
 
 from lifetime_lint import cache as cache_module
 from lifetime_lint import project
-from ll004_cli import ll004_rows  # tests/ is on sys.path
+from rule_cli import ll004_rows  # tests/ is on sys.path
 
 CONST = """\
 MPS_UNSUPPORT_MODELS = [

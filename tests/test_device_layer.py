@@ -6,9 +6,6 @@ files, the real command, the cache on (a folder added later is seen by the warm 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,6 +13,7 @@ import pytest
 
 from lifetime_lint import cache as cache_module
 from lifetime_lint import project
+from rule_cli import rule_rows  # tests/ is on sys.path
 
 SYNC = "import torch\n\n\ndef wait(x):\n    torch.cuda.synchronize()\n    return x\n"
 
@@ -40,14 +38,9 @@ def tree(tmp_path: Path) -> Path:
 
 
 def check(tree: Path, *flags: str) -> tuple[list[int], str]:
-    """(the rows of LL005 findings, the `--statistics` text) of the real command."""
-    args = [sys.executable, "-m", "lifetime_lint", "check", "--jobs", "1", "--select", "LL005",
-            "--exit-zero", *flags, "pkg"]  # fmt: skip
-    found = subprocess.run([*args, "--output-format", "json"], cwd=tree, capture_output=True,
-                           text=True, check=True)  # fmt: skip
-    statistics = subprocess.run([*args, "--statistics"], cwd=tree, capture_output=True,
-                                text=True, check=True)  # fmt: skip
-    return [d["location"]["row"] for d in json.loads(found.stdout)], statistics.stdout
+    """(the rows of LL005 findings under `pkg`, the `--statistics` text) of the real command."""
+    rows, statistics = rule_rows(tree, "LL005", *flags, target="pkg")
+    return [row for _, row in rows], statistics
 
 
 def test_a_project_without_a_device_layer_is_left_out_and_counted(tree: Path) -> None:
