@@ -860,8 +860,15 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         if _CUDA_SKIP.search(text) and not _OTHER_BACKEND.search(text):
             return f"a test skipped without CUDA (`@{text.strip()[:60]}`)"
     if isinstance(node, cst.ClassDef):
-        if _CUDA_DRIVER.search(context.code_for(node)):
+        text = context.code_for(node)
+        if _CUDA_DRIVER.search(text):
             return f"a class on the CUDA driver API (`{node.name.value}`)"
+        if _RAW_CUDA_STREAM.search(text) and not _OTHER_BACKEND.search(text):
+            # A class that hands its kernels `torch.cuda.current_stream(x.device).cuda_stream`
+            # (a raw `cudaStream_t`) is built on an extension that runs on CUDA streams:
+            # its other methods (weight loading, syncs) serve that extension. Not where the
+            # class names another backend (the handle is then one branch's).
+            return f"a class whose kernels take raw CUDA stream handles (`{node.name.value}`)"
         return (
             _built_on_cuda_only_object(node)
             or _declares_cuda_only_capabilities(context, node)
@@ -1193,6 +1200,8 @@ def _compiled_cuda_source(context: FileContext) -> str | None:
 # "libcuda.so.1")`, `from cuda.bindings import driver`): its streams, mappings and handles
 # are CUDA's. (Per class: a utility module may use the driver in one helper only.)
 _CUDA_DRIVER = compile_lazily(r"libcuda(rt)?\.so|\bcuda\.bindings\b")
+# A raw CUDA stream handle handed on (`torch.cuda.current_stream(dev).cuda_stream`).
+_RAW_CUDA_STREAM = compile_lazily(r"\.cuda_stream\b")
 
 
 def _keyed_by_cuda_devices(value: cst.BaseExpression) -> bool:
