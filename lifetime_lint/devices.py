@@ -1515,7 +1515,9 @@ def _imported_validator_backend(
     module, original = binding
     table = scope_table(context)
     owner, bindings = table.bindings_of(func.value, table.scope_at(outer))
-    if owner is not table.module_scope or any(b.kind != IMPORT for b in bindings):
+    if owner is not table.module_scope or any(
+        b.kind not in (IMPORT, "relative import") for b in bindings
+    ):
         return None
     path = sibling_module_file(context.path, module)
     if path is None:
@@ -1524,9 +1526,7 @@ def _imported_validator_backend(
     if found is None:
         return None
     functions = [
-        s
-        for s in found.module.body
-        if isinstance(s, cst.FunctionDef) and s.name.value == original
+        s for s in found.module.body if isinstance(s, cst.FunctionDef) and s.name.value == original
     ]
     if len(functions) != 1:
         return None

@@ -960,7 +960,9 @@ def config_field_default(folder: str, field: str) -> str | None:
 # are already part of the package stamp (`package_inputs` lists a package folder's every
 # `.py`), and their contents are part of the cache key of a module importing from them
 # (`cache.Cache._package_part`, through `sibling_imports_digest`).
-_FROM_IMPORT = compile_lazily(r"^[ \t]*from[ \t]+(\.?[A-Za-z_][\w.]*|\.)[ \t]+import\b", re.MULTILINE)
+_FROM_IMPORT = compile_lazily(
+    r"^[ \t]*from[ \t]+(\.?[A-Za-z_][\w.]*|\.)[ \t]+import\b", re.MULTILINE
+)
 
 
 def sibling_module_file(path: str, module: str) -> str | None:
