@@ -154,17 +154,25 @@ class Cache:
     def _package_part(self, path: str, data: bytes) -> bytes:
         """The CUDA fact of the file's package (`project.cuda_package`), its project's
         device-layer fact (`project.missing_device_layer`) and backend exclusion lists
-        (`project.backend_exclusion`), read from other files, for a
+        (`project.backend_exclusion`) and the same-folder modules it imports from
+        (`project.sibling_imports_digest`), read from other files, for a
         file that names CUDA (only such a file has a `torch.cuda` call the facts can
         excuse): an edit elsewhere that changes a fact is a new key."""
         if b"cuda" not in data:
             return b""
-        from lifetime_lint.project import backend_exclusion, cuda_package, missing_device_layer
+        from lifetime_lint.project import (
+            backend_exclusion,
+            cuda_package,
+            missing_device_layer,
+            sibling_imports_digest,
+        )
 
         self._package_readers.add(os.path.abspath(path))
         exclusion = backend_exclusion(path)  # the names a project keeps off other backends
         kept_off = None if exclusion is None else (sorted(exclusion.names), exclusion.lists)
-        facts = (cuda_package(path).reason, missing_device_layer(path), kept_off)
+        # The same-folder modules it imports from (a validator there: `devices`).
+        siblings = sibling_imports_digest(path, data.decode("utf-8", "replace"))
+        facts = (cuda_package(path).reason, missing_device_layer(path), kept_off, siblings)
         return repr(facts).encode() + b"\0"
 
     def _config_part(self, path: str, data: bytes) -> bytes:

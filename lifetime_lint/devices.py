@@ -25,7 +25,13 @@ import libcst as cst
 
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.lazy_regex import compile_lazily
-from lifetime_lint.project import CUDA_PROJECT, backend_exclusion, cuda_package
+from lifetime_lint.project import (
+    CUDA_PROJECT,
+    backend_exclusion,
+    cuda_package,
+    read_text,
+    sibling_module_file,
+)
 from lifetime_lint.rule import FileContext
 from lifetime_lint.scopes import IMPORT, NONE, Binding, ScopeTable
 from lifetime_lint.traversal import walk
@@ -854,8 +860,15 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         if _CUDA_SKIP.search(text) and not _OTHER_BACKEND.search(text):
             return f"a test skipped without CUDA (`@{text.strip()[:60]}`)"
     if isinstance(node, cst.ClassDef):
-        if _CUDA_DRIVER.search(context.code_for(node)):
+        text = context.code_for(node)
+        if _CUDA_DRIVER.search(text):
             return f"a class on the CUDA driver API (`{node.name.value}`)"
+        if _RAW_CUDA_STREAM.search(text) and not _OTHER_BACKEND.search(text):
+            # A class that hands its kernels `torch.cuda.current_stream(x.device).cuda_stream`
+            # (a raw `cudaStream_t`) is built on an extension that runs on CUDA streams:
+            # its other methods (weight loading, syncs) serve that extension. Not where the
+            # class names another backend (the handle is then one branch's).
+            return f"a class whose kernels take raw CUDA stream handles (`{node.name.value}`)"
         return (
             _built_on_cuda_only_object(node)
             or _declares_cuda_only_capabilities(context, node)
@@ -1187,6 +1200,8 @@ def _compiled_cuda_source(context: FileContext) -> str | None:
 # "libcuda.so.1")`, `from cuda.bindings import driver`): its streams, mappings and handles
 # are CUDA's. (Per class: a utility module may use the driver in one helper only.)
 _CUDA_DRIVER = compile_lazily(r"libcuda(rt)?\.so|\bcuda\.bindings\b")
+# A raw CUDA stream handle handed on (`torch.cuda.current_stream(dev).cuda_stream`).
+_RAW_CUDA_STREAM = compile_lazily(r"\.cuda_stream\b")
 
 
 def _keyed_by_cuda_devices(value: cst.BaseExpression) -> bool:
@@ -1470,7 +1485,105 @@ def _past_cuda_exit(
                         return _bound_reason(
                             backend, f"past `{validator.name.value}()`, which raises without it"
                         )
+                    imported = _imported_validator_backend(context, value.func, outer)
+                    if imported:
+                        backend, name, module = imported
+                        return _bound_reason(
+                            backend,
+                            f"past `{name}()` from `{module}`, which raises without it",
+                        )
     return None
+
+
+def _imported_validator_backend(
+    context: FileContext, func: cst.BaseExpression, outer: Sequence[cst.CSTNode]
+) -> tuple[str, str, str] | None:
+    """(backend, name, module) when `func` names a function the module imports at top
+    level from a module beside it (`from .rope import _validate_rope`, or the same
+    module by its absolute name) whose own top-level code raises without that backend
+    (`if not (x.is_cuda and torch.version.hip is None and ...): raise ...`). Kernel
+    packages keep one validator per kernel family in one module and call it from each
+    launcher module: past the call the tensors are CUDA's, as with a same-module
+    validator. Only a module of the same folder is read (its stat is in the package
+    stamp and its text in the cache key: `project.sibling_imports_digest`), and only
+    where the name is not shadowed by a local binding."""
+    if not isinstance(func, cst.Name) or _module_functions(context).get(func.value):
+        return None
+    binding = _top_level_from_imports(context).get(func.value)
+    if binding is None:
+        return None
+    module, original = binding
+    table = scope_table(context)
+    owner, bindings = table.bindings_of(func.value, table.scope_at(outer))
+    if owner is not table.module_scope or any(
+        b.kind not in (IMPORT, "relative import") for b in bindings
+    ):
+        return None
+    path = sibling_module_file(context.path, module)
+    if path is None:
+        return None
+    found = _sibling_module_context(context, path)
+    if found is None:
+        return None
+    functions = [
+        s for s in found.module.body if isinstance(s, cst.FunctionDef) and s.name.value == original
+    ]
+    if len(functions) != 1:
+        return None
+    backend = _raises_off_backend(found, functions[0])
+    return (backend, func.value, module) if backend else None
+
+
+def _top_level_from_imports(context: FileContext) -> dict[str, tuple[str, str]]:
+    """Local name -> (module as written, imported name) of the module's top-level `from
+    ... import` statements (`from .rope import _check as check`: "check" -> (".rope",
+    "_check"))."""
+    found = context.memo.get("devices.top_level_from_imports")
+    if found is not None:
+        return found
+    found = context.memo["devices.top_level_from_imports"] = {}
+    for statement in context.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
+                continue
+            module = "." * len(small.relative) + (
+                dotted_name(small.module) or "" if small.module is not None else ""
+            )
+            for alias in small.names:
+                if not isinstance(alias.name, cst.Name):
+                    continue
+                local = alias.name.value
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    local = alias.asname.name.value
+                found[local] = (module, alias.name.value)
+    return found
+
+
+def _sibling_module_context(context: FileContext, path: str) -> FileContext | None:
+    """A context for the module at `path` (parsed once per process and text; None:
+    unreadable or unparsable), with the settings of the module reading it."""
+    text = read_text(path)
+    if text is None:
+        return None
+    key = (path, text)
+    if key in _SIBLING_CONTEXTS:
+        return _SIBLING_CONTEXTS[key]
+    try:
+        module = cst.parse_module(text)
+    except Exception:  # a module LibCST cannot parse: no fact
+        found = None
+    else:
+        found = FileContext(path, text, module, module.default_newline, context.settings)
+    if len(_SIBLING_CONTEXTS) >= 64:
+        _SIBLING_CONTEXTS.pop(next(iter(_SIBLING_CONTEXTS)))
+    _SIBLING_CONTEXTS[key] = found
+    return found
+
+
+# (path, text) -> the parsed sibling module's context; bounded, oldest dropped first.
+_SIBLING_CONTEXTS: dict[tuple[str, str], FileContext | None] = {}
 
 
 def _exits_unless_rocm_probe(context: FileContext, statement: cst.If) -> bool:

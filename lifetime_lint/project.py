@@ -417,6 +417,11 @@ def _load_toml(path: str) -> dict[str, Any] | None:
         return None
 
 
+def read_text(path: str) -> str | None:
+    """The text of the file at `path` (undecodable bytes replaced), or None: unreadable."""
+    return _read_text(path)
+
+
 def _read_text(path: str) -> str | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -944,6 +949,69 @@ def config_field_default(folder: str, field: str) -> str | None:
         found = "None" if "None" in defaults else "0"
     _CONFIG_DEFAULTS[key] = found
     return found
+
+
+# -- modules beside a module that it imports from ----------------------------------------
+#
+# LL004/LL005 read a validator a module imports from a module beside it (`from
+# .qknorm_rope import _validate_rope`, or the same module by its absolute name): when that
+# validator raises unless the tensors are CUDA's, the code past its call is CUDA-only
+# (`devices._imported_validator`). Only modules of the same folder are read: their stats
+# are already part of the package stamp (`package_inputs` lists a package folder's every
+# `.py`), and their contents are part of the cache key of a module importing from them
+# (`cache.Cache._package_part`, through `sibling_imports_digest`).
+_FROM_IMPORT = compile_lazily(
+    r"^[ \t]*from[ \t]+(\.?[A-Za-z_][\w.]*|\.)[ \t]+import\b", re.MULTILINE
+)
+
+
+def sibling_module_file(path: str, module: str) -> str | None:
+    """The file of the module `module` names (as a `from <module> import` writes it) when
+    it is a module in the same folder as the module at `path` (`.rope`, or
+    `pkg.ops.rope` for a module in `.../pkg/ops/`), else None."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if module.startswith("."):
+        if module.startswith("..") or module == ".":
+            return None
+        name = module[1:]
+        if "." in name:
+            return None
+    else:
+        parts = module.split(".")
+        if len(parts) < 2:
+            return None
+        name = parts[-1]
+        tail = os.sep + os.sep.join(parts[:-1])
+        if not folder.endswith(tail):
+            return None
+    candidate = os.path.join(folder, name + ".py")
+    if candidate == os.path.abspath(path) or not os.path.isfile(candidate):
+        return None
+    if "__init__.py" not in _listdir(folder):
+        return None
+    return candidate
+
+
+def sibling_imports_digest(path: str, text: str) -> str:
+    """A digest of the contents of the same-folder modules the module at `path` (whose
+    text is `text`) imports names from, "" when there are none: a validator edited there
+    is a new cache key for this module."""
+    import hashlib
+
+    found = sorted(
+        {
+            f
+            for match in _FROM_IMPORT.finditer(text)
+            for f in [sibling_module_file(path, match.group(1))]
+            if f is not None
+        }
+    )
+    if not found:
+        return ""
+    digest = hashlib.sha256()
+    for name in found:
+        digest.update(name.encode() + b"\0" + (_read_text(name) or "").encode() + b"\0")
+    return digest.hexdigest()
 
 
 def _forget_listings() -> None:

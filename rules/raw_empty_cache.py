@@ -72,8 +72,11 @@ class RawEmptyCache(Rule):
     ROCm-only library such as `aiter` or `mori`, unconditionally or for its types), a
     test skipped without CUDA);
     code that the module proves CUDA-bound: past an exit guard anywhere before the call
-    (`if dev.type != "cuda": raise`, `if not _is_hip: raise`) or a same-module validator
-    that raises off CUDA, a private helper the module calls only from CUDA-bound code, a
+    (`if dev.type != "cuda": raise`, `if not _is_hip: raise`) or a validator that raises
+    off CUDA, defined in the module or imported from a module of the same folder (`from
+    .qknorm_rope import _validate_rope`; that module's text is part of the cache key), a
+    class that hands its kernels raw CUDA stream handles (`.cuda_stream`) and names no
+    other backend, a private helper the module calls only from CUDA-bound code, a
     class whose capability declaration names only CUDA (and HIP) or whose `__init__`
     raises without its backend, a function calling what only a CUDA-only or ROCm-only
     library binds (`shuffle_weight` from `aiter`) or what a same-module accessor of one
