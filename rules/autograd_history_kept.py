@@ -766,17 +766,35 @@ class _FunctionAnalysis:
 
     # -- which values carry history --------------------------------------------------
     def _propagate_history(self) -> None:
+        """Which bindings carry autograd history: those whose value comes from a model or
+        loss call and what flows from them, and the inputs of `backward` (and of a step's
+        returns). An input that already carries history through its own names
+        (`scaler.scale(loss / cfg.accumulation_steps).backward()`: `loss` comes from a loss
+        call) marks nothing more: its other operands are scalars or settings, and marking
+        them (`cfg`) would make every later read of a setting a carrier of history."""
         self._propagated = True
         flow = self.flow
-        for node, inputs in self.backward_nodes:
-            for expression in inputs:
-                for name in _names_read(expression):
-                    self._mark(flow.reach_in[node.index], name.value)
+        self._spread_history()
+        roots: list[tuple[Node, cst.BaseExpression]] = [
+            (node, expression) for node, inputs in self.backward_nodes for expression in inputs
+        ]
         if self.is_step:
-            for node in self.cfg.nodes:
-                if isinstance(node.statement, cst.Return) and node.statement.value is not None:
-                    for name in _names_read(node.statement.value):
-                        self._mark(flow.reach_in[node.index], name.value)
+            roots += [
+                (node, node.statement.value)
+                for node in self.cfg.nodes
+                if isinstance(node.statement, cst.Return) and node.statement.value is not None
+            ]
+        marked = False
+        for node, expression in roots:
+            if self._carries(expression, flow.reach_in[node.index], True):
+                continue
+            for name in _names_read(expression):
+                marked = self._mark(flow.reach_in[node.index], name.value) or marked
+        if marked:
+            self._spread_history()
+
+    def _spread_history(self) -> None:
+        """Close `history` under the flow: a binding whose value carries history carries it."""
         changed = True
         while changed:
             changed = False
