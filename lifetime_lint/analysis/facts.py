@@ -2591,7 +2591,7 @@ class FunctionFacts:
                 if len(parts) == 2:
                     default = MODEL if component in owner.registered else LAYER
                     return self._submodule_work(component, parts, default)
-                if name in T.MAYBE_COPY_METHODS or name in _MODULE_BOOKKEEPING:
+                if name in T.MAYBE_COPY_METHODS or _is_bookkeeping(name):
                     return _NO_WORK  # `self.unet.to("cpu")`: moving a model is no tensor work
                 if len(parts) >= 4 and _is_tensor_method(name):
                     return _NO_WORK  # `self.vae.latents_std.view(...)`: a buffer's method
@@ -2602,7 +2602,7 @@ class FunctionFacts:
                 if _glob_any(component.lower(), T.MODEL_CALLS) and name in ("forward", "__call__"):
                     return Work(MODEL, _model_kind(parts), parts=parts)
                 # `self.attn.to_out[0](x)`, `self.mlp.fc1(x)`: a piece of a sublayer.
-                if name in T.METADATA_METHODS or name in _MODULE_BOOKKEEPING:
+                if name in T.METADATA_METHODS or _is_bookkeeping(name):
                     return _NO_WORK
                 if len(parts) >= 3 and _is_tensor_method(name):
                     # `self.table.unsqueeze(0)`, `self.vae.latents_std.view(...)`: a
@@ -2615,8 +2615,8 @@ class FunctionFacts:
                 )
         if len(parts) >= 2 and parts[0] in self.module_parameters:
             # `attn.linear2(x)`: a call through a module passed in.
-            if name in T.METADATA_METHODS or name in _MODULE_BOOKKEEPING:
-                return _NO_WORK
+            if name in T.METADATA_METHODS or _is_bookkeeping(name):
+                return _NO_WORK  # `vae.clear_cache()`: resets the feature cache's lists
             if _glob_any(name, T.MODEL_CALLS):
                 return Work(MODEL, _model_kind(parts), by_pattern=True, parts=parts)
             level = LIGHT if _glob_any(name, T.LIGHT_SUBMODULES) else LAYER
@@ -3314,6 +3314,16 @@ _MODULE_BOOKKEEPING = frozenset(
         "reset", "clear", "keys", "values", "items", "copy", "append", "extend",
     }
 )  # fmt: skip
+# A method named for dropping state (`vae.clear_cache()`, `self.model.reset_kv_cache()`,
+# `clear_feature_cache`): it rebinds or empties the module's caches and allocates nothing
+# (a causal VAE's `clear_cache` sets `self._feat_map = [None] * n`), so what is held across
+# it adds nothing to a peak; it lowers the peak, if anything.
+_CLEARING_PREFIXES = ("clear_", "reset_", "_clear_", "_reset_")
+
+
+def _is_bookkeeping(name: str) -> bool:
+    """A module method that does no tensor work (`state_dict`, `eval`, `clear_cache`)."""
+    return name in _MODULE_BOOKKEEPING or name.startswith(_CLEARING_PREFIXES)
 
 
 def _model_kind(parts: tuple[str, ...]) -> str:
