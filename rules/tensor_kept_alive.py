@@ -807,6 +807,10 @@ class _Analysis:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
             elif origin == F.ACTIVATION and _names_a_weight(name) and not self._reads_input(real):
                 origin = S.WEIGHT_SIZED  # `lora_weight = torch.mm(B.weight, A.weight)`
+            elif S.size_class(origin) == S.ACTIVATION_SIZED and self._batch_tiled_parameters(
+                owned
+            ):
+                origin = S.LEARNED_TOKENS  # `token = self.token.clone().repeat(b, 1, 1)`
             elif origin in (F.ACTIVATION, F.MODEL_OUTPUT) and _names_one_image(name):
                 origin = F.IMAGE  # `vace_reference_image = pipe.preprocess_video(...)`
             elif _names_audio(name) and S.size_class(origin) == S.ACTIVATION_SIZED:
@@ -991,6 +995,19 @@ class _Analysis:
             return None
         stream = short_stream_classes(self.context.module, self.context.memo).get(self._owner_name)
         return {AUDIO_STREAM: S.AUDIO_STREAM, TEXT_STREAM: S.TEXT_STREAM}.get(stream or "")
+
+    def _batch_tiled_parameters(self, sites: list[DefSite]) -> bool:
+        """Whether every binding is a learned parameter of the class tiled over the batch
+        only (`facts.batch_tiled_parameter`: `self.token.clone().repeat(batch_size, 1, 1)`
+        in Wan S2V's motioner, `self.query_tokens.expand(b, -1, -1)`): the parameter's
+        size times the batch, which the input's sequence length does not scale."""
+        parameters = F.learned_parameters(self.facts.owner)
+        return bool(parameters) and all(
+            site.kind == "assign"
+            and not site.unpacked
+            and F.batch_tiled_parameter(site.value, parameters)
+            for site in sites
+        )
 
     def _latent_width(self) -> bool:
         """Whether the function's class works at a latent channel width

@@ -3743,3 +3743,82 @@ def _names_codec_class(func: cst.BaseExpression) -> bool:
     words = {part.lower() for part in parts[:-1]}
     words.update(w.lower() for w in _CAMEL_WORD.findall(parts[-1]))
     return bool(words & _CODEC_CLASS_WORDS)
+
+
+# -- learned parameters tiled over the batch ---------------------------------------------------
+
+
+def learned_parameters(owner: cst.ClassDef | None) -> frozenset[str]:
+    """The attributes the class's `__init__` binds to a learned parameter
+    (`self.token = nn.Parameter(torch.zeros(1, motion_token_num, dim))`,
+    `self.query_tokens = torch.nn.Parameter(...)`): a fixed block of weights whose size the
+    constructor sets, not something that scales with the input's tokens."""
+    if owner is None:
+        return frozenset()
+    found: set[str] = set()
+    for statement in owner.body.body:
+        if not (isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__"):
+            continue
+        assigns: list[cst.Assign] = []
+        walk(statement.body, lambda n: assigns.append(n) if type(n) is cst.Assign else None, _ignore)
+        for assign in assigns:
+            value = assign.value
+            if not isinstance(value, cst.Call):
+                continue
+            if (dotted_name(value.func) or "").rsplit(".", 1)[-1] != "Parameter":
+                continue
+            for target in assign.targets:
+                attr = target.target
+                if (
+                    isinstance(attr, cst.Attribute)
+                    and isinstance(attr.value, cst.Name)
+                    and attr.value.value == "self"
+                ):
+                    found.add(attr.attr.value)
+    return frozenset(found)
+
+
+# Methods that tile a tensor (`repeat`, `expand`) and those that keep its elements.
+_TILING_METHODS = frozenset(["repeat", "expand", "tile"])
+_SAME_SIZE_METHODS = frozenset(["clone"]) | T.VIEW_METHODS | T.MAYBE_COPY_METHODS
+
+
+def batch_tiled_parameter(expr: cst.BaseExpression | None, parameters: frozenset[str]) -> bool:
+    """Whether `expr` is one of the class's learned `parameters`, copied or viewed, and tiled
+    along the first (batch) axis only (`self.token.clone().repeat(batch_size, 1, 1)`,
+    `self.latents.expand(b, -1, -1)`): the parameter's elements times the batch (a few
+    hundred learned tokens), however long the input's own sequence is. A tiling along
+    any other axis (`.repeat(1, num_frames, 1)`) may scale with the input, so is not."""
+    tiled = False
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        method = expr.func.attr.value
+        if method in _TILING_METHODS:
+            args = [a for a in expr.args if a.keyword is None and not a.star]
+            if len(args) != len(expr.args) or len(args) < 2:
+                return False  # `repeat(sizes)`, `expand(*shape)`: axes not visible
+            if not all(_unit_factor(a.value, method) for a in args[1:]):
+                return False
+            tiled = True
+        elif method not in _SAME_SIZE_METHODS:
+            return False
+        expr = expr.func.value
+    return (
+        tiled
+        and isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value == "self"
+        and expr.attr.value in parameters
+    )
+
+
+def _unit_factor(expr: cst.BaseExpression, method: str) -> bool:
+    """`1` for `repeat`/`tile`; `-1` (keep the size) or `1` for `expand`."""
+    if isinstance(expr, cst.Integer):
+        return expr.value == "1"
+    return (
+        method == "expand"
+        and isinstance(expr, cst.UnaryOperation)
+        and isinstance(expr.operator, cst.Minus)
+        and isinstance(expr.expression, cst.Integer)
+        and expr.expression.value == "1"
+    )
