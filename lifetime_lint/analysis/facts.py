@@ -2547,6 +2547,8 @@ class FunctionFacts:
                         "interpolate",
                         "grid_sample",
                     )
+                    if heavy and last in _RESAMPLING_OPS and _resamples_a_mask(call):
+                        heavy = False  # `F.interpolate(mask_.unsqueeze(0), size=...)`
                     return Work(PEAK if heavy else LAYER, "torch-op", parts=parts)
                 return _NO_WORK
         if last in T.COLLECTIVES and len(parts) >= 2 and parts[-2] in ("dist", "distributed"):
@@ -3319,6 +3321,22 @@ _MODULE_BOOKKEEPING = frozenset(
 # (a causal VAE's `clear_cache` sets `self._feat_map = [None] * n`), so what is held across
 # it adds nothing to a peak; it lowers the peak, if anything.
 _CLEARING_PREFIXES = ("clear_", "reset_", "_clear_", "_reset_")
+
+
+# Resampling ops: their output is their input resized, with the input's channels.
+_RESAMPLING_OPS = frozenset(["interpolate", "grid_sample"])
+
+
+def _resamples_a_mask(call: cst.Call) -> bool:
+    """Whether a resampling op's input is a mask (`F.interpolate(mask_.unsqueeze(0),
+    size=(frames, h, w), mode="nearest-exact")`, `interpolate(attention_mask[None], ...)`):
+    a mask has one value per position, one channel where an activation or a video has
+    several (3 to hundreds), so the resized mask is a fraction of what sets the peak
+    around it, and resizing it is not peak work."""
+    name = _base_name(_main_argument(call))
+    if name is None:
+        return False
+    return name.lower().strip("_").rstrip("0123456789").endswith(("mask", "masks"))
 
 
 def _is_bookkeeping(name: str) -> bool:
