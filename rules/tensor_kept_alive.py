@@ -807,9 +807,7 @@ class _Analysis:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
             elif origin == F.ACTIVATION and _names_a_weight(name) and not self._reads_input(real):
                 origin = S.WEIGHT_SIZED  # `lora_weight = torch.mm(B.weight, A.weight)`
-            elif S.size_class(origin) == S.ACTIVATION_SIZED and self._batch_tiled_parameters(
-                owned
-            ):
+            elif S.size_class(origin) == S.ACTIVATION_SIZED and self._batch_tiled_parameters(owned):
                 origin = S.LEARNED_TOKENS  # `token = self.token.clone().repeat(b, 1, 1)`
             elif origin in (F.ACTIVATION, F.MODEL_OUTPUT) and _names_one_image(name):
                 origin = F.IMAGE  # `vace_reference_image = pipe.preprocess_video(...)`
@@ -853,6 +851,7 @@ class _Analysis:
             note = note or _tiled_merge_note(self.context, facts, origin, held.work)
             note = note or self._drained_note(info, name)
             note = note or self._needed_across_note(info, name, real, held.work)
+            note = note or self._after_peak_note(info, origin, held, estimate, tokens)
             if note:
                 estimate = replace(estimate, level=S.LOW)
             if not library or self._script_entry():
@@ -864,6 +863,25 @@ class _Analysis:
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)
         self._report(pending, groups)
+
+    def _after_peak_note(
+        self, info: StatementInfo, origin: str, held: _Held, estimate: S.Estimate, tokens: str
+    ) -> str:
+        """Why a finding is `low` when only the lighter-work discount made it so: the value
+        is held only across work lighter than the function's heaviest (`_rated`), which ran
+        before it died or after it was bound, so its bytes are not alive at the function's
+        peak (the input video after the VAE encode, held across mask reshaping)."""
+        if estimate.level != S.LOW:
+            return ""
+        row = self.context.position(info.statement).start.line
+        carried = self.context.position(held.node).start.line <= row
+        work = held.work
+        if S.autoencoder_named(self.context.path, self._owner_name):
+            work = S.at_autoencoder_bottleneck(work)
+        undiscounted = S.estimate(origin, work, one_chunk=carried, domain=tokens)
+        if undiscounted.level == S.LOW:
+            return ""
+        return " (only across work lighter than the function's heaviest call, whose peak `del` does not lower)"
 
     def _rated(
         self, info: StatementInfo, origin: str, candidates: list[_Held], tokens: str

@@ -3773,26 +3773,29 @@ def learned_parameters(owner: cst.ClassDef | None) -> frozenset[str]:
     constructor sets, not something that scales with the input's tokens."""
     if owner is None:
         return frozenset()
-    found: set[str] = set()
+    assigns: list[cst.Assign] = []
     for statement in owner.body.body:
-        if not (isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__"):
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+            walk(
+                statement.body,
+                lambda n: assigns.append(n) if type(n) is cst.Assign else None,
+                _ignore,
+            )
+    found: set[str] = set()
+    for assign in assigns:
+        value = assign.value
+        if not isinstance(value, cst.Call):
             continue
-        assigns: list[cst.Assign] = []
-        walk(statement.body, lambda n: assigns.append(n) if type(n) is cst.Assign else None, _ignore)
-        for assign in assigns:
-            value = assign.value
-            if not isinstance(value, cst.Call):
-                continue
-            if (dotted_name(value.func) or "").rsplit(".", 1)[-1] != "Parameter":
-                continue
-            for target in assign.targets:
-                attr = target.target
-                if (
-                    isinstance(attr, cst.Attribute)
-                    and isinstance(attr.value, cst.Name)
-                    and attr.value.value == "self"
-                ):
-                    found.add(attr.attr.value)
+        if (dotted_name(value.func) or "").rsplit(".", 1)[-1] != "Parameter":
+            continue
+        for target in assign.targets:
+            attr = target.target
+            if (
+                isinstance(attr, cst.Attribute)
+                and isinstance(attr.value, cst.Name)
+                and attr.value.value == "self"
+            ):
+                found.add(attr.attr.value)
     return frozenset(found)
 
 
