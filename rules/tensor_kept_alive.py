@@ -20,6 +20,7 @@ import libcst as cst
 from lifetime_lint.analysis import chunks as C
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
+from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.class_config import off_default_path
 from lifetime_lint.analysis.dataflow import Dataflow
@@ -593,6 +594,33 @@ def _names_one_image(name: str) -> bool:
     return len(words) >= 2 and words[-1] in _ONE_IMAGE_WORDS and not set(words) & _MANY_IMAGE_WORDS
 
 
+# Tensor methods that keep a value's elements (views, moves, casts).
+_SAME_BYTES_METHODS = T.VIEW_METHODS | T.MAYBE_COPY_METHODS
+
+
+def _preprocesses_one_image(value: cst.BaseExpression | None) -> bool:
+    """`self.video_processor.preprocess_video(image, height=h, width=w)`,
+    `self.image_processor.preprocess(first_image)`: a processor's `preprocess*` method
+    whose main input is named for one image (`image`, `*_image`)."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+        return False
+    if not value.func.attr.value.startswith("preprocess"):
+        return False
+    owner = dotted_name(value.func.value) or ""
+    if "processor" not in owner.lower():
+        return False
+    main = next((a.value for a in value.args if a.keyword is None and not a.star), None)
+    if main is None:
+        main = next(
+            (a.value for a in value.args if a.keyword is not None and a.keyword.value == "image"),
+            None,
+        )
+    if not isinstance(main, cst.Name):
+        return False
+    name = main.value
+    return name.lower().strip("_") == "image" or _names_one_image(name)
+
+
 def _names_audio(name: str) -> bool:
     """`audio = self.audio_vae.decode(z)`: a decoded waveform (48 kHz x 10 s x 2 channels is
     under 4 MiB), not frames."""
@@ -797,6 +825,8 @@ class _Analysis:
                 if o is not None
             ):
                 origin = S.DECODED_FRAME  # `self.vae.decode(z[:, :, i : i + 1])`: one frame
+            elif origin == F.DECODED and self._from_one_image(owned):
+                origin = F.IMAGE  # `video = self.video_processor.preprocess_video(image)`
             elif origin == F.DECODED and self._image_model() is not None:
                 origin = F.DECODED_IMAGE  # one frame: tens of MiB, below the decoder's peak
             elif origin == F.DECODED and domain == LARGE_DOMAIN and not self._names_video():
@@ -985,6 +1015,33 @@ class _Analysis:
                         seen.add(source.index)
                         pending.append(source)
         return False
+
+    def _from_one_image(self, sites: list[DefSite], depth: int = 0) -> bool:
+        """Whether every binding is a processor's preprocessing of a value named for one
+        image (`video = self.video_processor.preprocess_video(image, ...)` in an
+        image-to-video pipeline: the conditioning image as a one-frame clip, 3 x H x W, a
+        few MiB), here or through the views and copies of it the function rebinds
+        (`video = video.permute(...)`, `video = video.to(device)`): its name says video, its
+        bytes are one image's."""
+        if not sites or depth > 4:
+            return False
+        for site in sites:
+            if site.kind not in _ASSIGNED or site.unpacked or site.node is None:
+                return False
+            value = site.value
+            if _preprocesses_one_image(value):
+                continue
+            while (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in _SAME_BYTES_METHODS
+            ):
+                value = value.func.value
+            if not isinstance(value, cst.Name):
+                return False
+            if not self._from_one_image(self.facts.reaching(site.node, value.value), depth + 1):
+                return False
+        return True
 
     def _encoder_output(self, value: cst.BaseExpression | None) -> bool:
         """Whether the value is an encoder's output (`tile_encoder(tile)`, `self.vae.encode(x)`,
