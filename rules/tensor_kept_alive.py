@@ -139,7 +139,10 @@ class TensorKeptAlive(Rule):
     heavy work, nor is a pointwise convolution that keeps the channel count
     (`self.conv3 = nn.Conv3d(c, c, kernel_size=(1, 1, 1))`: a per-pixel projection), nor is a module whose name's last word says residual or gate, called on
     two or more tensors (`self.img_mlp_residual(residual, mlp_out, gate)`: a fused gated
-    residual add, elementwise, after the feed-forward it is named for has run).
+    residual add, elementwise, after the feed-forward it is named for has run), nor is a
+    module method named for clearing state (`vae.clear_cache()`, `reset_*`: it empties the
+    feature cache's lists and allocates nothing), nor is resizing a mask
+    (`F.interpolate(mask_.unsqueeze(0), ...)`: one channel, a fraction of an activation).
     How heavy work is follows from its inputs: a sublayer over the conditioning stream
     (`self.ff_context(norm_encoder_hidden_states)` in a dual-stream block: a few hundred
     text tokens) is one other sublayer whatever its name, and a projection of the
@@ -156,7 +159,8 @@ class TensorKeptAlive(Rule):
     nor does a gather of sizes, nor an object collective (`all_gather_object`, or a helper
     named for one, `_all_gather_group_objects`: pickled Python objects). A value held only across work lighter than the function's
     heaviest work (the post-norm after the vision tower, latent packing after the VAE
-    encode) is not alive at the function's peak and counts one level down. A value held
+    encode) is not alive at the function's peak and counts one level down (where that makes
+    it `low`, its message says so). A value held
     across both a nested model call and the block's feed-forward is rated, and named, at the
     feed-forward. Many tokens are told from the file's code: 5-D video tensors
     (`b, c, t, h, w = x.shape`, `Conv3d`, `num_frames`, a temporal patch size) and the words
@@ -193,7 +197,12 @@ class TensorKeptAlive(Rule):
     A cross-attention's context (`y` of `CrossAttention.forward(self, x, y)`) is the text
     stream unless it falls back to the query. A value computed from weights alone, which no
     input of the function reaches (DoRA's `lora_weight`, `weight_norm`), is weight-sized,
-    and a name ending in a singular `image` (`vace_reference_image`) one image: both small.
+    and a name ending in a singular `image` (`vace_reference_image`) one image: both small;
+    so are a learned parameter tiled over the batch only (`token =
+    self.token.clone().repeat(batch_size, 1, 1)`: its size set by the constructor; tiled over
+    frames, `repeat(1, num_frames, 1)`, it keeps its size) and a processor's preprocessing
+    of one image (`video = self.video_processor.preprocess_video(image)` in an
+    image-to-video pipeline: one frame, whatever the value is named).
     In a video file that holds several models (diffusers' `attention.py`: SD3's image
     `JointTransformerBlock` beside AnimateDiff's video blocks), the video size goes per class:
     to a class named for video or whose code shows it, to the classes that build or name one,
