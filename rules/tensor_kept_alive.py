@@ -20,6 +20,7 @@ import libcst as cst
 from lifetime_lint.analysis import chunks as C
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
+from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.class_config import off_default_path
 from lifetime_lint.analysis.dataflow import Dataflow
@@ -138,7 +139,10 @@ class TensorKeptAlive(Rule):
     heavy work, nor is a pointwise convolution that keeps the channel count
     (`self.conv3 = nn.Conv3d(c, c, kernel_size=(1, 1, 1))`: a per-pixel projection), nor is a module whose name's last word says residual or gate, called on
     two or more tensors (`self.img_mlp_residual(residual, mlp_out, gate)`: a fused gated
-    residual add, elementwise, after the feed-forward it is named for has run).
+    residual add, elementwise, after the feed-forward it is named for has run), nor is a
+    module method named for clearing state (`vae.clear_cache()`, `reset_*`: it empties the
+    feature cache's lists and allocates nothing), nor is resizing a mask
+    (`F.interpolate(mask_.unsqueeze(0), ...)`: one channel, a fraction of an activation).
     How heavy work is follows from its inputs: a sublayer over the conditioning stream
     (`self.ff_context(norm_encoder_hidden_states)` in a dual-stream block: a few hundred
     text tokens) is one other sublayer whatever its name, and a projection of the
@@ -155,7 +159,8 @@ class TensorKeptAlive(Rule):
     nor does a gather of sizes, nor an object collective (`all_gather_object`, or a helper
     named for one, `_all_gather_group_objects`: pickled Python objects). A value held only across work lighter than the function's
     heaviest work (the post-norm after the vision tower, latent packing after the VAE
-    encode) is not alive at the function's peak and counts one level down. A value held
+    encode) is not alive at the function's peak and counts one level down (where that makes
+    it `low`, its message says so). A value held
     across both a nested model call and the block's feed-forward is rated, and named, at the
     feed-forward. Many tokens are told from the file's code: 5-D video tensors
     (`b, c, t, h, w = x.shape`, `Conv3d`, `num_frames`, a temporal patch size) and the words
@@ -192,7 +197,12 @@ class TensorKeptAlive(Rule):
     A cross-attention's context (`y` of `CrossAttention.forward(self, x, y)`) is the text
     stream unless it falls back to the query. A value computed from weights alone, which no
     input of the function reaches (DoRA's `lora_weight`, `weight_norm`), is weight-sized,
-    and a name ending in a singular `image` (`vace_reference_image`) one image: both small.
+    and a name ending in a singular `image` (`vace_reference_image`) one image: both small;
+    so are a learned parameter tiled over the batch only (`token =
+    self.token.clone().repeat(batch_size, 1, 1)`: its size set by the constructor; tiled over
+    frames, `repeat(1, num_frames, 1)`, it keeps its size) and a processor's preprocessing
+    of one image (`video = self.video_processor.preprocess_video(image)` in an
+    image-to-video pipeline: one frame, whatever the value is named).
     In a video file that holds several models (diffusers' `attention.py`: SD3's image
     `JointTransformerBlock` beside AnimateDiff's video blocks), the video size goes per class:
     to a class named for video or whose code shows it, to the classes that build or name one,
@@ -593,6 +603,33 @@ def _names_one_image(name: str) -> bool:
     return len(words) >= 2 and words[-1] in _ONE_IMAGE_WORDS and not set(words) & _MANY_IMAGE_WORDS
 
 
+# Tensor methods that keep a value's elements (views, moves, casts).
+_SAME_BYTES_METHODS = T.VIEW_METHODS | T.MAYBE_COPY_METHODS
+
+
+def _preprocesses_one_image(value: cst.BaseExpression | None) -> bool:
+    """`self.video_processor.preprocess_video(image, height=h, width=w)`,
+    `self.image_processor.preprocess(first_image)`: a processor's `preprocess*` method
+    whose main input is named for one image (`image`, `*_image`)."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+        return False
+    if not value.func.attr.value.startswith("preprocess"):
+        return False
+    owner = dotted_name(value.func.value) or ""
+    if "processor" not in owner.lower():
+        return False
+    main = next((a.value for a in value.args if a.keyword is None and not a.star), None)
+    if main is None:
+        main = next(
+            (a.value for a in value.args if a.keyword is not None and a.keyword.value == "image"),
+            None,
+        )
+    if not isinstance(main, cst.Name):
+        return False
+    name = main.value
+    return name.lower().strip("_") == "image" or _names_one_image(name)
+
+
 def _names_audio(name: str) -> bool:
     """`audio = self.audio_vae.decode(z)`: a decoded waveform (48 kHz x 10 s x 2 channels is
     under 4 MiB), not frames."""
@@ -797,6 +834,8 @@ class _Analysis:
                 if o is not None
             ):
                 origin = S.DECODED_FRAME  # `self.vae.decode(z[:, :, i : i + 1])`: one frame
+            elif origin == F.DECODED and self._from_one_image(owned):
+                origin = F.IMAGE  # `video = self.video_processor.preprocess_video(image)`
             elif origin == F.DECODED and self._image_model() is not None:
                 origin = F.DECODED_IMAGE  # one frame: tens of MiB, below the decoder's peak
             elif origin == F.DECODED and domain == LARGE_DOMAIN and not self._names_video():
@@ -807,6 +846,8 @@ class _Analysis:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
             elif origin == F.ACTIVATION and _names_a_weight(name) and not self._reads_input(real):
                 origin = S.WEIGHT_SIZED  # `lora_weight = torch.mm(B.weight, A.weight)`
+            elif S.size_class(origin) == S.ACTIVATION_SIZED and self._batch_tiled_parameters(owned):
+                origin = S.LEARNED_TOKENS  # `token = self.token.clone().repeat(b, 1, 1)`
             elif origin in (F.ACTIVATION, F.MODEL_OUTPUT) and _names_one_image(name):
                 origin = F.IMAGE  # `vace_reference_image = pipe.preprocess_video(...)`
             elif _names_audio(name) and S.size_class(origin) == S.ACTIVATION_SIZED:
@@ -849,6 +890,7 @@ class _Analysis:
             note = note or _tiled_merge_note(self.context, facts, origin, held.work)
             note = note or self._drained_note(info, name)
             note = note or self._needed_across_note(info, name, real, held.work)
+            note = note or self._after_peak_note(info, origin, held, estimate, tokens)
             if note:
                 estimate = replace(estimate, level=S.LOW)
             if not library or self._script_entry():
@@ -860,6 +902,25 @@ class _Analysis:
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)
         self._report(pending, groups)
+
+    def _after_peak_note(
+        self, info: StatementInfo, origin: str, held: _Held, estimate: S.Estimate, tokens: str
+    ) -> str:
+        """Why a finding is `low` when only the lighter-work discount made it so: the value
+        is held only across work lighter than the function's heaviest (`_rated`), which ran
+        before it died or after it was bound, so its bytes are not alive at the function's
+        peak (the input video after the VAE encode, held across mask reshaping)."""
+        if estimate.level != S.LOW:
+            return ""
+        row = self.context.position(info.statement).start.line
+        carried = self.context.position(held.node).start.line <= row
+        work = held.work
+        if S.autoencoder_named(self.context.path, self._owner_name):
+            work = S.at_autoencoder_bottleneck(work)
+        undiscounted = S.estimate(origin, work, one_chunk=carried, domain=tokens)
+        if undiscounted.level == S.LOW:
+            return ""
+        return " (only across work lighter than the function's heaviest call, whose peak `del` does not lower)"
 
     def _rated(
         self, info: StatementInfo, origin: str, candidates: list[_Held], tokens: str
@@ -964,6 +1025,33 @@ class _Analysis:
                         pending.append(source)
         return False
 
+    def _from_one_image(self, sites: list[DefSite], depth: int = 0) -> bool:
+        """Whether every binding is a processor's preprocessing of a value named for one
+        image (`video = self.video_processor.preprocess_video(image, ...)` in an
+        image-to-video pipeline: the conditioning image as a one-frame clip, 3 x H x W, a
+        few MiB), here or through the views and copies of it the function rebinds
+        (`video = video.permute(...)`, `video = video.to(device)`): its name says video, its
+        bytes are one image's."""
+        if not sites or depth > 4:
+            return False
+        for site in sites:
+            if site.kind not in _ASSIGNED or site.unpacked or site.node is None:
+                return False
+            value = site.value
+            if _preprocesses_one_image(value):
+                continue
+            while (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in _SAME_BYTES_METHODS
+            ):
+                value = value.func.value
+            if not isinstance(value, cst.Name):
+                return False
+            if not self._from_one_image(self.facts.reaching(site.node, value.value), depth + 1):
+                return False
+        return True
+
     def _encoder_output(self, value: cst.BaseExpression | None) -> bool:
         """Whether the value is an encoder's output (`tile_encoder(tile)`, `self.vae.encode(x)`,
         or a list of them): latents, not the decoded tiles or frames its name may suggest."""
@@ -991,6 +1079,19 @@ class _Analysis:
             return None
         stream = short_stream_classes(self.context.module, self.context.memo).get(self._owner_name)
         return {AUDIO_STREAM: S.AUDIO_STREAM, TEXT_STREAM: S.TEXT_STREAM}.get(stream or "")
+
+    def _batch_tiled_parameters(self, sites: list[DefSite]) -> bool:
+        """Whether every binding is a learned parameter of the class tiled over the batch
+        only (`facts.batch_tiled_parameter`: `self.token.clone().repeat(batch_size, 1, 1)`
+        in Wan S2V's motioner, `self.query_tokens.expand(b, -1, -1)`): the parameter's
+        size times the batch, which the input's sequence length does not scale."""
+        parameters = F.learned_parameters(self.facts.owner)
+        return bool(parameters) and all(
+            site.kind == "assign"
+            and not site.unpacked
+            and F.batch_tiled_parameter(site.value, parameters)
+            for site in sites
+        )
 
     def _latent_width(self) -> bool:
         """Whether the function's class works at a latent channel width

@@ -2547,6 +2547,8 @@ class FunctionFacts:
                         "interpolate",
                         "grid_sample",
                     )
+                    if heavy and last in _RESAMPLING_OPS and _resamples_a_mask(call):
+                        heavy = False  # `F.interpolate(mask_.unsqueeze(0), size=...)`
                     return Work(PEAK if heavy else LAYER, "torch-op", parts=parts)
                 return _NO_WORK
         if last in T.COLLECTIVES and len(parts) >= 2 and parts[-2] in ("dist", "distributed"):
@@ -2591,7 +2593,7 @@ class FunctionFacts:
                 if len(parts) == 2:
                     default = MODEL if component in owner.registered else LAYER
                     return self._submodule_work(component, parts, default)
-                if name in T.MAYBE_COPY_METHODS or name in _MODULE_BOOKKEEPING:
+                if name in T.MAYBE_COPY_METHODS or _is_bookkeeping(name):
                     return _NO_WORK  # `self.unet.to("cpu")`: moving a model is no tensor work
                 if len(parts) >= 4 and _is_tensor_method(name):
                     return _NO_WORK  # `self.vae.latents_std.view(...)`: a buffer's method
@@ -2602,7 +2604,7 @@ class FunctionFacts:
                 if _glob_any(component.lower(), T.MODEL_CALLS) and name in ("forward", "__call__"):
                     return Work(MODEL, _model_kind(parts), parts=parts)
                 # `self.attn.to_out[0](x)`, `self.mlp.fc1(x)`: a piece of a sublayer.
-                if name in T.METADATA_METHODS or name in _MODULE_BOOKKEEPING:
+                if name in T.METADATA_METHODS or _is_bookkeeping(name):
                     return _NO_WORK
                 if len(parts) >= 3 and _is_tensor_method(name):
                     # `self.table.unsqueeze(0)`, `self.vae.latents_std.view(...)`: a
@@ -2615,8 +2617,8 @@ class FunctionFacts:
                 )
         if len(parts) >= 2 and parts[0] in self.module_parameters:
             # `attn.linear2(x)`: a call through a module passed in.
-            if name in T.METADATA_METHODS or name in _MODULE_BOOKKEEPING:
-                return _NO_WORK
+            if name in T.METADATA_METHODS or _is_bookkeeping(name):
+                return _NO_WORK  # `vae.clear_cache()`: resets the feature cache's lists
             if _glob_any(name, T.MODEL_CALLS):
                 return Work(MODEL, _model_kind(parts), by_pattern=True, parts=parts)
             level = LIGHT if _glob_any(name, T.LIGHT_SUBMODULES) else LAYER
@@ -3314,6 +3316,32 @@ _MODULE_BOOKKEEPING = frozenset(
         "reset", "clear", "keys", "values", "items", "copy", "append", "extend",
     }
 )  # fmt: skip
+# A method named for dropping state (`vae.clear_cache()`, `self.model.reset_kv_cache()`,
+# `clear_feature_cache`): it rebinds or empties the module's caches and allocates nothing
+# (a causal VAE's `clear_cache` sets `self._feat_map = [None] * n`), so what is held across
+# it adds nothing to a peak; it lowers the peak, if anything.
+_CLEARING_PREFIXES = ("clear_", "reset_", "_clear_", "_reset_")
+
+
+# Resampling ops: their output is their input resized, with the input's channels.
+_RESAMPLING_OPS = frozenset(["interpolate", "grid_sample"])
+
+
+def _resamples_a_mask(call: cst.Call) -> bool:
+    """Whether a resampling op's input is a mask (`F.interpolate(mask_.unsqueeze(0),
+    size=(frames, h, w), mode="nearest-exact")`, `interpolate(attention_mask[None], ...)`):
+    a mask has one value per position, one channel where an activation or a video has
+    several (3 to hundreds), so the resized mask is a fraction of what sets the peak
+    around it, and resizing it is not peak work."""
+    name = _base_name(_main_argument(call))
+    if name is None:
+        return False
+    return name.lower().strip("_").rstrip("0123456789").endswith(("mask", "masks"))
+
+
+def _is_bookkeeping(name: str) -> bool:
+    """A module method that does no tensor work (`state_dict`, `eval`, `clear_cache`)."""
+    return name in _MODULE_BOOKKEEPING or name.startswith(_CLEARING_PREFIXES)
 
 
 def _model_kind(parts: tuple[str, ...]) -> str:
@@ -3733,3 +3761,85 @@ def _names_codec_class(func: cst.BaseExpression) -> bool:
     words = {part.lower() for part in parts[:-1]}
     words.update(w.lower() for w in _CAMEL_WORD.findall(parts[-1]))
     return bool(words & _CODEC_CLASS_WORDS)
+
+
+# -- learned parameters tiled over the batch ---------------------------------------------------
+
+
+def learned_parameters(owner: cst.ClassDef | None) -> frozenset[str]:
+    """The attributes the class's `__init__` binds to a learned parameter
+    (`self.token = nn.Parameter(torch.zeros(1, motion_token_num, dim))`,
+    `self.query_tokens = torch.nn.Parameter(...)`): a fixed block of weights whose size the
+    constructor sets, not something that scales with the input's tokens."""
+    if owner is None:
+        return frozenset()
+    assigns: list[cst.Assign] = []
+    for statement in owner.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+            walk(
+                statement.body,
+                lambda n: assigns.append(n) if type(n) is cst.Assign else None,
+                _ignore,
+            )
+    found: set[str] = set()
+    for assign in assigns:
+        value = assign.value
+        if not isinstance(value, cst.Call):
+            continue
+        if (dotted_name(value.func) or "").rsplit(".", 1)[-1] != "Parameter":
+            continue
+        for target in assign.targets:
+            attr = target.target
+            if (
+                isinstance(attr, cst.Attribute)
+                and isinstance(attr.value, cst.Name)
+                and attr.value.value == "self"
+            ):
+                found.add(attr.attr.value)
+    return frozenset(found)
+
+
+# Methods that tile a tensor (`repeat`, `expand`) and those that keep its elements.
+_TILING_METHODS = frozenset(["repeat", "expand", "tile"])
+_SAME_SIZE_METHODS = frozenset(["clone"]) | T.VIEW_METHODS | T.MAYBE_COPY_METHODS
+
+
+def batch_tiled_parameter(expr: cst.BaseExpression | None, parameters: frozenset[str]) -> bool:
+    """Whether `expr` is one of the class's learned `parameters`, copied or viewed, and tiled
+    along the first (batch) axis only (`self.token.clone().repeat(batch_size, 1, 1)`,
+    `self.latents.expand(b, -1, -1)`): the parameter's elements times the batch (a few
+    hundred learned tokens), however long the input's own sequence is. A tiling along
+    any other axis (`.repeat(1, num_frames, 1)`) may scale with the input, so is not."""
+    tiled = False
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        method = expr.func.attr.value
+        if method in _TILING_METHODS:
+            args = [a for a in expr.args if a.keyword is None and not a.star]
+            if len(args) != len(expr.args) or len(args) < 2:
+                return False  # `repeat(sizes)`, `expand(*shape)`: axes not visible
+            if not all(_unit_factor(a.value, method) for a in args[1:]):
+                return False
+            tiled = True
+        elif method not in _SAME_SIZE_METHODS:
+            return False
+        expr = expr.func.value
+    return (
+        tiled
+        and isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value == "self"
+        and expr.attr.value in parameters
+    )
+
+
+def _unit_factor(expr: cst.BaseExpression, method: str) -> bool:
+    """`1` for `repeat`/`tile`; `-1` (keep the size) or `1` for `expand`."""
+    if isinstance(expr, cst.Integer):
+        return expr.value == "1"
+    return (
+        method == "expand"
+        and isinstance(expr, cst.UnaryOperation)
+        and isinstance(expr.operator, cst.Minus)
+        and isinstance(expr.expression, cst.Integer)
+        and expr.expression.value == "1"
+    )

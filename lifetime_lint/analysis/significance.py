@@ -123,6 +123,10 @@ DOWNSAMPLED = "downsampled"
 # A value derived from weights alone (`lora_weight = torch.mm(B.weight, A.weight)`, a DoRA
 # weight norm): sized by one layer's parameters, not by tokens or pixels.
 WEIGHT_SIZED = "weight-sized"
+# A learned parameter tiled over the batch only (`facts.batch_tiled_parameter`:
+# `self.token.clone().repeat(batch_size, 1, 1)`, learned query or motion tokens): the
+# constructor sets its size, so it does not grow with the input's sequence.
+LEARNED_TOKENS = "learned-tokens"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -148,6 +152,7 @@ _SIZE_OF_ORIGIN = {
     HOST_TENSOR: SMALL_SIZED,
     DOWNSAMPLED: SMALL_SIZED,
     WEIGHT_SIZED: SMALL_SIZED,
+    LEARNED_TOKENS: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -197,6 +202,10 @@ _DESCRIPTION = {
     ),
     HOST_TENSOR: "a tensor in host (CPU) memory: it holds no GPU memory",
     WEIGHT_SIZED: "a value derived from weights: one layer's parameters, not scaled by tokens",
+    LEARNED_TOKENS: (
+        "a learned parameter repeated over the batch: its size is set by the constructor,"
+        " not by the input's tokens"
+    ),
     DOWNSAMPLED: (
         "an activation of an autoencoder's downsampling block: a fraction of its input,"
         " below the block's peak"
