@@ -9,10 +9,11 @@ span was added or changed. Lines that were only deleted leave nothing to flag.
 
 It also says which paths can hold a changed line (`ChangedLines.paths`: the files git names,
 and tracked links to them), so file discovery looks only at those instead of walking the
-tree. Four git processes in all: the top level and the revision in one `rev-parse`, the
-merge base, the diff, and one `ls-files` (untracked files, and the index's links).
+tree. Three git processes in all: the top level and the revision in one `rev-parse`, the
+diff from the merge base (`--merge-base`; the merge base asked first where that fails),
+and one `ls-files` (untracked files, and the index's links).
 
-`start_changed_lines(REV)` runs all four in a background thread (they wait on git, not on
+`start_changed_lines(REV)` runs all of them in a background thread (they wait on git, not on
 the interpreter), so a one-file gate's git work overlaps its imports of LibCST and the rules
 and the caller does not wait for any git process. `ls-files` then lists the untracked
 files earlier in the run than the plain call does. What the run itself creates meanwhile
@@ -31,6 +32,8 @@ _HUNK = compile_lazily(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 # An index entry as `ls-files --stage` prints it: mode, object name, stage, a tab, the name.
 _STAGED = compile_lazily(r"(\d{6}) [0-9a-f]{40,64} \d\t")
 ALL_LINES = None  # marks an untracked file: every line is new
+_DIFF = ["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/",
+         "--dst-prefix=b/", "-U0", "-M"]  # fmt: skip
 
 
 class GitDiffError(Exception):
@@ -125,15 +128,17 @@ def _tracked_changes(base: str, cwd: str) -> tuple[str, dict[str, set[int]]]:
     (from the top level) since the merge base of `base` and HEAD."""
     top, commit = _top_and_commit(base, cwd)
     try:
-        # Changes since the branch left `base`: what `base` gained meanwhile is not ours.
-        commit = _git(["merge-base", commit, "HEAD"], top).strip() or commit
+        # Changes since the branch left `base` (what `base` gained meanwhile is not ours),
+        # in one process: `diff --merge-base C` is `diff $(git merge-base C HEAD)`.
+        diff = _git([*_DIFF, "--merge-base", commit, "--"], top)
     except GitDiffError:
-        pass  # no common history (or a shallow clone): compare with `base` itself
-    diff = _git(
-        ["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/",
-         "--dst-prefix=b/", "-U0", "-M", commit, "--"],
-        top,
-    )  # fmt: skip
+        # git before 2.30, no common history, several merge bases, a shallow clone: the
+        # two steps, as `--merge-base` would take them where it can.
+        try:
+            commit = _git(["merge-base", commit, "HEAD"], top).strip() or commit
+        except GitDiffError:
+            pass  # no common history (or a shallow clone): compare with `base` itself
+        diff = _git([*_DIFF, commit, "--"], top)
     by_name: dict[str, set[int]] = {}  # as the diff names them, from the top level
     current: set[int] | None = None
     for line in diff.splitlines():
