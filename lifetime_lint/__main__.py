@@ -1,5 +1,5 @@
 """`python -m lifetime_lint` is the `lifetime-lint` command (with its fast path)."""
 
-from lifetime_lint.fastpath import main
+from lifetime_lint.fastpath import program
 
-main(prog_name="lifetime-lint")
+program(prog_name="lifetime-lint")

@@ -28,6 +28,7 @@ import libcst as cst
 
 from lifetime_lint.config import Settings, code_matches
 from lifetime_lint.diagnostics import Applicability, Diagnostic, Location
+from lifetime_lint.fastpath import on_roomy_stack
 from lifetime_lint.file_errors import (
     INTERNAL_ERROR,
     file_error,
@@ -196,7 +197,7 @@ class Linter:
         the same tree as a full parse while re-parsing only what changed since its last text.
         """
         with _cyclic_gc_paused():
-            return self._lint_text(path, text, newline, parser)
+            return on_roomy_stack(self._lint_text, path, text, newline, parser)
 
     def _lint_text(
         self,

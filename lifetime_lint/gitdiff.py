@@ -9,13 +9,16 @@ span was added or changed. Lines that were only deleted leave nothing to flag.
 
 It also says which paths can hold a changed line (`ChangedLines.paths`: the files git names,
 and tracked links to them), so file discovery looks only at those instead of walking the
-tree. Four git processes in all: the top level and the revision in one `rev-parse`, the
-merge base, the diff, and one `ls-files` (untracked files, and the index's links).
+tree. Three git processes in all: the top level and the revision in one `rev-parse`, the
+diff from the merge base (`--merge-base`; the merge base asked first where that fails),
+and one `ls-files` (untracked files, and the index's links).
 
-`start_changed_lines(REV)` runs the first three in a background thread (they wait on git,
-not on the interpreter), so a one-file gate's git work overlaps its imports of LibCST and
-the rules; `ls-files` runs when the result is asked for, at the point where the plain call
-runs it, so it sees the same untracked files (a cache folder created meanwhile included).
+`start_changed_lines(REV)` runs all of them in a background thread (they wait on git, not on
+the interpreter), so a one-file gate's git work overlaps its imports of LibCST and the rules
+and the caller does not wait for any git process. `ls-files` then lists the untracked
+files earlier in the run than the plain call does. What the run itself creates meanwhile
+is only its cache folder, whose own `.gitignore` (`*`, its first file) keeps it out of that
+listing; any file there is no Python file, which discovery drops whether listed or not.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ _HUNK = compile_lazily(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 # An index entry as `ls-files --stage` prints it: mode, object name, stage, a tab, the name.
 _STAGED = compile_lazily(r"(\d{6}) [0-9a-f]{40,64} \d\t")
 ALL_LINES = None  # marks an untracked file: every line is new
+_DIFF = ["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/",
+         "--dst-prefix=b/", "-U0", "-M"]  # fmt: skip
 
 
 class GitDiffError(Exception):
@@ -81,7 +86,7 @@ class ChangedLines:
 def changed_lines(base: str, cwd: str | None = None) -> ChangedLines:
     """Lines added or modified in the working tree since `base` (a commit, branch or tag)."""
     top, by_name = _tracked_changes(base, cwd or os.getcwd())
-    return _with_untracked(top, by_name)
+    return _with_untracked(top, by_name, _untracked_and_staged(top))
 
 
 class PendingChangedLines:
@@ -92,19 +97,20 @@ class PendingChangedLines:
 
         self._cwd = cwd or os.getcwd()
         self._base = base
-        self._found: tuple[str, dict[str, set[int]]] | None = None
+        self._found: tuple[str, dict[str, set[int]], str] | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="git-diff", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            self._found = _tracked_changes(self._base, self._cwd)
+            top, by_name = _tracked_changes(self._base, self._cwd)
+            self._found = top, by_name, _untracked_and_staged(top)
         except BaseException as error:  # re-raised in the caller's thread by `result`
             self._error = error
 
     def result(self) -> ChangedLines:
-        """What `changed_lines(base, cwd)` returns (or raises), the untracked files listed now."""
+        """What `changed_lines(base, cwd)` returns (or raises)."""
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -122,15 +128,17 @@ def _tracked_changes(base: str, cwd: str) -> tuple[str, dict[str, set[int]]]:
     (from the top level) since the merge base of `base` and HEAD."""
     top, commit = _top_and_commit(base, cwd)
     try:
-        # Changes since the branch left `base`: what `base` gained meanwhile is not ours.
-        commit = _git(["merge-base", commit, "HEAD"], top).strip() or commit
+        # Changes since the branch left `base` (what `base` gained meanwhile is not ours),
+        # in one process: `diff --merge-base C` is `diff $(git merge-base C HEAD)`.
+        diff = _git([*_DIFF, "--merge-base", commit, "--"], top)
     except GitDiffError:
-        pass  # no common history (or a shallow clone): compare with `base` itself
-    diff = _git(
-        ["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/",
-         "--dst-prefix=b/", "-U0", "-M", commit, "--"],
-        top,
-    )  # fmt: skip
+        # git before 2.30, no common history, several merge bases, a shallow clone: the
+        # two steps, as `--merge-base` would take them where it can.
+        try:
+            commit = _git(["merge-base", commit, "HEAD"], top).strip() or commit
+        except GitDiffError:
+            pass  # no common history (or a shallow clone): compare with `base` itself
+        diff = _git([*_DIFF, commit, "--"], top)
     by_name: dict[str, set[int]] = {}  # as the diff names them, from the top level
     current: set[int] | None = None
     for line in diff.splitlines():
@@ -151,9 +159,14 @@ def _tracked_changes(base: str, cwd: str) -> tuple[str, dict[str, set[int]]]:
     return top, by_name
 
 
-def _with_untracked(top: str, by_name: dict[str, set[int]]) -> ChangedLines:
+def _untracked_and_staged(top: str) -> str:
+    """`ls-files`: the untracked files (no mode) and the index's entries, NUL-separated."""
+    return _git(["ls-files", "--others", "--exclude-standard", "--stage", "-z"], top)
+
+
+def _with_untracked(top: str, by_name: dict[str, set[int]], listing: str) -> ChangedLines:
     """The tracked changes, with the untracked files (all rows new) and the links to a
-    changed file that the index holds."""
+    changed file that the index holds (`listing`: `_untracked_and_staged`)."""
     named = [os.path.join(top, name) for name in by_name]
     changed: dict[str, set[int] | None] = {}
     for name, rows in by_name.items():  # names of one file (a link and its target) merge
@@ -162,7 +175,6 @@ def _with_untracked(top: str, by_name: dict[str, set[int]]) -> ChangedLines:
         found.update(rows)
     # Untracked files (no mode) and, from the index, tracked links (mode 120000): a link
     # to a changed file is a path discovery would find and the diff does not name.
-    listing = _git(["ls-files", "--others", "--exclude-standard", "--stage", "-z"], top)
     links = []
     for entry in listing.split("\0"):
         if not entry:

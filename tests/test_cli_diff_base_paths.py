@@ -155,7 +155,7 @@ def test_the_command_line_prints_what_the_walk_printed(repo, args):
                       0 if "--show-files" in args or "--force-exclude" in args else 1)  # fmt: skip
 
 
-def test_nothing_changed_exits_0_and_asks_git_four_times(repo, tmp_path):
+def test_nothing_changed_exits_0_and_asks_git_three_times(repo, tmp_path):
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "new")
     # A `git` in front of the real one that logs each invocation's arguments.
@@ -170,11 +170,11 @@ def test_nothing_changed_exits_0_and_asks_git_four_times(repo, tmp_path):
     out, err, code = _cli(repo, "check", "--no-cache", "--diff-base", "HEAD", ".", env=env)
     assert code == 0, err
     calls = log.read_text().splitlines()
-    assert len(calls) == 4, calls  # rev-parse, merge-base, diff, ls-files
+    assert len(calls) == 3, calls  # rev-parse, diff --merge-base, ls-files
     assert not any("--ignored" in call for call in calls)
     with open(repo / "pkg" / "edited.py", "a") as handle:
         handle.write(ADDED.replace("added", "added_again"))
     log.unlink()
     out, err, code = _cli(repo, "check", "--no-cache", "--diff-base", "HEAD", ".", env=env)
     assert code == 1 and b"pkg/edited.py" in out and b"synchronize" in out
-    assert len(log.read_text().splitlines()) == 4
+    assert len(log.read_text().splitlines()) == 3
