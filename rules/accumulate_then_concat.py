@@ -379,6 +379,7 @@ class AccumulateThenConcat(Rule):
         grows: list[Use] = []
         cats: list[tuple[Use, cst.Call]] = []
         reads: list[tuple[Use, str]] = []
+        escapes: list[Use] = []  # handed to a call on another branch than the cat
         for use in index.of(name.value):
             if use.node is site.target:
                 init = use
@@ -413,10 +414,14 @@ class AccumulateThenConcat(Rule):
                 cats.append((use, concat))
             elif role in _READS:
                 reads.append((use, role))
+            elif _call_argument(use):
+                escapes.append(use)  # kept only if on a path without the concatenation
             else:
                 return  # the list escapes: a rewrite could change behaviour
         if init is None or not grows or not cats:
             return
+        if any(not _exclusive_arms(escape, use) for escape in escapes for use, _ in cats):
+            return  # the list escapes: a rewrite could change behaviour
         # Slots filled by index (`out = [None] * n; out[i] = chunk`): only into a list made
         # for it (`xs[-1] = ...` into an appended list rewrites one chunk); no fix (the
         # writer takes chunks in order, the slots may be filled in any order).
@@ -536,6 +541,12 @@ class AccumulateThenConcat(Rule):
             if expr is not None and loop is not None
         )
         in_chunks = C.sequence_chunks(loop_statement)
+        sources = [
+            C.widened_source(self.context, facts, nodes, expr, _header_node(facts, loop))
+            for expr, loop in zip(chunk_exprs, loops)
+            if expr is not None and loop is not None
+        ]
+        widened = bool(sources) and all(source is not None for source in sources)
         level, generic = _accumulation_level(
             origin,
             work,
@@ -544,6 +555,7 @@ class AccumulateThenConcat(Rule):
             in_chunks or own_forward,
             _generation_loop(loop_statement),
             residual and in_chunks,
+            widened,
         )
         if generic == _SEGMENTS and not generated:
             generic = _LISTED_SEGMENTS
@@ -619,12 +631,20 @@ class AccumulateThenConcat(Rule):
         written = self.context.source_of(call.func)
         across = _describe_work(work)
         also = f" (and {len(cats) - 1} more)" if len(cats) > 1 else ""
+        elsewhere = ""
+        if escapes:
+            handed = sorted({self.context.source_of(_call_argument(e).func) for e in escapes})  # type: ignore[union-attr]
+            elsewhere = (
+                f"; on the other branch the list goes to {', '.join(f'`{h}`' for h in handed)}"
+                f" instead, so no fix is offered (that branch needs the list)"
+            )
         message = (
             f"`{name.value}` holds every chunk ({S.describe(origin)}) across the loop's "
             f"{across} until `{written}({name.value}, ...)`{also}: all chunks and the result "
             f"are alive together (about twice the output); write each chunk into a "
             f"preallocated output"
             + (f"; {structure}" if structure else "")
+            + elsewhere
             + f" (significance: {level})"
         )
         kinds = [c.kind for c in chunks]  # type: ignore[union-attr]
@@ -632,6 +652,7 @@ class AccumulateThenConcat(Rule):
         if (
             not by_index
             and not tail
+            and not escapes
             and not isinstance(site.value, cst.IfExp)  # `[] if flag else None`: report only
             and not any(role == "element" for _, role in reads)
             and all(
@@ -1432,6 +1453,36 @@ def _role(use: Use, context) -> str:
     return "escape"
 
 
+def _call_argument(use: Use) -> cst.Call | None:
+    """The call a use of the list is a plain argument of (`self._cat_inputs(inputs)`)."""
+    chain = use.ancestors
+    if use.nested or len(chain) < 2 or not isinstance(chain[-1], cst.Arg):
+        return None
+    call = chain[-2]
+    return call if isinstance(call, cst.Call) and chain[-1].value is use.node else None
+
+
+def _exclusive_arms(a: Use, b: Use) -> bool:
+    """Two uses on opposite arms of one conditional: the body and the `else` of an `if`
+    statement or of a conditional expression (`torch.cat(xs) if small else
+    self._cat_inputs(xs)`). At most one of them runs, so a list handed to a call on one
+    arm holds the same chunks at the concatenation on the other as if it were never
+    handed anywhere; only a rewrite of the list would change the other arm."""
+    common = 0
+    for x, y in zip(a.ancestors, b.ancestors):
+        if x is not y:
+            break
+        common += 1
+    if common == 0 or common >= min(len(a.ancestors), len(b.ancestors)):
+        return False
+    top, x, y = a.ancestors[common - 1], a.ancestors[common], b.ancestors[common]
+    if isinstance(top, cst.IfExp):
+        return {id(x), id(y)} == {id(top.body), id(top.orelse)}
+    if isinstance(top, cst.If):
+        return {id(x), id(y)} == {id(top.body), id(top.orelse)} and top.orelse is not None
+    return False
+
+
 def _kind_of(context, call: cst.Call) -> str | None:
     """ "cat" for `torch.cat` / `concat` / `concatenate`, else the concatenation's name
     (`stack`, `hstack`, ...); None for other calls."""
@@ -1766,7 +1817,12 @@ _RESIDUAL = (
 )
 
 # Reasons that explain a level above `low` (shown in the message; they lower nothing).
-_RAISING = (_SEGMENTS, _SEQUENCE, _RESIDUAL, _LOGITS_PER_STEP, _LISTED_SEGMENTS)
+_WIDENED = (
+    "each chunk is a slice of a live input cast to a wider float (fp32): in half precision "
+    "the kept chunks are twice the input and the result as large again, so the "
+    "concatenation, not the loop, sets the peak"
+)
+_RAISING = (_WIDENED, _SEGMENTS, _SEQUENCE, _RESIDUAL, _LOGITS_PER_STEP, _LISTED_SEGMENTS)
 
 
 def _own_forward_output(
@@ -1806,6 +1862,7 @@ def _accumulation_level(
     in_chunks: bool,
     generation: bool = False,
     residual: bool = False,
+    widened: bool = False,
 ) -> tuple[str, str | None]:
     """LL002's significance: the concatenation's peak is every chunk plus the output, and it
     is the function's peak only where nothing in the loop needs more. Decoded tiles merged by
@@ -1836,6 +1893,10 @@ def _accumulation_level(
         # chunks: the layer runs on one chunk (its intermediates are one chunk's: why the
         # loop chunks), its update has the chunk's shape, so the kept chunks are the whole.
         return S.MEDIUM, _RESIDUAL
+    if widened and not C.runs_a_network(work):
+        # `inputs.append((x[:, i].float() - mean) / std)`: slices of a live input cast up
+        # (`chunks.widened_source`): the kept chunks are up to twice the input.
+        return S.MEDIUM, _WIDENED
     if (
         work.level >= F.PEAK
         and work.kind not in ("concatenation", "torch-op", "collective")

@@ -64,6 +64,37 @@ def live_source(
     expr: cst.BaseExpression,
     header: Node | None,
 ) -> tuple[str, ...] | None:
+    """`_sliced_source` of a chunk cast to no wider float on the way (see there)."""
+    widened: list[bool] = []
+    found = _sliced_source(context, facts, loads, expr, header, widened)
+    return None if widened else found
+
+
+def widened_source(
+    context,
+    facts: F.FunctionFacts,
+    loads: dict[int, Node],
+    expr: cst.BaseExpression,
+    header: Node | None,
+) -> tuple[str, ...] | None:
+    """The names of the live tensors a chunk is computed from slice by slice, as
+    `live_source`, where a cast to a wide float is on the way (`x[:, i].to(torch.float32)`:
+    `_widening_cast`). Such chunks are up to twice their slices, so the kept chunks are up
+    to twice the input and the concatenation's result as large again: the concatenation,
+    not the loop, sets the peak (MAISI's group norm: fp32 groups of an fp16 activation)."""
+    widened: list[bool] = []
+    found = _sliced_source(context, facts, loads, expr, header, widened)
+    return found if widened else None
+
+
+def _sliced_source(
+    context,
+    facts: F.FunctionFacts,
+    loads: dict[int, Node],
+    expr: cst.BaseExpression,
+    header: Node | None,
+    widened: list[bool],
+) -> tuple[str, ...] | None:
     """The names of the tensors bound before the loop (and so alive across it) that the
     chunk is computed from slice by slice, with no model-level work on the way; None otherwise.
 
@@ -96,6 +127,8 @@ def live_source(
         for call in calls:
             if _may_expand(context, facts, call):
                 return None
+            if _widening_cast(context, call):
+                widened.append(True)
         products += _whole_products(facts, loads, current, body)
         sliced = set()
         for subscript in subscripts:
@@ -356,6 +389,33 @@ def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
             and not _SIZE_KEEPING.search(func.value.lower())
         )
     return False
+
+
+def _widening_cast(context, call: cst.Call) -> bool:
+    """`x[:, i].to(dtype=torch.float32)`, `.float()`, `.double()`: a cast to a wide float.
+    Models run in half precision (fp16 / bf16), and a chunk cast up from a slice of such
+    an input is twice the slice: the chunks together are then up to twice the input, not
+    bounded by it (MAISI's group norm keeps every fp32 group of an fp16 activation), so
+    `live_source`'s "no larger than the loop's own inputs" does not follow."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    method = func.attr.value
+    if method in ("float", "double"):
+        return not call.args
+    if method not in ("to", "type"):
+        return False
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value != "dtype":
+            continue
+        if (context.qualified_name(arg.value) or "") in _WIDE_FLOATS:
+            return True
+    return False
+
+
+_WIDE_FLOATS = frozenset(
+    {"torch.float32", "torch.float", "torch.float64", "torch.double"}
+)
 
 
 # Callables named for work that keeps its input's size: attention (the output is the
@@ -1607,6 +1667,24 @@ def concatenating_helper(
     parameters, whole or sliced: the helper's name and the positions (in the call's
     positional arguments) of the parameters so joined. None otherwise; a helper that joins
     one parameter with something else (`torch.cat([x, zeros])`: padding) is not one."""
+    found = _local_helper(context, call, owner)
+    if found is None:
+        return None
+    name, helper, method = found
+    memo = context.memo.setdefault("analysis.chunks.concatenating_helper", {})
+    key = id(helper)
+    if key not in memo:
+        memo[key] = _joined_parameters(context, helper, method)
+    joined = memo[key]
+    return (name, joined) if joined else None
+
+
+def _local_helper(
+    context, call: cst.Call, owner: cst.ClassDef | None
+) -> tuple[str, cst.FunctionDef, bool] | None:
+    """The one definition a call reaches without inference: `self.name(...)` a method of
+    the enclosing class, `name(...)` a function of the module; its name, its definition
+    and whether it is a method (its first parameter is the instance)."""
     func = call.func
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
         if func.value.value != "self" or owner is None:
@@ -1619,12 +1697,107 @@ def concatenating_helper(
     helpers = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
     if len(helpers) != 1:
         return None
-    memo = context.memo.setdefault("analysis.chunks.concatenating_helper", {})
-    key = id(helpers[0])
+    return name, helpers[0], method
+
+
+def list_joining_helper(
+    context, call: cst.Call, owner: cst.ClassDef | None
+) -> tuple[str, int, str] | None:
+    """`self._concatenate_tensors(outputs, split_size, padding)` (a method of the enclosing
+    class) or `merge(tiles)` (a function of the module) that returns the concatenation of
+    one of its parameters taken whole as the list of pieces (`x = torch.cat(outputs,
+    dim=d)` ... `return x`, through bindings of the returned name and a `.to(...)`): the
+    helper's name, the position of that parameter among the call's positional arguments,
+    and the parameter's name. Handing a list of chunks to such a helper is concatenating
+    it: the chunks and the result are alive together inside the helper, as at a
+    `torch.cat` in the caller. The parameter must not be rebound in the helper (then the
+    concatenation may join something else); storing into its items (`outputs[i] =
+    outputs[i][sl]`, trimming each piece to a view) keeps the same pieces alive. Other
+    returns of the helper (a host-staged path for large inputs) do not matter: the call
+    concatenates the list on the path that takes the returned `torch.cat`. None otherwise,
+    and for `torch.stack` (which joins along a new axis, as `concatenating_helper`)."""
+    found = _local_helper(context, call, owner)
+    if found is None:
+        return None
+    name, helper, method = found
+    memo = context.memo.setdefault("analysis.chunks.list_joining_helper", {})
+    key = id(helper)
     if key not in memo:
-        memo[key] = _joined_parameters(context, helpers[0], method)
+        memo[key] = _joined_list_parameter(context, helper, method)
     joined = memo[key]
-    return (name, joined) if joined else None
+    return (name, joined[0], joined[1]) if joined is not None else None
+
+
+def _joined_list_parameter(
+    context, helper: cst.FunctionDef, method: bool
+) -> tuple[int, str] | None:
+    params = [p.name.value for p in helper.params.params]
+    if method:
+        params = params[1:]
+    returns: list[cst.Return] = []
+    bindings: dict[str, list[cst.BaseExpression]] = {}
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Return):
+            returns.append(node)
+        elif isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    bindings.setdefault(target.target.value, []).append(node.value)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(
+            node.target, cst.Name
+        ):
+            bindings.setdefault(node.target.value, []).append(cst.Name("_"))
+        elif isinstance(node, (cst.For, cst.With)):
+            targets = [node.target] if isinstance(node, cst.For) else [
+                item.asname.name for item in node.items if item.asname is not None
+            ]
+            for target in targets:
+                if isinstance(target, cst.Name):
+                    bindings.setdefault(target.value, []).append(cst.Name("_"))
+
+    def descend(node: cst.CSTNode) -> bool:
+        return node is helper or not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
+
+    walk(helper, enter, lambda node: None, descend)
+
+    def joined(value: cst.BaseExpression | None) -> str | None:
+        while (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("to", "contiguous", "type_as")
+        ):
+            value = value.func.value
+        if not isinstance(value, cst.Call):
+            return None
+        qualified = context.qualified_name(value.func) or ""
+        if qualified not in T.CONCATENATIONS or qualified.rsplit(".", 1)[-1] == "stack":
+            return None
+        listed = value.args[0].value if value.args and value.args[0].keyword is None else None
+        if isinstance(listed, cst.Name) and listed.value in params:
+            return listed.value
+        return None
+
+    found: set[str] = set()
+    for ret in returns:
+        value = ret.value
+        while (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("to", "contiguous", "type_as")
+        ):
+            value = value.func.value
+        candidates = bindings.get(value.value, []) if isinstance(value, cst.Name) else [value]
+        for candidate in candidates:
+            param = joined(candidate)
+            if param is not None:
+                found.add(param)
+    if len(found) != 1:
+        return None
+    param = found.pop()
+    if param in bindings:
+        return None  # rebound: the concatenation may join another list
+    return params.index(param), param
 
 
 def _joined_parameters(context, helper: cst.FunctionDef, method: bool) -> frozenset[int]:
