@@ -1077,7 +1077,11 @@ class AccumulateThenConcat(Rule):
         comprehension: cst.ListComp | cst.GeneratorExp,
         function: cst.FunctionDef,
         list_name: str | None,
+        parameter: str | None = None,
     ) -> None:
+        """A comprehension of model calls concatenated at once: given to `torch.cat`, or
+        bound to `list_name` and concatenated, directly or by a local helper whose
+        `parameter` it becomes (`_joined_by_helper`)."""
         clauses = []
         clause: cst.CompFor | None = comprehension.for_in
         while clause is not None:
@@ -1100,7 +1104,14 @@ class AccumulateThenConcat(Rule):
         # `torch.cat([torch.cat(tiles[i * n : (i + 1) * n], dim=-1) for i in range(rows)])`:
         # row strips of a tile grid, every strip a copy held beside the tiles until the merge.
         strips = work.level < F.MODEL and _strip_of_grid(self.context, element, clauses)
-        if work.level < F.MODEL and not strips:
+        # A layer's outputs for the pieces of a split input, joined by a helper that also
+        # stages the join on the host for large inputs (`chunks.host_staged_join`).
+        staged = (
+            parameter is not None
+            and work.level >= F.LAYER
+            and C.host_staged_join(self.context, call, facts.owner)
+        )
+        if work.level < F.MODEL and not strips and not staged:
             return
         origin = S.name_origin(list_name or "", F._origin_of_work(work))
         if strips:
@@ -1110,6 +1121,9 @@ class AccumulateThenConcat(Rule):
         if S.size_class(origin) == S.TINY:
             return
         level, reason = _accumulation_level(origin, work, True, False, False)
+        raising = None  # why it clears the bar
+        if staged and work.level < F.MODEL:
+            level, reason, raising = S.MEDIUM, None, _HOST_STAGED
         reason = reason or C.light_owner(self.context.path, facts.owner)
         if reason is not None:
             level = S.LOW
@@ -1119,12 +1133,20 @@ class AccumulateThenConcat(Rule):
         if scoped is None:
             return
         level = scoped
+        reason = reason or raising
         written = self.context.source_of(call.func)
+        by = (
+            f" (which `torch.cat`s its `{parameter}` parameter: the chunks and the result "
+            f"are alive together inside it)"
+            if parameter is not None
+            else ""
+        )
         self.report(
             call,
-            f"`{written}` of a comprehension holds every chunk ({S.describe(origin)}) and the "
-            f"result together (about twice the output), across `{'.'.join(work.parts)}` "
-            f"for every element; append into a preallocated output in a loop"
+            f"`{written}`{by} of a comprehension holds every chunk ({S.describe(origin)}) "
+            f"and the result together (about twice the output), across "
+            f"`{'.'.join(work.parts)}` for every element; append into a preallocated output "
+            f"in a loop" + (" (the helper would take the output instead)" if by else "")
             + (f"; {reason}" if reason else "")
             + f" (significance: {level})",
             significance=level,
@@ -1232,22 +1254,53 @@ class AccumulateThenConcat(Rule):
         index = self._index(function)
         uses = index.of(name)
         cats = []
+        helpers: list[str] = []
+        reads = False
         for use in uses:
             if any(a is node for a in use.ancestors):
                 continue
             parent = use.ancestors[-1] if use.ancestors else None
             call = self._concatenation_of(use)
+            joined = None if call is not None else self._joined_by_helper(use, function)
             if call is not None:
                 cats.append(call)
+            elif joined is not None:
+                cats.append(joined[0])
+                helpers.append(joined[1])
             elif isinstance(parent, cst.Del):
                 continue
+            elif _role(use, self.context) in _READS:
+                reads = True  # `len(outputs)`, `outputs[0].size(2)`: metadata
             else:
                 # Used otherwise: perhaps buffers filled in place (`xs[i].add_(...)`).
                 self._filled_in_place(node, node.value, function, name)
                 return
         if len(cats) != 1 or len(uses) < 2:
             return
-        self._comprehension(cats[0], node.value, function, name)
+        if reads and not helpers:
+            return  # kept to the plain form, whose scores were measured so
+        self._comprehension(cats[0], node.value, function, name, helpers[0] if helpers else None)
+
+    def _joined_by_helper(self, use: Use, function: cst.FunctionDef) -> tuple[cst.Call, str] | None:
+        """The call of a local helper that concatenates the list given at this use's
+        position (`self._concatenate_tensors(outputs, n, pad)`:
+        `chunks.list_joining_helper`), and the helper's parameter that receives it."""
+        call = _call_argument(use)
+        if call is None:
+            return None
+        positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+        if len(positional) != len(call.args) and call.args[0].star:
+            return None
+        facts = F.facts_for(self.context, function)
+        if facts is None:
+            return None
+        found = C.list_joining_helper(self.context, call, facts.owner)
+        if found is None:
+            return None
+        _, at, parameter = found
+        if at >= len(positional) or positional[at].value is not use.node:
+            return None
+        return call, parameter
 
     def _concatenation_of(self, use: Use) -> cst.Call | None:
         """The concatenation a use is the first argument of (`torch.cat(rows, dim=3)`)."""
@@ -1821,6 +1874,10 @@ _WIDENED = (
     "each chunk is a slice of a live input cast to a wider float (fp32): in half precision "
     "the kept chunks are twice the input and the result as large again, so the "
     "concatenation, not the loop, sets the peak"
+)
+_HOST_STAGED = (
+    "for larger inputs the helper concatenates the pieces on the host instead, the authors' "
+    "own sign that this concatenation, not the layer that made the pieces, sets the peak"
 )
 _RAISING = (_WIDENED, _SEGMENTS, _SEQUENCE, _RESIDUAL, _LOGITS_PER_STEP, _LISTED_SEGMENTS)
 

@@ -1800,6 +1800,54 @@ def _joined_list_parameter(
     return params.index(param), param
 
 
+def host_staged_join(context, call: cst.Call, owner: cst.ClassDef | None) -> bool:
+    """The list-joining helper this call reaches (`list_joining_helper`) also has a path
+    that concatenates the pieces on the host (`x = torch.cat((x, outputs[k + 1].cpu()))`,
+    piece by piece, for inputs over a size): the authors found the device concatenation
+    of these pieces too large for the GPU on large inputs, their own sign that this
+    concatenation, not the work that made the pieces, sets the peak."""
+    found = _local_helper(context, call, owner)
+    if found is None or list_joining_helper(context, call, owner) is None:
+        return False
+    _, helper, _ = found
+    _, _, param = list_joining_helper(context, call, owner)  # type: ignore[misc]
+    staged = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal staged
+        if staged or not isinstance(node, cst.Call):
+            return
+        qualified = context.qualified_name(node.func) or ""
+        if qualified not in T.CONCATENATIONS or not node.args:
+            return
+        listed = node.args[0].value
+        if isinstance(listed, (cst.List, cst.Tuple)):
+            staged = any(_host_piece(e.value, param) for e in listed.elements)
+
+    walk(helper, enter, lambda node: None, lambda node: not isinstance(node, cst.Lambda))
+    return staged
+
+
+def _host_piece(value: cst.BaseExpression, param: str) -> bool:
+    """`outputs[k + 1].cpu()` / `.to("cpu")`: an item of the list parameter copied to the host."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+        return False
+    method = value.func.attr.value
+    if method == "cpu":
+        pass
+    elif method == "to" and value.args and isinstance(value.args[0].value, cst.SimpleString):
+        if value.args[0].value.evaluated_value != "cpu":
+            return False
+    else:
+        return False
+    base = value.func.value
+    return (
+        isinstance(base, cst.Subscript)
+        and isinstance(base.value, cst.Name)
+        and base.value.value == param
+    )
+
+
 def _joined_parameters(context, helper: cst.FunctionDef, method: bool) -> frozenset[int]:
     params = [p.name.value for p in helper.params.params]
     if method:
