@@ -546,7 +546,9 @@ class AccumulateThenConcat(Rule):
             for expr, loop in zip(chunk_exprs, loops)
             if expr is not None and loop is not None
         ]
-        widened = bool(sources) and all(source is not None for source in sources)
+        # Some append keeps a chunk cast up (`inputs.append((array - mean) / std)` of fp32
+        # groups, another branch casting them back to fp16): the list holds those.
+        widened = any(source is not None for source in sources)
         level, generic = _accumulation_level(
             origin,
             work,
@@ -2064,12 +2066,15 @@ def _chunk(
             fact = facts.value(sites[0])  # what the binding holds, not an alias of it
             called = sites[0].kind == "assign" and isinstance(sites[0].value, cst.Call)
     if isinstance(expr, cst.BinaryOperation):
-        operands = [e for e in (expr.left, expr.right) if isinstance(e, cst.Name)]
+        # `ids + offsets`, `ids + 1`: arithmetic on small values. Every operand must be
+        # small: `(array - mean) / std` divides a fresh activation by a small statistic.
+        operands = [e for e in (expr.left, expr.right) if not isinstance(e, (cst.Integer, cst.Float))]
         if operands and all(
-            _per_item(e.value) or S.size_class(S.name_origin(e.value, F.ACTIVATION)) == S.TINY
+            isinstance(e, cst.Name)
+            and (_per_item(e.value) or S.size_class(S.name_origin(e.value, F.ACTIVATION)) == S.TINY)
             for e in operands
         ):
-            return None  # `ids + offsets`: arithmetic on small values
+            return None
     if fact is None:
         derived = _view_of_fresh(facts, expr, node, header)
         if derived is not None:

@@ -82,9 +82,30 @@ def widened_source(
     `_widening_cast`). Such chunks are up to twice their slices, so the kept chunks are up
     to twice the input and the concatenation's result as large again: the concatenation,
     not the loop, sets the peak (MAISI's group norm: fp32 groups of an fp16 activation)."""
+    if _narrowing_cast(context, expr):
+        return None  # `(...).to(torch.float16)`: cast back to half precision
     widened: list[bool] = []
     found = _sliced_source(context, facts, loads, expr, header, widened)
     return found if widened else None
+
+
+def _narrowing_cast(context, expr: cst.BaseExpression) -> bool:
+    """`x.to(dtype=torch.float16)`, `.half()`, `.bfloat16()`: a cast to half precision."""
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        return False
+    method = expr.func.attr.value
+    if method in ("half", "bfloat16"):
+        return not expr.args
+    if method not in ("to", "type"):
+        return False
+    return any(
+        (arg.keyword is None or arg.keyword.value == "dtype")
+        and (context.qualified_name(arg.value) or "") in _HALF_FLOATS
+        for arg in expr.args
+    )
+
+
+_HALF_FLOATS = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
 
 
 def _sliced_source(
