@@ -561,9 +561,14 @@ class AccumulateThenConcat(Rule):
         )
         if generic == _SEGMENTS and not generated:
             generic = _LISTED_SEGMENTS
+        stated = None  # the own-forward layer is chunked at a stated realistic activation
         if own_forward and (generic is None or generic in _RAISING):
-            generic = _OWN_FORWARD
+            stated = C.chunked_at_stated_activation(self.context, function, loop_statement)
+            generic = _OWN_FORWARD if stated is None else None
+            if stated is not None:
+                level = S.MEDIUM
         raising, generic = (generic, None) if generic in _RAISING else (None, generic)
+        raising = raising or stated
         # The specific reasons below say more than "outside a decoder's output assembly".
         structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP, _OWN_FORWARD) else generic
         structure = structure or self._chunk_structure(
@@ -1148,7 +1153,8 @@ class AccumulateThenConcat(Rule):
             f"`{written}`{by} of a comprehension holds every chunk ({S.describe(origin)}) "
             f"and the result together (about twice the output), across "
             f"`{'.'.join(work.parts)}` for every element; append into a preallocated output "
-            f"in a loop" + (" (the helper would take the output instead)" if by else "")
+            f"in a loop"
+            + (" (the helper would take the output instead)" if by else "")
             + (f"; {reason}" if reason else "")
             + f" (significance: {level})",
             significance=level,
@@ -2068,7 +2074,9 @@ def _chunk(
     if isinstance(expr, cst.BinaryOperation):
         # `ids + offsets`, `ids + 1`: arithmetic on small values. Every operand must be
         # small: `(array - mean) / std` divides a fresh activation by a small statistic.
-        operands = [e for e in (expr.left, expr.right) if not isinstance(e, (cst.Integer, cst.Float))]
+        operands = [
+            e for e in (expr.left, expr.right) if not isinstance(e, (cst.Integer, cst.Float))
+        ]
         if operands and all(
             isinstance(e, cst.Name)
             and (_per_item(e.value) or S.size_class(S.name_origin(e.value, F.ACTIVATION)) == S.TINY)

@@ -434,9 +434,7 @@ def _widening_cast(context, call: cst.Call) -> bool:
     return False
 
 
-_WIDE_FLOATS = frozenset(
-    {"torch.float32", "torch.float", "torch.float64", "torch.double"}
-)
+_WIDE_FLOATS = frozenset({"torch.float32", "torch.float", "torch.float64", "torch.double"})
 
 
 # Callables named for work that keeps its input's size: attention (the output is the
@@ -1765,17 +1763,17 @@ def _joined_list_parameter(
             for target in node.targets:
                 if isinstance(target.target, cst.Name):
                     bindings.setdefault(target.target.value, []).append(node.value)
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(
-            node.target, cst.Name
-        ):
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(node.target, cst.Name):
             bindings.setdefault(node.target.value, []).append(cst.Name("_"))
         elif isinstance(node, (cst.For, cst.With)):
-            targets = [node.target] if isinstance(node, cst.For) else [
-                item.asname.name for item in node.items if item.asname is not None
-            ]
-            for target in targets:
-                if isinstance(target, cst.Name):
-                    bindings.setdefault(target.value, []).append(cst.Name("_"))
+            targets: list[cst.BaseExpression] = (
+                [node.target]
+                if isinstance(node, cst.For)
+                else [item.asname.name for item in node.items if item.asname is not None]
+            )
+            for bound in targets:
+                if isinstance(bound, cst.Name):
+                    bindings.setdefault(bound.value, []).append(cst.Name("_"))
 
     def descend(node: cst.CSTNode) -> bool:
         return node is helper or not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
@@ -2075,3 +2073,254 @@ def _transposed(expr: cst.BaseExpression) -> bool:
         and isinstance(expr.func, cst.Attribute)
         and expr.func.attr.value in _TRANSPOSES
     )
+
+
+# The activation a video VAE's own-forward chunking is weighed against: the widest level of
+# a decoder (128 channels, as KVAE's, CogVideoX's and Kandinsky's level 0) at full 720p
+# resolution in bf16, for the frames one decoder call gets. Stated in the message.
+STATED_CHANNELS = 128
+STATED_HEIGHT, STATED_WIDTH = 720, 1280
+STATED_ELEMENT_SIZE = 2  # bf16
+# Names of a module's frames-per-decoder-call constant or parameter (`seg_len=16`,
+# `SEGMENT_FRAMES = 16`): pixel frames per segment the decoder is called on.
+_SEGMENT_FRAMES = compile_lazily(r"^(seg_len|segment_len|segment_length|segment_frames)$", re.I)
+
+
+def chunked_at_stated_activation(
+    context, function: cst.FunctionDef, loop: cst.CSTNode
+) -> str | None:
+    """A layer that runs its own forward over pieces of its input only above a size
+    threshold (`if memory_count > 3:` with `memory_count = input.numel() *
+    input.element_size() / 10**9`, or `if x.numel() <= LIMIT: return ...` before the
+    loop): whether a realistic video-decoder activation crosses it. The activation is
+    stated (`STATED_*`: 128 channels, 720x1280, bf16) for the pixel frames one decoder call
+    gets, read from the module (`segment_frames`); the threshold expression is evaluated
+    in bytes or elements through one binding and module constants (tests that are not
+    of the input's size, `if write_to is None:`, are passed over). A description of the
+    activation and the threshold when it is chunked at that size (the kept pieces then
+    are a widest-level activation, held twice at the join), None when it is not, or when
+    the frames or the threshold cannot be read (the layer keeps its measured `low`)."""
+    frames = segment_frames(context)
+    if frames is None:
+        return None
+    parameters = [p.name.value for p in function.params.params]
+    if len(parameters) < 2:
+        return None
+    tensor = parameters[1]  # `forward(self, input, ...)`
+    shape = (1, STATED_CHANNELS, frames, STATED_HEIGHT, STATED_WIDTH)
+    elements = 1
+    for size in shape:
+        elements *= size
+    env = {"numel": float(elements), "element_size": float(STATED_ELEMENT_SIZE)}
+    bindings = _single_bindings(function)
+    constants = _module_int_constants(context)
+    chain = _statements_to(function, loop)
+    if chain is None:
+        return None
+    decided = None
+    for kind, test in chain:
+        value = _evaluate_test(test, tensor, shape, env, bindings, constants)
+        if value is None:
+            continue  # not a size test (`if write_to is None:`)
+        taken = value if kind == "if" else not value  # an early return skips the loop
+        if not taken:
+            return None
+        decided = test
+    if decided is None:
+        return None
+    return (
+        f"at a stated activation of 128 channels x {frames} frames (the module's frames "
+        f"per decoder call) x 720x1280 in bf16 ({elements * STATED_ELEMENT_SIZE / 1e9:.1f} GB),"
+        f" `{context.source_of(decided)}` holds and the layer splits it: the kept pieces "
+        f"are a widest-level activation, held again by the concatenation"
+    )
+
+
+def segment_frames(context) -> int | None:
+    """The pixel frames one decoder call gets, read from the module: a module constant
+    (`SEGMENT_FRAMES = 16`) or a parameter default (`def _decode(self, z, seg_len=16)`)
+    named for a segment's frames; None when absent or when the module has two values."""
+    memo = context.memo.setdefault("analysis.chunks.segment_frames", {})
+    if "value" in memo:
+        return memo["value"]
+    values: set[int] = set()
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Param) and node.default is not None:
+            if _SEGMENT_FRAMES.match(node.name.value) and isinstance(node.default, cst.Integer):
+                values.add(int(node.default.evaluated_value))
+
+    walk(context.module, enter, lambda node: None, lambda node: True)
+    for name, value in _module_int_constants(context).items():
+        if _SEGMENT_FRAMES.match(name):
+            values.add(int(value))
+    memo["value"] = values.pop() if len(values) == 1 else None
+    return memo["value"]
+
+
+def _module_int_constants(context) -> dict[str, float]:
+    """Module-level `NAME = <numeric expression of literals>` bindings."""
+    memo = context.memo.setdefault("analysis.chunks.module_constants", {})
+    if "value" in memo:
+        return memo["value"]
+    found: dict[str, float] = {}
+    for statement in context.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if (
+                isinstance(small, cst.Assign)
+                and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)
+            ):
+                value = _arithmetic(small.value, lambda node: None)
+                if value is not None:
+                    found[small.targets[0].target.value] = value
+    memo["value"] = found
+    return found
+
+
+def _single_bindings(function: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
+    """Names bound exactly once in the function, to their value."""
+    bindings: dict[str, list[cst.BaseExpression]] = {}
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    bindings.setdefault(target.target.value, []).append(node.value)
+        elif isinstance(node, (cst.AugAssign, cst.For)) and isinstance(node.target, cst.Name):
+            bindings.setdefault(node.target.value, []).extend([node.target, node.target])
+
+    walk(
+        function,
+        enter,
+        lambda node: None,
+        lambda node: node is function or not isinstance(node, (cst.FunctionDef, cst.Lambda)),
+    )
+    return {name: values[0] for name, values in bindings.items() if len(values) == 1}
+
+
+def _statements_to(
+    function: cst.FunctionDef, loop: cst.CSTNode
+) -> list[tuple[str, cst.BaseExpression]] | None:
+    """The tests that decide whether `loop` runs: `("if", test)` for each `if` whose body
+    holds it, `("return", test)` for each `if test: return ...` before it in an enclosing
+    block. None when the loop sits under anything else (an `else`, a `while`, a `try`)."""
+    found: list[tuple[str, cst.BaseExpression]] = []
+
+    def search(block: Sequence[cst.CSTNode]) -> bool:
+        for statement in block:
+            if statement is loop:
+                return True
+            if isinstance(statement, cst.If):
+                if _contains(statement.body, loop):
+                    found.append(("if", statement.test))
+                    return search(statement.body.body)
+                if statement.orelse is not None and _contains(statement.orelse, loop):
+                    return False
+                body = statement.body.body
+                if body and _returns(body[-1]) and statement.orelse is None:
+                    found.append(("return", statement.test))
+            elif _contains(statement, loop):
+                return False
+        return False
+
+    return found if search(function.body.body) else None
+
+
+def _contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
+    hit = False
+
+    def enter(child: cst.CSTNode) -> None:
+        nonlocal hit
+        hit = hit or child is target
+
+    walk(node, enter, lambda child: None, lambda child: not hit)
+    return hit
+
+
+def _returns(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(small, cst.Return) for small in statement.body
+    )
+
+
+def _evaluate_test(test, tensor, shape, env, bindings, constants) -> bool | None:
+    """`memory_count > 3`, `x.numel() <= LIMIT`: the comparison's truth at the stated
+    activation, or None when a side cannot be evaluated."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return None
+    depth = {"n": 0}
+
+    def leaf(node: cst.BaseExpression) -> float | None:
+        if isinstance(node, cst.Name):
+            if node.value in constants:
+                return constants[node.value]
+            if node.value in bindings and depth["n"] < 3:
+                depth["n"] += 1
+                return _arithmetic(bindings[node.value], leaf)
+            return None
+        if (
+            isinstance(node, cst.Call)
+            and not node.args
+            and isinstance(node.func, cst.Attribute)
+            and isinstance(node.func.value, cst.Name)
+            and node.func.value.value == tensor
+            and node.func.attr.value in env
+        ):
+            return env[node.func.attr.value]
+        if (
+            isinstance(node, cst.Subscript)
+            and isinstance(node.value, cst.Attribute)
+            and isinstance(node.value.value, cst.Name)
+            and node.value.value.value == tensor
+            and node.value.attr.value == "shape"
+            and len(node.slice) == 1
+            and isinstance(node.slice[0].slice, cst.Index)
+            and isinstance(node.slice[0].slice.value, cst.Integer)
+        ):
+            at = int(node.slice[0].slice.value.evaluated_value)
+            return float(shape[at]) if at < len(shape) else None
+        return None
+
+    left = _arithmetic(test.left, leaf)
+    right = _arithmetic(test.comparisons[0].comparator, leaf)
+    if left is None or right is None:
+        return None
+    operator = test.comparisons[0].operator
+    if isinstance(operator, cst.GreaterThan):
+        return left > right
+    if isinstance(operator, cst.GreaterThanEqual):
+        return left >= right
+    if isinstance(operator, cst.LessThan):
+        return left < right
+    if isinstance(operator, cst.LessThanEqual):
+        return left <= right
+    return None
+
+
+def _arithmetic(node: cst.BaseExpression, leaf) -> float | None:
+    """A numeric expression of literals, `+ - * / // **` and parentheses; other nodes go to
+    `leaf` (None: not evaluable)."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return float(node.evaluated_value)
+    if isinstance(node, cst.BinaryOperation):
+        left, right = _arithmetic(node.left, leaf), _arithmetic(node.right, leaf)
+        if left is None or right is None:
+            return None
+        op = node.operator
+        if isinstance(op, cst.Add):
+            return left + right
+        if isinstance(op, cst.Subtract):
+            return left - right
+        if isinstance(op, cst.Multiply):
+            return left * right
+        if isinstance(op, cst.Divide) and right:
+            return left / right
+        if isinstance(op, cst.FloorDivide) and right:
+            return float(left // right)
+        if isinstance(op, cst.Power) and abs(right) < 64:
+            return left**right
+        return None
+    return leaf(node)
