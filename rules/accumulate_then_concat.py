@@ -563,7 +563,9 @@ class AccumulateThenConcat(Rule):
             generic = _LISTED_SEGMENTS
         stated = None  # the own-forward layer is chunked at a stated realistic activation
         if own_forward and (generic is None or generic in _RAISING):
-            stated = C.chunked_at_stated_activation(self.context, function, loop_statement)
+            # Not in a small-domain model (an audio layer's activation is no 720p video's).
+            if S.size_class(origin) in (S.ACTIVATION_SIZED, S.LARGE):
+                stated = C.chunked_at_stated_activation(self.context, function, loop_statement)
             generic = _OWN_FORWARD if stated is None else None
             if stated is not None:
                 level = S.MEDIUM
