@@ -64,10 +64,10 @@ def live_source(
     expr: cst.BaseExpression,
     header: Node | None,
 ) -> tuple[str, ...] | None:
-    """`_sliced_source` of a chunk cast to no wider float on the way (see there)."""
-    widened: list[bool] = []
+    """`_sliced_source` of a chunk whose live slices are cast to no wider float (see there)."""
+    widened: list[str] = []
     found = _sliced_source(context, facts, loads, expr, header, widened)
-    return None if widened else found
+    return None if found and set(found) & set(widened) else found
 
 
 def widened_source(
@@ -78,15 +78,15 @@ def widened_source(
     header: Node | None,
 ) -> tuple[str, ...] | None:
     """The names of the live tensors a chunk is computed from slice by slice, as
-    `live_source`, where a cast to a wide float is on the way (`x[:, i].to(torch.float32)`:
-    `_widening_cast`). Such chunks are up to twice their slices, so the kept chunks are up
+    `live_source`, where a slice of one of them is cast to a wide float on the way
+    (`x[:, i].to(torch.float32)`: `_widening_cast`; a cast of a mask does not count). Such chunks are up to twice their slices, so the kept chunks are up
     to twice the input and the concatenation's result as large again: the concatenation,
     not the loop, sets the peak (MAISI's group norm: fp32 groups of an fp16 activation)."""
     if _narrowing_cast(context, expr):
         return None  # `(...).to(torch.float16)`: cast back to half precision
-    widened: list[bool] = []
+    widened: list[str] = []
     found = _sliced_source(context, facts, loads, expr, header, widened)
-    return found if widened else None
+    return found if found and set(found) & set(widened) else None
 
 
 def _narrowing_cast(context, expr: cst.BaseExpression) -> bool:
@@ -114,7 +114,7 @@ def _sliced_source(
     loads: dict[int, Node],
     expr: cst.BaseExpression,
     header: Node | None,
-    widened: list[bool],
+    widened: list[str],
 ) -> tuple[str, ...] | None:
     """The names of the tensors bound before the loop (and so alive across it) that the
     chunk is computed from slice by slice, with no model-level work on the way; None otherwise.
@@ -148,8 +148,15 @@ def _sliced_source(
         for call in calls:
             if _may_expand(context, facts, call):
                 return None
-            if _widening_cast(context, call):
-                widened.append(True)
+            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+            if (
+                _widening_cast(context, call)
+                and isinstance(receiver, cst.Subscript)
+                and isinstance(receiver.value, cst.Name)
+            ):
+                # The cast of a slice itself (`input[:, i].float()`), not of a mask or a
+                # factor the chunk is multiplied by (`mask[..., None].float()`).
+                widened.append(receiver.value.value)
         products += _whole_products(facts, loads, current, body)
         sliced = set()
         for subscript in subscripts:
