@@ -45,7 +45,16 @@ class AccumulateThenConcat(Rule):
     class or a function of the module) whose every return concatenates two or more of its
     parameters, whole or sliced (`history = self._soft_append(history, current, overlap)`,
     FramePack's cross-faded append, either argument order); and `torch.cat` / `stack` of a list comprehension
-    whose element runs a model (`[self._decode(z).sample for z in ...]`). A list of slots
+    whose element runs a model (`[self._decode(z).sample for z in ...]`), also when the
+    comprehension is bound to a name handed to a local helper that returns `torch.cat` of
+    that list parameter (`chunks.list_joining_helper`), where a layer's outputs (`[self.conv(s)
+    for s in splits]`) count when the helper also joins the pieces on the host for large
+    inputs (`chunks.host_staged_join`: the authors' own sign that the device join is the
+    peak; MAISI's split convolution; `medium`, no fix). A list handed to a call only on the
+    other arm of the concatenation's conditional (`torch.cat(xs) if small else
+    self._cat_inputs(xs)`) is still reported, without a fix. Chunks computed from slices of
+    a live input and cast to a wider float (`x[:, i].to(torch.float32)`,
+    `chunks.widened_source`) are `medium`: in half precision they are twice the input. A list of slots
     (`out = [None] * n`, `[None for _ in range(n)]`) filled by index in the loop (`out[i] =
     chunk`) counts as grown, without a fix (the slots may be filled in any order). So does a
     list of buffers allocated up front and filled in place in a loop (`grads =
@@ -131,7 +140,11 @@ class AccumulateThenConcat(Rule):
     runs its own forward over pieces of its input (`super().forward(piece)` in a `torch.nn`
     subclass: a video VAE's "safe" convolution, chunked only above a size threshold;
     measured on an H200, CogVideoX's decode with a preallocated output: no chunked call at
-    480x720x49, peak +0.56% at 768x1360x81, the decoder's other layers set it); functions
+    480x720x49, peak +0.56% at 768x1360x81, the decoder's other layers set it; but `medium`
+    where a stated activation, 128 channels x the module's frames per decoder call
+    (`seg_len=16`, `SEGMENT_FRAMES`) x 720x1280 in bf16, crosses the threshold expression,
+    evaluated in bytes or elements through one binding and module constants:
+    `chunks.chunked_at_stated_activation`, KVAE's 3 GB at 3.8 GB); functions
     named for masks (`_merge_attention_masks`); the merge of a tiled video decode whose
     tile calls decode a batch of latent frames (`z[:, :, k : k + n, i : i + t, j : j + t]`),
     every frame of their tile (`z[:, :, :, i : i + t, j : j + t]`, `z[..., i : i + t, j : j
