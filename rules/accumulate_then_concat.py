@@ -1894,9 +1894,9 @@ _RESIDUAL = (
 
 # Reasons that explain a level above `low` (shown in the message; they lower nothing).
 _WIDENED = (
-    "each chunk is a slice of a live input cast to a wider float (fp32): in half precision "
-    "the kept chunks are twice the input and the result as large again, so the "
-    "concatenation, not the loop, sets the peak"
+    "the chunks are computed from slices of a live input cast to a wider float (fp32): in "
+    "half precision the kept chunks are twice the input and the result as large again, so "
+    "the concatenation, not the loop, sets the peak"
 )
 _HOST_STAGED = (
     "for larger inputs the helper concatenates the pieces on the host instead, the authors' "
