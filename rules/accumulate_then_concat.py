@@ -1311,9 +1311,9 @@ class AccumulateThenConcat(Rule):
         call = _call_argument(use)
         if call is None:
             return None
-        positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
-        if len(positional) != len(call.args) and call.args[0].star:
-            return None
+        if any(arg.star for arg in call.args):
+            return None  # `helper(*pieces)`: positions unknown
+        positional = [arg for arg in call.args if arg.keyword is None]
         facts = F.facts_for(self.context, function)
         if facts is None:
             return None
