@@ -45,7 +45,16 @@ class AccumulateThenConcat(Rule):
     class or a function of the module) whose every return concatenates two or more of its
     parameters, whole or sliced (`history = self._soft_append(history, current, overlap)`,
     FramePack's cross-faded append, either argument order); and `torch.cat` / `stack` of a list comprehension
-    whose element runs a model (`[self._decode(z).sample for z in ...]`). A list of slots
+    whose element runs a model (`[self._decode(z).sample for z in ...]`), also when the
+    comprehension is bound to a name handed to a local helper that returns `torch.cat` of
+    that list parameter (`chunks.list_joining_helper`), where a layer's outputs (`[self.conv(s)
+    for s in splits]`) count when the helper also joins the pieces on the host for large
+    inputs (`chunks.host_staged_join`: the authors' own sign that the device join is the
+    peak; MAISI's split convolution; `medium`, no fix). A list handed to a call only on the
+    other arm of the concatenation's conditional (`torch.cat(xs) if small else
+    self._cat_inputs(xs)`) is still reported, without a fix. Chunks computed from slices of
+    a live input and cast to a wider float (`x[:, i].to(torch.float32)`,
+    `chunks.widened_source`) are `medium`: in half precision they are twice the input. A list of slots
     (`out = [None] * n`, `[None for _ in range(n)]`) filled by index in the loop (`out[i] =
     chunk`) counts as grown, without a fix (the slots may be filled in any order). So does a
     list of buffers allocated up front and filled in place in a loop (`grads =
@@ -131,7 +140,11 @@ class AccumulateThenConcat(Rule):
     runs its own forward over pieces of its input (`super().forward(piece)` in a `torch.nn`
     subclass: a video VAE's "safe" convolution, chunked only above a size threshold;
     measured on an H200, CogVideoX's decode with a preallocated output: no chunked call at
-    480x720x49, peak +0.56% at 768x1360x81, the decoder's other layers set it); functions
+    480x720x49, peak +0.56% at 768x1360x81, the decoder's other layers set it; but `medium`
+    where a stated activation, 128 channels x the module's frames per decoder call
+    (`seg_len=16`, `SEGMENT_FRAMES`) x 720x1280 in bf16, crosses the threshold expression,
+    evaluated in bytes or elements through one binding and module constants:
+    `chunks.chunked_at_stated_activation`, KVAE's 3 GB at 3.8 GB); functions
     named for masks (`_merge_attention_masks`); the merge of a tiled video decode whose
     tile calls decode a batch of latent frames (`z[:, :, k : k + n, i : i + t, j : j + t]`),
     every frame of their tile (`z[:, :, :, i : i + t, j : j + t]`, `z[..., i : i + t, j : j
@@ -379,6 +392,7 @@ class AccumulateThenConcat(Rule):
         grows: list[Use] = []
         cats: list[tuple[Use, cst.Call]] = []
         reads: list[tuple[Use, str]] = []
+        escapes: list[Use] = []  # handed to a call on another branch than the cat
         for use in index.of(name.value):
             if use.node is site.target:
                 init = use
@@ -413,10 +427,14 @@ class AccumulateThenConcat(Rule):
                 cats.append((use, concat))
             elif role in _READS:
                 reads.append((use, role))
+            elif _call_argument(use):
+                escapes.append(use)  # kept only if on a path without the concatenation
             else:
                 return  # the list escapes: a rewrite could change behaviour
         if init is None or not grows or not cats:
             return
+        if any(not _exclusive_arms(escape, use) for escape in escapes for use, _ in cats):
+            return  # the list escapes: a rewrite could change behaviour
         # Slots filled by index (`out = [None] * n; out[i] = chunk`): only into a list made
         # for it (`xs[-1] = ...` into an appended list rewrites one chunk); no fix (the
         # writer takes chunks in order, the slots may be filled in any order).
@@ -536,6 +554,14 @@ class AccumulateThenConcat(Rule):
             if expr is not None and loop is not None
         )
         in_chunks = C.sequence_chunks(loop_statement)
+        sources = [
+            C.widened_source(self.context, facts, nodes, expr, _header_node(facts, loop))
+            for expr, loop in zip(chunk_exprs, loops)
+            if expr is not None and loop is not None
+        ]
+        # Some append keeps a chunk cast up (`inputs.append((array - mean) / std)` of fp32
+        # groups, another branch casting them back to fp16): the list holds those.
+        widened = any(source is not None for source in sources)
         level, generic = _accumulation_level(
             origin,
             work,
@@ -544,12 +570,20 @@ class AccumulateThenConcat(Rule):
             in_chunks or own_forward,
             _generation_loop(loop_statement),
             residual and in_chunks,
+            widened,
         )
         if generic == _SEGMENTS and not generated:
             generic = _LISTED_SEGMENTS
+        stated = None  # the own-forward layer is chunked at a stated realistic activation
         if own_forward and (generic is None or generic in _RAISING):
-            generic = _OWN_FORWARD
+            # Not in a small-domain model (an audio layer's activation is no 720p video's).
+            if S.size_class(origin) in (S.ACTIVATION_SIZED, S.LARGE):
+                stated = C.chunked_at_stated_activation(self.context, function, loop_statement)
+            generic = _OWN_FORWARD if stated is None else None
+            if stated is not None:
+                level = S.MEDIUM
         raising, generic = (generic, None) if generic in _RAISING else (None, generic)
+        raising = raising or stated
         # The specific reasons below say more than "outside a decoder's output assembly".
         structure = None if generic in (_OUTSIDE_DECODE, _PEAK_IN_LOOP, _OWN_FORWARD) else generic
         structure = structure or self._chunk_structure(
@@ -619,12 +653,20 @@ class AccumulateThenConcat(Rule):
         written = self.context.source_of(call.func)
         across = _describe_work(work)
         also = f" (and {len(cats) - 1} more)" if len(cats) > 1 else ""
+        elsewhere = ""
+        if escapes:
+            handed = sorted({self.context.source_of(_call_argument(e).func) for e in escapes})  # type: ignore[union-attr]
+            elsewhere = (
+                f"; on the other branch the list goes to {', '.join(f'`{h}`' for h in handed)}"
+                f" instead, so no fix is offered (that branch needs the list)"
+            )
         message = (
             f"`{name.value}` holds every chunk ({S.describe(origin)}) across the loop's "
             f"{across} until `{written}({name.value}, ...)`{also}: all chunks and the result "
             f"are alive together (about twice the output); write each chunk into a "
             f"preallocated output"
             + (f"; {structure}" if structure else "")
+            + elsewhere
             + f" (significance: {level})"
         )
         kinds = [c.kind for c in chunks]  # type: ignore[union-attr]
@@ -632,6 +674,7 @@ class AccumulateThenConcat(Rule):
         if (
             not by_index
             and not tail
+            and not escapes
             and not isinstance(site.value, cst.IfExp)  # `[] if flag else None`: report only
             and not any(role == "element" for _, role in reads)
             and all(
@@ -1056,7 +1099,11 @@ class AccumulateThenConcat(Rule):
         comprehension: cst.ListComp | cst.GeneratorExp,
         function: cst.FunctionDef,
         list_name: str | None,
+        parameter: str | None = None,
     ) -> None:
+        """A comprehension of model calls concatenated at once: given to `torch.cat`, or
+        bound to `list_name` and concatenated, directly or by a local helper whose
+        `parameter` it becomes (`_joined_by_helper`)."""
         clauses = []
         clause: cst.CompFor | None = comprehension.for_in
         while clause is not None:
@@ -1079,7 +1126,14 @@ class AccumulateThenConcat(Rule):
         # `torch.cat([torch.cat(tiles[i * n : (i + 1) * n], dim=-1) for i in range(rows)])`:
         # row strips of a tile grid, every strip a copy held beside the tiles until the merge.
         strips = work.level < F.MODEL and _strip_of_grid(self.context, element, clauses)
-        if work.level < F.MODEL and not strips:
+        # A layer's outputs for the pieces of a split input, joined by a helper that also
+        # stages the join on the host for large inputs (`chunks.host_staged_join`).
+        staged = (
+            parameter is not None
+            and work.level >= F.LAYER
+            and C.host_staged_join(self.context, call, facts.owner)
+        )
+        if work.level < F.MODEL and not strips and not staged:
             return
         origin = S.name_origin(list_name or "", F._origin_of_work(work))
         if strips:
@@ -1089,6 +1143,9 @@ class AccumulateThenConcat(Rule):
         if S.size_class(origin) == S.TINY:
             return
         level, reason = _accumulation_level(origin, work, True, False, False)
+        raising = None  # why it clears the bar
+        if staged and work.level < F.MODEL:
+            level, reason, raising = S.MEDIUM, None, _HOST_STAGED
         reason = reason or C.light_owner(self.context.path, facts.owner)
         if reason is not None:
             level = S.LOW
@@ -1098,12 +1155,21 @@ class AccumulateThenConcat(Rule):
         if scoped is None:
             return
         level = scoped
+        reason = reason or raising
         written = self.context.source_of(call.func)
+        by = (
+            f" (which `torch.cat`s its `{parameter}` parameter: the chunks and the result "
+            f"are alive together inside it)"
+            if parameter is not None
+            else ""
+        )
         self.report(
             call,
-            f"`{written}` of a comprehension holds every chunk ({S.describe(origin)}) and the "
-            f"result together (about twice the output), across `{'.'.join(work.parts)}` "
-            f"for every element; append into a preallocated output in a loop"
+            f"`{written}`{by} of a comprehension holds every chunk ({S.describe(origin)}) "
+            f"and the result together (about twice the output), across "
+            f"`{'.'.join(work.parts)}` for every element; append into a preallocated output "
+            f"in a loop"
+            + (" (the helper would take the output instead)" if by else "")
             + (f"; {reason}" if reason else "")
             + f" (significance: {level})",
             significance=level,
@@ -1211,22 +1277,53 @@ class AccumulateThenConcat(Rule):
         index = self._index(function)
         uses = index.of(name)
         cats = []
+        helpers: list[str] = []
+        reads = False
         for use in uses:
             if any(a is node for a in use.ancestors):
                 continue
             parent = use.ancestors[-1] if use.ancestors else None
             call = self._concatenation_of(use)
+            joined = None if call is not None else self._joined_by_helper(use, function)
             if call is not None:
                 cats.append(call)
+            elif joined is not None:
+                cats.append(joined[0])
+                helpers.append(joined[1])
             elif isinstance(parent, cst.Del):
                 continue
+            elif _role(use, self.context) in _READS:
+                reads = True  # `len(outputs)`, `outputs[0].size(2)`: metadata
             else:
                 # Used otherwise: perhaps buffers filled in place (`xs[i].add_(...)`).
                 self._filled_in_place(node, node.value, function, name)
                 return
         if len(cats) != 1 or len(uses) < 2:
             return
-        self._comprehension(cats[0], node.value, function, name)
+        if reads and not helpers:
+            return  # kept to the plain form, whose scores were measured so
+        self._comprehension(cats[0], node.value, function, name, helpers[0] if helpers else None)
+
+    def _joined_by_helper(self, use: Use, function: cst.FunctionDef) -> tuple[cst.Call, str] | None:
+        """The call of a local helper that concatenates the list given at this use's
+        position (`self._concatenate_tensors(outputs, n, pad)`:
+        `chunks.list_joining_helper`), and the helper's parameter that receives it."""
+        call = _call_argument(use)
+        if call is None:
+            return None
+        if any(arg.star for arg in call.args):
+            return None  # `helper(*pieces)`: positions unknown
+        positional = [arg for arg in call.args if arg.keyword is None]
+        facts = F.facts_for(self.context, function)
+        if facts is None:
+            return None
+        found = C.list_joining_helper(self.context, call, facts.owner)
+        if found is None:
+            return None
+        _, at, parameter = found
+        if at >= len(positional) or positional[at].value is not use.node:
+            return None
+        return call, parameter
 
     def _concatenation_of(self, use: Use) -> cst.Call | None:
         """The concatenation a use is the first argument of (`torch.cat(rows, dim=3)`)."""
@@ -1430,6 +1527,36 @@ def _role(use: Use, context) -> str:
     ):
         return "del"
     return "escape"
+
+
+def _call_argument(use: Use) -> cst.Call | None:
+    """The call a use of the list is a plain argument of (`self._cat_inputs(inputs)`)."""
+    chain = use.ancestors
+    if use.nested or len(chain) < 2 or not isinstance(chain[-1], cst.Arg):
+        return None
+    call = chain[-2]
+    return call if isinstance(call, cst.Call) and chain[-1].value is use.node else None
+
+
+def _exclusive_arms(a: Use, b: Use) -> bool:
+    """Two uses on opposite arms of one conditional: the body and the `else` of an `if`
+    statement or of a conditional expression (`torch.cat(xs) if small else
+    self._cat_inputs(xs)`). At most one of them runs, so a list handed to a call on one
+    arm holds the same chunks at the concatenation on the other as if it were never
+    handed anywhere; only a rewrite of the list would change the other arm."""
+    common = 0
+    for x, y in zip(a.ancestors, b.ancestors):
+        if x is not y:
+            break
+        common += 1
+    if common == 0 or common >= min(len(a.ancestors), len(b.ancestors)):
+        return False
+    top, x, y = a.ancestors[common - 1], a.ancestors[common], b.ancestors[common]
+    if isinstance(top, cst.IfExp):
+        return {id(x), id(y)} == {id(top.body), id(top.orelse)}
+    if isinstance(top, cst.If):
+        return {id(x), id(y)} == {id(top.body), id(top.orelse)} and top.orelse is not None
+    return False
 
 
 def _kind_of(context, call: cst.Call) -> str | None:
@@ -1766,7 +1893,16 @@ _RESIDUAL = (
 )
 
 # Reasons that explain a level above `low` (shown in the message; they lower nothing).
-_RAISING = (_SEGMENTS, _SEQUENCE, _RESIDUAL, _LOGITS_PER_STEP, _LISTED_SEGMENTS)
+_WIDENED = (
+    "the chunks are computed from slices of a live input cast to a wider float (fp32): in "
+    "half precision the kept chunks are twice the input and the result as large again, so "
+    "the concatenation, not the loop, sets the peak"
+)
+_HOST_STAGED = (
+    "for larger inputs the helper concatenates the pieces on the host instead, the authors' "
+    "own sign that this concatenation, not the layer that made the pieces, sets the peak"
+)
+_RAISING = (_WIDENED, _SEGMENTS, _SEQUENCE, _RESIDUAL, _LOGITS_PER_STEP, _LISTED_SEGMENTS)
 
 
 def _own_forward_output(
@@ -1806,6 +1942,7 @@ def _accumulation_level(
     in_chunks: bool,
     generation: bool = False,
     residual: bool = False,
+    widened: bool = False,
 ) -> tuple[str, str | None]:
     """LL002's significance: the concatenation's peak is every chunk plus the output, and it
     is the function's peak only where nothing in the loop needs more. Decoded tiles merged by
@@ -1836,6 +1973,10 @@ def _accumulation_level(
         # chunks: the layer runs on one chunk (its intermediates are one chunk's: why the
         # loop chunks), its update has the chunk's shape, so the kept chunks are the whole.
         return S.MEDIUM, _RESIDUAL
+    if widened and not C.runs_a_network(work):
+        # `inputs.append((x[:, i].float() - mean) / std)`: slices of a live input cast up
+        # (`chunks.widened_source`): the kept chunks are up to twice the input.
+        return S.MEDIUM, _WIDENED
     if (
         work.level >= F.PEAK
         and work.kind not in ("concatenation", "torch-op", "collective")
@@ -1946,12 +2087,17 @@ def _chunk(
             fact = facts.value(sites[0])  # what the binding holds, not an alias of it
             called = sites[0].kind == "assign" and isinstance(sites[0].value, cst.Call)
     if isinstance(expr, cst.BinaryOperation):
-        operands = [e for e in (expr.left, expr.right) if isinstance(e, cst.Name)]
+        # `ids + offsets`, `ids + 1`: arithmetic on small values. Every operand must be
+        # small: `(array - mean) / std` divides a fresh activation by a small statistic.
+        operands = [
+            e for e in (expr.left, expr.right) if not isinstance(e, (cst.Integer, cst.Float))
+        ]
         if operands and all(
-            _per_item(e.value) or S.size_class(S.name_origin(e.value, F.ACTIVATION)) == S.TINY
+            isinstance(e, cst.Name)
+            and (_per_item(e.value) or S.size_class(S.name_origin(e.value, F.ACTIVATION)) == S.TINY)
             for e in operands
         ):
-            return None  # `ids + offsets`: arithmetic on small values
+            return None
     if fact is None:
         derived = _view_of_fresh(facts, expr, node, header)
         if derived is not None:

@@ -64,6 +64,58 @@ def live_source(
     expr: cst.BaseExpression,
     header: Node | None,
 ) -> tuple[str, ...] | None:
+    """`_sliced_source` of a chunk whose live slices are cast to no wider float (see there)."""
+    widened: list[str] = []
+    found = _sliced_source(context, facts, loads, expr, header, widened)
+    return None if found and set(found) & set(widened) else found
+
+
+def widened_source(
+    context,
+    facts: F.FunctionFacts,
+    loads: dict[int, Node],
+    expr: cst.BaseExpression,
+    header: Node | None,
+) -> tuple[str, ...] | None:
+    """The names of the live tensors a chunk is computed from slice by slice, as
+    `live_source`, where a slice of one of them is cast to a wide float on the way
+    (`x[:, i].to(torch.float32)`: `_widening_cast`; a cast of a mask does not count). Such chunks are up to twice their slices, so the kept chunks are up
+    to twice the input and the concatenation's result as large again: the concatenation,
+    not the loop, sets the peak (MAISI's group norm: fp32 groups of an fp16 activation)."""
+    if _narrowing_cast(context, expr):
+        return None  # `(...).to(torch.float16)`: cast back to half precision
+    widened: list[str] = []
+    found = _sliced_source(context, facts, loads, expr, header, widened)
+    return found if found and set(found) & set(widened) else None
+
+
+def _narrowing_cast(context, expr: cst.BaseExpression) -> bool:
+    """`x.to(dtype=torch.float16)`, `.half()`, `.bfloat16()`: a cast to half precision."""
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        return False
+    method = expr.func.attr.value
+    if method in ("half", "bfloat16"):
+        return not expr.args
+    if method not in ("to", "type"):
+        return False
+    return any(
+        (arg.keyword is None or arg.keyword.value == "dtype")
+        and (context.qualified_name(arg.value) or "") in _HALF_FLOATS
+        for arg in expr.args
+    )
+
+
+_HALF_FLOATS = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
+
+
+def _sliced_source(
+    context,
+    facts: F.FunctionFacts,
+    loads: dict[int, Node],
+    expr: cst.BaseExpression,
+    header: Node | None,
+    widened: list[str],
+) -> tuple[str, ...] | None:
     """The names of the tensors bound before the loop (and so alive across it) that the
     chunk is computed from slice by slice, with no model-level work on the way; None otherwise.
 
@@ -96,6 +148,15 @@ def live_source(
         for call in calls:
             if _may_expand(context, facts, call):
                 return None
+            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+            if (
+                _widening_cast(context, call)
+                and isinstance(receiver, cst.Subscript)
+                and isinstance(receiver.value, cst.Name)
+            ):
+                # The cast of a slice itself (`input[:, i].float()`), not of a mask or a
+                # factor the chunk is multiplied by (`mask[..., None].float()`).
+                widened.append(receiver.value.value)
         products += _whole_products(facts, loads, current, body)
         sliced = set()
         for subscript in subscripts:
@@ -356,6 +417,31 @@ def _may_expand(context, facts: F.FunctionFacts, call: cst.Call) -> bool:
             and not _SIZE_KEEPING.search(func.value.lower())
         )
     return False
+
+
+def _widening_cast(context, call: cst.Call) -> bool:
+    """`x[:, i].to(dtype=torch.float32)`, `.float()`, `.double()`: a cast to a wide float.
+    Models run in half precision (fp16 / bf16), and a chunk cast up from a slice of such
+    an input is twice the slice: the chunks together are then up to twice the input, not
+    bounded by it (MAISI's group norm keeps every fp32 group of an fp16 activation), so
+    `live_source`'s "no larger than the loop's own inputs" does not follow."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    method = func.attr.value
+    if method in ("float", "double"):
+        return not call.args
+    if method not in ("to", "type"):
+        return False
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value != "dtype":
+            continue
+        if (context.qualified_name(arg.value) or "") in _WIDE_FLOATS:
+            return True
+    return False
+
+
+_WIDE_FLOATS = frozenset({"torch.float32", "torch.float", "torch.float64", "torch.double"})
 
 
 # Callables named for work that keeps its input's size: attention (the output is the
@@ -1607,6 +1693,24 @@ def concatenating_helper(
     parameters, whole or sliced: the helper's name and the positions (in the call's
     positional arguments) of the parameters so joined. None otherwise; a helper that joins
     one parameter with something else (`torch.cat([x, zeros])`: padding) is not one."""
+    found = _local_helper(context, call, owner)
+    if found is None:
+        return None
+    name, helper, method = found
+    memo = context.memo.setdefault("analysis.chunks.concatenating_helper", {})
+    key = id(helper)
+    if key not in memo:
+        memo[key] = _joined_parameters(context, helper, method)
+    joined = memo[key]
+    return (name, joined) if joined else None
+
+
+def _local_helper(
+    context, call: cst.Call, owner: cst.ClassDef | None
+) -> tuple[str, cst.FunctionDef, bool] | None:
+    """The one definition a call reaches without inference: `self.name(...)` a method of
+    the enclosing class, `name(...)` a function of the module; its name, its definition
+    and whether it is a method (its first parameter is the instance)."""
     func = call.func
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
         if func.value.value != "self" or owner is None:
@@ -1619,12 +1723,155 @@ def concatenating_helper(
     helpers = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
     if len(helpers) != 1:
         return None
-    memo = context.memo.setdefault("analysis.chunks.concatenating_helper", {})
-    key = id(helpers[0])
+    return name, helpers[0], method
+
+
+def list_joining_helper(
+    context, call: cst.Call, owner: cst.ClassDef | None
+) -> tuple[str, int, str] | None:
+    """`self._concatenate_tensors(outputs, split_size, padding)` (a method of the enclosing
+    class) or `merge(tiles)` (a function of the module) that returns the concatenation of
+    one of its parameters taken whole as the list of pieces (`x = torch.cat(outputs,
+    dim=d)` ... `return x`, through bindings of the returned name and a `.to(...)`): the
+    helper's name, the position of that parameter among the call's positional arguments,
+    and the parameter's name. Handing a list of chunks to such a helper is concatenating
+    it: the chunks and the result are alive together inside the helper, as at a
+    `torch.cat` in the caller. The parameter must not be rebound in the helper (then the
+    concatenation may join something else); storing into its items (`outputs[i] =
+    outputs[i][sl]`, trimming each piece to a view) keeps the same pieces alive. Other
+    returns of the helper (a host-staged path for large inputs) do not matter: the call
+    concatenates the list on the path that takes the returned `torch.cat`. None otherwise,
+    and for `torch.stack` (which joins along a new axis, as `concatenating_helper`)."""
+    found = _local_helper(context, call, owner)
+    if found is None:
+        return None
+    name, helper, method = found
+    memo = context.memo.setdefault("analysis.chunks.list_joining_helper", {})
+    key = id(helper)
     if key not in memo:
-        memo[key] = _joined_parameters(context, helpers[0], method)
+        memo[key] = _joined_list_parameter(context, helper, method)
     joined = memo[key]
-    return (name, joined) if joined else None
+    return (name, joined[0], joined[1]) if joined is not None else None
+
+
+def _joined_list_parameter(
+    context, helper: cst.FunctionDef, method: bool
+) -> tuple[int, str] | None:
+    params = [p.name.value for p in helper.params.params]
+    if method:
+        params = params[1:]
+    returns: list[cst.Return] = []
+    bindings: dict[str, list[cst.BaseExpression]] = {}
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Return):
+            returns.append(node)
+        elif isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    bindings.setdefault(target.target.value, []).append(node.value)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(node.target, cst.Name):
+            bindings.setdefault(node.target.value, []).append(cst.Name("_"))
+        elif isinstance(node, (cst.For, cst.With)):
+            targets: list[cst.BaseExpression] = (
+                [node.target]
+                if isinstance(node, cst.For)
+                else [item.asname.name for item in node.items if item.asname is not None]
+            )
+            for bound in targets:
+                if isinstance(bound, cst.Name):
+                    bindings.setdefault(bound.value, []).append(cst.Name("_"))
+
+    def descend(node: cst.CSTNode) -> bool:
+        return node is helper or not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
+
+    walk(helper, enter, lambda node: None, descend)
+
+    def joined(value: cst.BaseExpression | None) -> str | None:
+        while (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("to", "contiguous", "type_as")
+        ):
+            value = value.func.value
+        if not isinstance(value, cst.Call):
+            return None
+        qualified = context.qualified_name(value.func) or ""
+        if qualified not in T.CONCATENATIONS or qualified.rsplit(".", 1)[-1] == "stack":
+            return None
+        listed = value.args[0].value if value.args and value.args[0].keyword is None else None
+        if isinstance(listed, cst.Name) and listed.value in params:
+            return listed.value
+        return None
+
+    found: set[str] = set()
+    for ret in returns:
+        value = ret.value
+        while (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("to", "contiguous", "type_as")
+        ):
+            value = value.func.value
+        candidates = bindings.get(value.value, []) if isinstance(value, cst.Name) else [value]
+        for candidate in candidates:
+            param = joined(candidate)
+            if param is not None:
+                found.add(param)
+    if len(found) != 1:
+        return None
+    param = found.pop()
+    if param in bindings:
+        return None  # rebound: the concatenation may join another list
+    return params.index(param), param
+
+
+def host_staged_join(context, call: cst.Call, owner: cst.ClassDef | None) -> bool:
+    """The list-joining helper this call reaches (`list_joining_helper`) also has a path
+    that concatenates the pieces on the host (`x = torch.cat((x, outputs[k + 1].cpu()))`,
+    piece by piece, for inputs over a size): the authors found the device concatenation
+    of these pieces too large for the GPU on large inputs, their own sign that this
+    concatenation, not the work that made the pieces, sets the peak."""
+    found = _local_helper(context, call, owner)
+    if found is None or list_joining_helper(context, call, owner) is None:
+        return False
+    _, helper, _ = found
+    _, _, param = list_joining_helper(context, call, owner)  # type: ignore[misc]
+    staged = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal staged
+        if staged or not isinstance(node, cst.Call):
+            return
+        qualified = context.qualified_name(node.func) or ""
+        if qualified not in T.CONCATENATIONS or not node.args:
+            return
+        listed = node.args[0].value
+        if isinstance(listed, (cst.List, cst.Tuple)):
+            staged = any(_host_piece(e.value, param) for e in listed.elements)
+
+    walk(helper, enter, lambda node: None, lambda node: not isinstance(node, cst.Lambda))
+    return staged
+
+
+def _host_piece(value: cst.BaseExpression, param: str) -> bool:
+    """`outputs[k + 1].cpu()` / `.to("cpu")`: an item of the list parameter copied to the host."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+        return False
+    method = value.func.attr.value
+    if method == "cpu":
+        pass
+    elif method == "to" and value.args and isinstance(value.args[0].value, cst.SimpleString):
+        if value.args[0].value.evaluated_value != "cpu":
+            return False
+    else:
+        return False
+    base = value.func.value
+    return (
+        isinstance(base, cst.Subscript)
+        and isinstance(base.value, cst.Name)
+        and base.value.value == param
+    )
 
 
 def _joined_parameters(context, helper: cst.FunctionDef, method: bool) -> frozenset[int]:
@@ -1833,3 +2080,254 @@ def _transposed(expr: cst.BaseExpression) -> bool:
         and isinstance(expr.func, cst.Attribute)
         and expr.func.attr.value in _TRANSPOSES
     )
+
+
+# The activation a video VAE's own-forward chunking is weighed against: the widest level of
+# a decoder (128 channels, as KVAE's, CogVideoX's and Kandinsky's level 0) at full 720p
+# resolution in bf16, for the frames one decoder call gets. Stated in the message.
+STATED_CHANNELS = 128
+STATED_HEIGHT, STATED_WIDTH = 720, 1280
+STATED_ELEMENT_SIZE = 2  # bf16
+# Names of a module's frames-per-decoder-call constant or parameter (`seg_len=16`,
+# `SEGMENT_FRAMES = 16`): pixel frames per segment the decoder is called on.
+_SEGMENT_FRAMES = compile_lazily(r"^(seg_len|segment_len|segment_length|segment_frames)$", re.I)
+
+
+def chunked_at_stated_activation(
+    context, function: cst.FunctionDef, loop: cst.CSTNode
+) -> str | None:
+    """A layer that runs its own forward over pieces of its input only above a size
+    threshold (`if memory_count > 3:` with `memory_count = input.numel() *
+    input.element_size() / 10**9`, or `if x.numel() <= LIMIT: return ...` before the
+    loop): whether a realistic video-decoder activation crosses it. The activation is
+    stated (`STATED_*`: 128 channels, 720x1280, bf16) for the pixel frames one decoder call
+    gets, read from the module (`segment_frames`); the threshold expression is evaluated
+    in bytes or elements through one binding and module constants (tests that are not
+    of the input's size, `if write_to is None:`, are passed over). A description of the
+    activation and the threshold when it is chunked at that size (the kept pieces then
+    are a widest-level activation, held twice at the join), None when it is not, or when
+    the frames or the threshold cannot be read (the layer keeps its measured `low`)."""
+    frames = segment_frames(context)
+    if frames is None:
+        return None
+    parameters = [p.name.value for p in function.params.params]
+    if len(parameters) < 2:
+        return None
+    tensor = parameters[1]  # `forward(self, input, ...)`
+    shape = (1, STATED_CHANNELS, frames, STATED_HEIGHT, STATED_WIDTH)
+    elements = 1
+    for size in shape:
+        elements *= size
+    env = {"numel": float(elements), "element_size": float(STATED_ELEMENT_SIZE)}
+    bindings = _single_bindings(function)
+    constants = _module_int_constants(context)
+    chain = _statements_to(function, loop)
+    if chain is None:
+        return None
+    decided = None
+    for kind, test in chain:
+        value = _evaluate_test(test, tensor, shape, env, bindings, constants)
+        if value is None:
+            continue  # not a size test (`if write_to is None:`)
+        taken = value if kind == "if" else not value  # an early return skips the loop
+        if not taken:
+            return None
+        decided = test
+    if decided is None:
+        return None
+    return (
+        f"at a stated activation of 128 channels x {frames} frames (the module's frames "
+        f"per decoder call) x 720x1280 in bf16 ({elements * STATED_ELEMENT_SIZE / 1e9:.1f} GB),"
+        f" `{context.source_of(decided)}` holds and the layer splits it: the kept pieces "
+        f"are a widest-level activation, held again by the concatenation"
+    )
+
+
+def segment_frames(context) -> int | None:
+    """The pixel frames one decoder call gets, read from the module: a module constant
+    (`SEGMENT_FRAMES = 16`) or a parameter default (`def _decode(self, z, seg_len=16)`)
+    named for a segment's frames; None when absent or when the module has two values."""
+    memo = context.memo.setdefault("analysis.chunks.segment_frames", {})
+    if "value" in memo:
+        return memo["value"]
+    values: set[int] = set()
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Param) and node.default is not None:
+            if _SEGMENT_FRAMES.match(node.name.value) and isinstance(node.default, cst.Integer):
+                values.add(int(node.default.evaluated_value))
+
+    walk(context.module, enter, lambda node: None, lambda node: True)
+    for name, value in _module_int_constants(context).items():
+        if _SEGMENT_FRAMES.match(name):
+            values.add(int(value))
+    memo["value"] = values.pop() if len(values) == 1 else None
+    return memo["value"]
+
+
+def _module_int_constants(context) -> dict[str, float]:
+    """Module-level `NAME = <numeric expression of literals>` bindings."""
+    memo = context.memo.setdefault("analysis.chunks.module_constants", {})
+    if "value" in memo:
+        return memo["value"]
+    found: dict[str, float] = {}
+    for statement in context.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if (
+                isinstance(small, cst.Assign)
+                and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)
+            ):
+                value = _arithmetic(small.value, lambda node: None)
+                if value is not None:
+                    found[small.targets[0].target.value] = value
+    memo["value"] = found
+    return found
+
+
+def _single_bindings(function: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
+    """Names bound exactly once in the function, to their value."""
+    bindings: dict[str, list[cst.BaseExpression]] = {}
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    bindings.setdefault(target.target.value, []).append(node.value)
+        elif isinstance(node, (cst.AugAssign, cst.For)) and isinstance(node.target, cst.Name):
+            bindings.setdefault(node.target.value, []).extend([node.target, node.target])
+
+    walk(
+        function,
+        enter,
+        lambda node: None,
+        lambda node: node is function or not isinstance(node, (cst.FunctionDef, cst.Lambda)),
+    )
+    return {name: values[0] for name, values in bindings.items() if len(values) == 1}
+
+
+def _statements_to(
+    function: cst.FunctionDef, loop: cst.CSTNode
+) -> list[tuple[str, cst.BaseExpression]] | None:
+    """The tests that decide whether `loop` runs: `("if", test)` for each `if` whose body
+    holds it, `("return", test)` for each `if test: return ...` before it in an enclosing
+    block. None when the loop sits under anything else (an `else`, a `while`, a `try`)."""
+    found: list[tuple[str, cst.BaseExpression]] = []
+
+    def search(block: Sequence[cst.CSTNode]) -> bool:
+        for statement in block:
+            if statement is loop:
+                return True
+            if isinstance(statement, cst.If):
+                if _contains(statement.body, loop):
+                    found.append(("if", statement.test))
+                    return search(statement.body.body)
+                if statement.orelse is not None and _contains(statement.orelse, loop):
+                    return False
+                body = statement.body.body
+                if body and _returns(body[-1]) and statement.orelse is None:
+                    found.append(("return", statement.test))
+            elif _contains(statement, loop):
+                return False
+        return False
+
+    return found if search(function.body.body) else None
+
+
+def _contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
+    hit = False
+
+    def enter(child: cst.CSTNode) -> None:
+        nonlocal hit
+        hit = hit or child is target
+
+    walk(node, enter, lambda child: None, lambda child: not hit)
+    return hit
+
+
+def _returns(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(small, cst.Return) for small in statement.body
+    )
+
+
+def _evaluate_test(test, tensor, shape, env, bindings, constants) -> bool | None:
+    """`memory_count > 3`, `x.numel() <= LIMIT`: the comparison's truth at the stated
+    activation, or None when a side cannot be evaluated."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return None
+    depth = {"n": 0}
+
+    def leaf(node: cst.BaseExpression) -> float | None:
+        if isinstance(node, cst.Name):
+            if node.value in constants:
+                return constants[node.value]
+            if node.value in bindings and depth["n"] < 3:
+                depth["n"] += 1
+                return _arithmetic(bindings[node.value], leaf)
+            return None
+        if (
+            isinstance(node, cst.Call)
+            and not node.args
+            and isinstance(node.func, cst.Attribute)
+            and isinstance(node.func.value, cst.Name)
+            and node.func.value.value == tensor
+            and node.func.attr.value in env
+        ):
+            return env[node.func.attr.value]
+        if (
+            isinstance(node, cst.Subscript)
+            and isinstance(node.value, cst.Attribute)
+            and isinstance(node.value.value, cst.Name)
+            and node.value.value.value == tensor
+            and node.value.attr.value == "shape"
+            and len(node.slice) == 1
+            and isinstance(node.slice[0].slice, cst.Index)
+            and isinstance(node.slice[0].slice.value, cst.Integer)
+        ):
+            at = int(node.slice[0].slice.value.evaluated_value)
+            return float(shape[at]) if at < len(shape) else None
+        return None
+
+    left = _arithmetic(test.left, leaf)
+    right = _arithmetic(test.comparisons[0].comparator, leaf)
+    if left is None or right is None:
+        return None
+    operator = test.comparisons[0].operator
+    if isinstance(operator, cst.GreaterThan):
+        return left > right
+    if isinstance(operator, cst.GreaterThanEqual):
+        return left >= right
+    if isinstance(operator, cst.LessThan):
+        return left < right
+    if isinstance(operator, cst.LessThanEqual):
+        return left <= right
+    return None
+
+
+def _arithmetic(node: cst.BaseExpression, leaf) -> float | None:
+    """A numeric expression of literals, `+ - * / // **` and parentheses; other nodes go to
+    `leaf` (None: not evaluable)."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return float(node.evaluated_value)
+    if isinstance(node, cst.BinaryOperation):
+        left, right = _arithmetic(node.left, leaf), _arithmetic(node.right, leaf)
+        if left is None or right is None:
+            return None
+        op = node.operator
+        if isinstance(op, cst.Add):
+            return left + right
+        if isinstance(op, cst.Subtract):
+            return left - right
+        if isinstance(op, cst.Multiply):
+            return left * right
+        if isinstance(op, cst.Divide) and right:
+            return left / right
+        if isinstance(op, cst.FloorDivide) and right:
+            return float(left // right)
+        if isinstance(op, cst.Power) and abs(right) < 64:
+            return left**right
+        return None
+    return leaf(node)
