@@ -1,0 +1,9 @@
+# vllm-omni cold A/B on the device's CPUs pinned to 2 cores: new (b503226) vs 6a3ec12, 3 repeats.
+set -e
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gate/whl/*.whl
+export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+mkdir -p .corpus && tar -xzf .gate/corpora.tgz -C .corpus
+python3 -m compileall -q .gate/sites /tmp/site > /dev/null || true
+git config --global user.email b@example.com; git config --global user.name b
+taskset -c 2,3 python3 benchmarks/pr_gate.py --sites .gate/sites --corpus vllm-omni --repeats 3 --tools new,old --steps cold 2>$OUT/c.err | tee $OUT/c.md
+mv $OUT/pr_gate.json $OUT/pr_gate_c.json
