@@ -33,7 +33,6 @@ from lifetime_lint.analysis.domain import (
     code_mentions_video,
     frame_wise_classes,
     latent_width_classes,
-    mentions_video,
     recurrent_cells,
     runs_against_cache,
     short_stream,
@@ -96,7 +95,8 @@ class TensorKeptAlive(Rule):
       DiT at 1024^2 holds about 4k tokens, 16-24 MiB per activation; an LLM layer, beside
       weights and a KV cache that dwarf one activation; a vision encoder, a perceiver
       resampler; a streaming causal block that runs a few latent frames per call against a
-      KV cache, which it takes as a parameter), activation-class values held across a whole
+      KV cache, which it takes as a parameter) or of a file too short to show that it works
+      on more (no evidence of many tokens), activation-class values held across a whole
       model call (a VAE decode, a transformer call, a denoise loop: what is held there is
       at the model's interface, latents, embeddings, predictions or masks), logits (the
       sampled positions' or a few hundred queries' scores), a decoded waveform, values
@@ -482,9 +482,6 @@ def _is_compiled(function: cst.FunctionDef) -> bool:
         ):
             return True
     return False
-
-
-_NAMES_VIDEO = "tensor_kept_alive.names_video"  # memo key: whether the file names video
 
 
 _MAIN_GUARD_KEY = "tensor_kept_alive.main_guard_calls"
@@ -1134,10 +1131,7 @@ class _Analysis:
             self._owner_name is not None
             and self._owner_name in frame_wise_classes(self.context.module, self.context.memo)
         )
-        memo = self.context.memo
-        if _NAMES_VIDEO not in memo:
-            memo[_NAMES_VIDEO] = mentions_video(self.context.source)
-        return S.token_domain(domain, image, runs_against_cache(function), memo[_NAMES_VIDEO])
+        return S.token_domain(domain, image, runs_against_cache(function))
 
     def _image_model(self) -> str | None:
         """Why the function decodes or merges 2-D images rather than video (shared with

@@ -29,8 +29,10 @@ underscores), counted once per file and memoised on the file context:
 - `unknown`: neither, in a file long enough to show it (a utility, a config layer, a
   retrieval model): no evidence of many tokens or pixels, so an activation counts one
   level down;
-- `unjudged`: a file too short to say (a snippet, a small module): sizes are not judged
-  from the domain.
+- `unjudged`: a file too short to say (a snippet, a small module). It is no many-token
+  domain either: nothing in it shows tens of thousands of tokens, so an activation there
+  counts one level down like an unknown file's (`significance.MANY_TOKEN_DOMAINS`; a GAN
+  discriminator's or an SSIM metric's convolutions in a short file are a few MiB).
 """
 
 from __future__ import annotations
