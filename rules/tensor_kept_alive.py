@@ -33,6 +33,7 @@ from lifetime_lint.analysis.domain import (
     code_mentions_video,
     frame_wise_classes,
     latent_width_classes,
+    one_frame_classes,
     recurrent_cells,
     runs_against_cache,
     short_stream,
@@ -469,6 +470,19 @@ def _tiled_merge_note(context, facts: F.FunctionFacts, origin: str, across: F.Wo
     return f" ({reason})" if reason else ""
 
 
+def _compiled_note(context) -> str:
+    """Words for the message when the function is compiled code whose memory a `del` does
+    not change: a file whose `torch` is OneFlow (`F.torch_is_oneflow`), traced into a graph
+    that plans its own memory (functions decorated `@torch.compile` or `@torch.jit.script`
+    are not analysed at all: `_is_compiled`); "" otherwise."""
+    if F.torch_is_oneflow(context):
+        return (
+            " (the file's `torch` is OneFlow, `import oneflow as torch`: compiled into a graph"
+            " whose memory plan a Python `del` does not change)"
+        )
+    return ""
+
+
 def _is_compiled(function: cst.FunctionDef) -> bool:
     for decorator in function.decorators:
         name = dotted_name(
@@ -540,6 +554,52 @@ def _audio_model_work(work: F.Work) -> F.Work:
 
 
 _AUDIO_WORK_WORDS = frozenset(["audio", "vocoder", "waveform", "wav", "speech", "mel"])
+
+
+def _per_iteration_slices(function: cst.FunctionDef) -> frozenset[int]:
+    """The values (by id) of the assignments inside a `for` loop of the function that read a
+    slice whose lower and upper bounds both depend on the loop: its targets, or names its
+    body binds from them (`end = min(start + chunk_size, n)`)."""
+    found: set[int] = set()
+
+    def names_in(node: cst.CSTNode) -> set[str]:
+        names: set[str] = set()
+        walk(
+            node, lambda n: names.add(n.value) if isinstance(n, cst.Name) else None, lambda n: None
+        )
+        return names
+
+    def visit_loop(loop: cst.For) -> None:
+        moving = names_in(loop.target)
+        assigns: list[cst.Assign] = []
+        walk(
+            loop.body,
+            lambda n: assigns.append(n) if isinstance(n, cst.Assign) else None,
+            lambda n: None,
+        )
+        for _ in range(2):  # (a bound computed from a bound: `end = start + step`)
+            for assign in assigns:
+                if names_in(assign.value) & moving:
+                    for target in assign.targets:
+                        moving |= names_in(target.target)
+
+        def moves(bound: cst.BaseExpression | None) -> bool:
+            return bound is not None and bool(names_in(bound) & moving)
+
+        for assign in assigns:
+            sliced = False
+
+            def enter(node: cst.CSTNode) -> None:
+                nonlocal sliced
+                if isinstance(node, cst.Slice) and moves(node.lower) and moves(node.upper):
+                    sliced = True
+
+            walk(assign.value, enter, lambda n: None)
+            if sliced:
+                found.add(id(assign.value))
+
+    walk(function, lambda n: visit_loop(n) if isinstance(n, cst.For) else None, lambda n: None)
+    return frozenset(found)
 
 
 def _samples_latents(value: cst.BaseExpression | None) -> bool:
@@ -746,6 +806,7 @@ class _Analysis:
         self._owner_name = facts.owner.name.value if facts.owner is not None else None
         self._peak: int | None = None
         self._scalars: frozenset[str] | None = None
+        self._per_iteration: frozenset[int] | None = None
 
     def _backpropagated(self) -> frozenset[str]:
         """The names this function backpropagates as scalars (`F.backpropagated_scalars`)."""
@@ -804,6 +865,12 @@ class _Analysis:
                 self._encoder_output(site.value) for site, o in zip(real, origins) if o is not None
             ):
                 origin = F.LATENTS  # `lq_tiles = [tile_encoder(tile) for tile in inputs]`
+            if origin == F.DECODED and all(
+                F.mixes_noise(facts.function, site.value)
+                for site, o in zip(real, origins)
+                if o is not None
+            ):
+                origin = F.LATENTS  # `noisy_video = (1 - s) * clean_video + s * noise`
             if name in self._backpropagated():
                 origin = F.SMALL  # `loss = self.vae(img)` ... `backward(loss)`: a scalar
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
@@ -843,6 +910,8 @@ class _Analysis:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
             elif origin == F.ACTIVATION and _names_a_weight(name) and not self._reads_input(real):
                 origin = S.WEIGHT_SIZED  # `lora_weight = torch.mm(B.weight, A.weight)`
+            elif S.size_class(origin) == S.ACTIVATION_SIZED and self._sliced_per_iteration(owned):
+                origin = S.LOOP_CHUNK  # `chunk = norm(x[:, start:end])` in a chunked loop
             elif S.size_class(origin) == S.ACTIVATION_SIZED and self._batch_tiled_parameters(owned):
                 origin = S.LEARNED_TOKENS  # `token = self.token.clone().repeat(b, 1, 1)`
             elif origin in (F.ACTIVATION, F.MODEL_OUTPUT) and _names_one_image(name):
@@ -883,7 +952,8 @@ class _Analysis:
                 status = 3
             held, estimate = self._rated(info, origin, held_across, tokens)
             # Held only on a path the model's own defaults never take: low.
-            note = off_default_path(self.context, self._owner_name, info, name, held.node)
+            note = _compiled_note(self.context)
+            note = note or off_default_path(self.context, self._owner_name, info, name, held.node)
             note = note or _tiled_merge_note(self.context, facts, origin, held.work)
             note = note or self._drained_note(info, name)
             note = note or self._needed_across_note(info, name, real, held.work)
@@ -1117,6 +1187,18 @@ class _Analysis:
             and S.autoencoder_named(self.context.path, owner)
         )
 
+    def _sliced_per_iteration(self, sites: list[DefSite]) -> bool:
+        """Whether every binding is computed, inside a loop, from a slice of a tensor whose
+        lower and upper bounds both move with the loop (`x[:, start:end]` in `for start in
+        range(0, n, chunk)`, with `end = min(start + chunk, n)`; `x[:, i : i + 1]`): one
+        piece of many, whose size is the loop's step, not the input's. A growing prefix
+        (`x[:, : i + 1]`) or suffix has one fixed bound and keeps its size."""
+        if self._per_iteration is None:
+            self._per_iteration = _per_iteration_slices(self.facts.function)
+        return bool(sites) and all(
+            site.value is not None and id(site.value) in self._per_iteration for site in sites
+        )
+
     def _names_video(self) -> bool:
         """Whether the function's own code names video (`video`, `frames`): its pixels are
         frames even where the file shows too little to be a video file. Its code, not its
@@ -1126,10 +1208,18 @@ class _Analysis:
     def _token_domain(self, domain: str) -> str:
         """How many tokens the function's activations hold (`S.token_domain`)."""
         function = self.facts.function
-        image = S.image_named(self.context.path, self._owner_name) or (
-            # a frame-wise 2-D conv network (a frame interpolator): one image's activations
-            self._owner_name is not None
-            and self._owner_name in frame_wise_classes(self.context.module, self.context.memo)
+        image = (
+            S.image_named(self.context.path, self._owner_name)
+            or (
+                # a frame-wise 2-D conv network (a frame interpolator): one image's activations
+                self._owner_name is not None
+                and self._owner_name in frame_wise_classes(self.context.module, self.context.memo)
+            )
+            or (
+                # a video architecture built for one frame by default (`max_frames: int = 1`)
+                self._owner_name is not None
+                and self._owner_name in one_frame_classes(self.context.module, self.context.memo)
+            )
         )
         return S.token_domain(domain, image, runs_against_cache(function))
 

@@ -128,6 +128,10 @@ WEIGHT_SIZED = "weight-sized"
 # `self.token.clone().repeat(batch_size, 1, 1)`, learned query or motion tokens): the
 # constructor sets its size, so it does not grow with the input's sequence.
 LEARNED_TOKENS = "learned-tokens"
+# One piece of a loop over slices of a tensor (`x[:, start:end]` with both bounds moving
+# with the loop, `normalized[:, start:end].copy_(chunk)`): a chunk of the activation, its
+# size set by the loop's step (a chunked block's 1,024 tokens), not by the whole input.
+LOOP_CHUNK = "loop-chunk"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -154,6 +158,7 @@ _SIZE_OF_ORIGIN = {
     DOWNSAMPLED: SMALL_SIZED,
     WEIGHT_SIZED: SMALL_SIZED,
     LEARNED_TOKENS: SMALL_SIZED,
+    LOOP_CHUNK: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
@@ -210,6 +215,10 @@ _DESCRIPTION = {
     ),
     HOST_TENSOR: "a tensor in host (CPU) memory: it holds no GPU memory",
     WEIGHT_SIZED: "a value derived from weights: one layer's parameters, not scaled by tokens",
+    LOOP_CHUNK: (
+        "one chunk of a loop over slices of its input: a fraction of the activation, sized"
+        " by the loop's step"
+    ),
     LEARNED_TOKENS: (
         "a learned parameter repeated over the batch: its size is set by the constructor,"
         " not by the input's tokens"
