@@ -556,11 +556,12 @@ def _audio_model_work(work: F.Work) -> F.Work:
 _AUDIO_WORK_WORDS = frozenset(["audio", "vocoder", "waveform", "wav", "speech", "mel"])
 
 
-def _per_iteration_slices(function: cst.FunctionDef) -> frozenset[int]:
+def _per_iteration_slices(function: cst.FunctionDef) -> dict[int, cst.For]:
     """The values (by id) of the assignments inside a `for` loop of the function that read a
-    slice whose lower and upper bounds both depend on the loop: its targets, or names its
-    body binds from them (`end = min(start + chunk_size, n)`)."""
-    found: set[int] = set()
+    slice whose lower and upper bounds both depend on the loop (its targets, or names its
+    body binds from them: `end = min(start + chunk_size, n)`), with that loop (the
+    innermost such)."""
+    found: dict[int, cst.For] = {}
 
     def names_in(node: cst.CSTNode) -> set[str]:
         names: set[str] = set()
@@ -596,10 +597,10 @@ def _per_iteration_slices(function: cst.FunctionDef) -> frozenset[int]:
 
             walk(assign.value, enter, lambda n: None)
             if sliced:
-                found.add(id(assign.value))
+                found[id(assign.value)] = loop
 
     walk(function, lambda n: visit_loop(n) if isinstance(n, cst.For) else None, lambda n: None)
-    return frozenset(found)
+    return found
 
 
 def _samples_latents(value: cst.BaseExpression | None) -> bool:
@@ -806,7 +807,7 @@ class _Analysis:
         self._owner_name = facts.owner.name.value if facts.owner is not None else None
         self._peak: int | None = None
         self._scalars: frozenset[str] | None = None
-        self._per_iteration: frozenset[int] | None = None
+        self._per_iteration: dict[int, cst.For] | None = None
 
     def _backpropagated(self) -> frozenset[str]:
         """The names this function backpropagates as scalars (`F.backpropagated_scalars`)."""
@@ -892,6 +893,7 @@ class _Analysis:
             )
             origin = S.package_origin(origin, self.context.path)
             tokens = self._token_domain(domain)
+            chunk_of = origin
             if origin == F.DECODED and all(
                 self._one_frame_decode(site.value)
                 for site, o in zip(real, origins)
@@ -939,6 +941,10 @@ class _Analysis:
             held_across = self._held_across(info, name, real)
             if not held_across:
                 continue
+            if origin == S.LOOP_CHUNK and self._held_inside(
+                self._sliced_per_iteration(owned), held_across
+            ):
+                origin = chunk_of  # `normalized_halo` held across the window's own MLP
             if self._elements_held(info, real, candidates, held_across):
                 continue  # a container of tensors that keep their own names
             if self._captured_by_live_object(info, name, held_across):
@@ -1187,17 +1193,33 @@ class _Analysis:
             and S.autoencoder_named(self.context.path, owner)
         )
 
-    def _sliced_per_iteration(self, sites: list[DefSite]) -> bool:
-        """Whether every binding is computed, inside a loop, from a slice of a tensor whose
-        lower and upper bounds both move with the loop (`x[:, start:end]` in `for start in
+    def _sliced_per_iteration(self, sites: list[DefSite]) -> list[cst.For]:
+        """The loops in which every binding is computed from a slice of a tensor whose lower
+        and upper bounds both move with the loop (`x[:, start:end]` in `for start in
         range(0, n, chunk)`, with `end = min(start + chunk, n)`; `x[:, i : i + 1]`): one
-        piece of many, whose size is the loop's step, not the input's. A growing prefix
-        (`x[:, : i + 1]`) or suffix has one fixed bound and keeps its size."""
+        piece of many, whose size is the loop's step, not the input's; [] when not all are.
+        A growing prefix (`x[:, : i + 1]`) or suffix has one fixed bound and keeps its size."""
         if self._per_iteration is None:
             self._per_iteration = _per_iteration_slices(self.facts.function)
-        return bool(sites) and all(
-            site.value is not None and id(site.value) in self._per_iteration for site in sites
-        )
+        loops = [self._per_iteration.get(id(site.value)) for site in sites]
+        if not loops or any(loop is None for loop in loops):
+            return []
+        return [loop for loop in loops if loop is not None]
+
+    def _held_inside(self, loops: list[cst.For], held: list[_Held]) -> bool:
+        """Whether some work the value is held across runs inside one of the loops: there the
+        chunk sits beside work on the same chunk (a window's norm held across its MLP), a
+        finding like the unchunked block's; after the loop it is beside work on the whole
+        input, a fraction of it."""
+        spans = []
+        for loop in loops:
+            where = self.context.position(loop)
+            spans.append((where.start.line, where.end.line))
+        for item in held:
+            line = self.context.position(item.node).start.line
+            if any(start <= line <= end for start, end in spans):
+                return True
+        return False
 
     def _names_video(self) -> bool:
         """Whether the function's own code names video (`video`, `frames`): its pixels are
