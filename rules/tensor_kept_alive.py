@@ -132,8 +132,17 @@ class TensorKeptAlive(Rule):
       (`for block, attn, upsample in self.ups:` calling the blocks it iterates) and held after
       it across one sublayer only (a U-Net's init residual, skip lists or conditioning
       context held across the final block: each block ran its own peak with it alive, so
-      releasing it lowers only the tail), and a list whose last use is a loop that only pops
-      it (`h.pop()` in the up loop: drained, likely empty).
+      releasing it lowers only the tail), a list whose last use is a loop that only pops
+      it (`h.pop()` in the up loop: drained, likely empty), the last chunk of a loop over
+      slices whose bounds both move with the loop (`norm(x[:, start:end])` copied into a
+      full buffer), held after the loop, values mixed with Gaussian noise
+      (`(1 - s) * clean_video + s * torch.randn_like(...)`: latents, whatever their name),
+      activations of a video architecture whose constructor's frame count defaults to 1
+      (`max_frames: int = 1`: an image model), and anything in a file whose `torch` is
+      OneFlow (`import oneflow as torch`: compiled into a graph that plans its own memory).
+    Functions decorated `@torch.compile` or `@torch.jit.script` are not checked (the compiler
+    plans their memory), and a function named for a quantity of a decode
+    (`decode_mib_per_latent`, `decode_platform_cap`) runs no decoder.
     Buffers whose shape is all integer literals, of at most 16 MiB at fp32 (a warm-up's
     dummy input `torch.zeros(1, 1, 3, 180, 320)`), are not reported at all: the code states
     their size. Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not
