@@ -33,7 +33,7 @@ from lifetime_lint.analysis.domain import (
     code_mentions_video,
     frame_wise_classes,
     latent_width_classes,
-    mentions_video,
+    one_frame_classes,
     recurrent_cells,
     runs_against_cache,
     short_stream,
@@ -96,7 +96,8 @@ class TensorKeptAlive(Rule):
       DiT at 1024^2 holds about 4k tokens, 16-24 MiB per activation; an LLM layer, beside
       weights and a KV cache that dwarf one activation; a vision encoder, a perceiver
       resampler; a streaming causal block that runs a few latent frames per call against a
-      KV cache, which it takes as a parameter), activation-class values held across a whole
+      KV cache, which it takes as a parameter) or of a file too short to show that it works
+      on more (no evidence of many tokens), activation-class values held across a whole
       model call (a VAE decode, a transformer call, a denoise loop: what is held there is
       at the model's interface, latents, embeddings, predictions or masks), logits (the
       sampled positions' or a few hundred queries' scores), a decoded waveform, values
@@ -131,8 +132,17 @@ class TensorKeptAlive(Rule):
       (`for block, attn, upsample in self.ups:` calling the blocks it iterates) and held after
       it across one sublayer only (a U-Net's init residual, skip lists or conditioning
       context held across the final block: each block ran its own peak with it alive, so
-      releasing it lowers only the tail), and a list whose last use is a loop that only pops
-      it (`h.pop()` in the up loop: drained, likely empty).
+      releasing it lowers only the tail), a list whose last use is a loop that only pops
+      it (`h.pop()` in the up loop: drained, likely empty), the last chunk of a loop over
+      slices whose bounds both move with the loop (`norm(x[:, start:end])` copied into a
+      full buffer), held after the loop, values mixed with Gaussian noise
+      (`(1 - s) * clean_video + s * torch.randn_like(...)`: latents, whatever their name),
+      activations of a video architecture whose constructor's frame count defaults to 1
+      (`max_frames: int = 1`: an image model), and anything in a file whose `torch` is
+      OneFlow (`import oneflow as torch`: compiled into a graph that plans its own memory).
+    Functions decorated `@torch.compile` or `@torch.jit.script` are not checked (the compiler
+    plans their memory), and a function named for a quantity of a decode
+    (`decode_mib_per_latent`, `decode_platform_cap`) runs no decoder.
     Buffers whose shape is all integer literals, of at most 16 MiB at fp32 (a warm-up's
     dummy input `torch.zeros(1, 1, 3, 180, 320)`), are not reported at all: the code states
     their size. Norms, projections (`to_q`, `to_out`, `*proj*`) and embeddings are not
@@ -469,6 +479,19 @@ def _tiled_merge_note(context, facts: F.FunctionFacts, origin: str, across: F.Wo
     return f" ({reason})" if reason else ""
 
 
+def _compiled_note(context) -> str:
+    """Words for the message when the function is compiled code whose memory a `del` does
+    not change: a file whose `torch` is OneFlow (`F.torch_is_oneflow`), traced into a graph
+    that plans its own memory (functions decorated `@torch.compile` or `@torch.jit.script`
+    are not analysed at all: `_is_compiled`); "" otherwise."""
+    if F.torch_is_oneflow(context):
+        return (
+            " (the file's `torch` is OneFlow, `import oneflow as torch`: compiled into a graph"
+            " whose memory plan a Python `del` does not change)"
+        )
+    return ""
+
+
 def _is_compiled(function: cst.FunctionDef) -> bool:
     for decorator in function.decorators:
         name = dotted_name(
@@ -482,9 +505,6 @@ def _is_compiled(function: cst.FunctionDef) -> bool:
         ):
             return True
     return False
-
-
-_NAMES_VIDEO = "tensor_kept_alive.names_video"  # memo key: whether the file names video
 
 
 _MAIN_GUARD_KEY = "tensor_kept_alive.main_guard_calls"
@@ -543,6 +563,53 @@ def _audio_model_work(work: F.Work) -> F.Work:
 
 
 _AUDIO_WORK_WORDS = frozenset(["audio", "vocoder", "waveform", "wav", "speech", "mel"])
+
+
+def _per_iteration_slices(function: cst.FunctionDef) -> dict[int, cst.For]:
+    """The values (by id) of the assignments inside a `for` loop of the function that read a
+    slice whose lower and upper bounds both depend on the loop (its targets, or names its
+    body binds from them: `end = min(start + chunk_size, n)`), with that loop (the
+    innermost such)."""
+    found: dict[int, cst.For] = {}
+
+    def names_in(node: cst.CSTNode) -> set[str]:
+        names: set[str] = set()
+        walk(
+            node, lambda n: names.add(n.value) if isinstance(n, cst.Name) else None, lambda n: None
+        )
+        return names
+
+    def visit_loop(loop: cst.For) -> None:
+        moving = names_in(loop.target)
+        assigns: list[cst.Assign] = []
+        walk(
+            loop.body,
+            lambda n: assigns.append(n) if isinstance(n, cst.Assign) else None,
+            lambda n: None,
+        )
+        for _ in range(2):  # (a bound computed from a bound: `end = start + step`)
+            for assign in assigns:
+                if names_in(assign.value) & moving:
+                    for target in assign.targets:
+                        moving |= names_in(target.target)
+
+        def moves(bound: cst.BaseExpression | None) -> bool:
+            return bound is not None and bool(names_in(bound) & moving)
+
+        for assign in assigns:
+            sliced = False
+
+            def enter(node: cst.CSTNode) -> None:
+                nonlocal sliced
+                if isinstance(node, cst.Slice) and moves(node.lower) and moves(node.upper):
+                    sliced = True
+
+            walk(assign.value, enter, lambda n: None)
+            if sliced:
+                found[id(assign.value)] = loop
+
+    walk(function, lambda n: visit_loop(n) if isinstance(n, cst.For) else None, lambda n: None)
+    return found
 
 
 def _samples_latents(value: cst.BaseExpression | None) -> bool:
@@ -749,6 +816,7 @@ class _Analysis:
         self._owner_name = facts.owner.name.value if facts.owner is not None else None
         self._peak: int | None = None
         self._scalars: frozenset[str] | None = None
+        self._per_iteration: dict[int, cst.For] | None = None
 
     def _backpropagated(self) -> frozenset[str]:
         """The names this function backpropagates as scalars (`F.backpropagated_scalars`)."""
@@ -807,6 +875,12 @@ class _Analysis:
                 self._encoder_output(site.value) for site, o in zip(real, origins) if o is not None
             ):
                 origin = F.LATENTS  # `lq_tiles = [tile_encoder(tile) for tile in inputs]`
+            if origin == F.DECODED and all(
+                F.mixes_noise(facts.function, site.value)
+                for site, o in zip(real, origins)
+                if o is not None
+            ):
+                origin = F.LATENTS  # `noisy_video = (1 - s) * clean_video + s * noise`
             if name in self._backpropagated():
                 origin = F.SMALL  # `loss = self.vae(img)` ... `backward(loss)`: a scalar
             if _names_a_mask(name) and S.size_class(origin) != S.LARGE:
@@ -828,6 +902,7 @@ class _Analysis:
             )
             origin = S.package_origin(origin, self.context.path)
             tokens = self._token_domain(domain)
+            chunk_of = origin
             if origin == F.DECODED and all(
                 self._one_frame_decode(site.value)
                 for site, o in zip(real, origins)
@@ -846,6 +921,8 @@ class _Analysis:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
             elif origin == F.ACTIVATION and _names_a_weight(name) and not self._reads_input(real):
                 origin = S.WEIGHT_SIZED  # `lora_weight = torch.mm(B.weight, A.weight)`
+            elif S.size_class(origin) == S.ACTIVATION_SIZED and self._sliced_per_iteration(owned):
+                origin = S.LOOP_CHUNK  # `chunk = norm(x[:, start:end])` in a chunked loop
             elif S.size_class(origin) == S.ACTIVATION_SIZED and self._batch_tiled_parameters(owned):
                 origin = S.LEARNED_TOKENS  # `token = self.token.clone().repeat(b, 1, 1)`
             elif origin in (F.ACTIVATION, F.MODEL_OUTPUT) and _names_one_image(name):
@@ -873,6 +950,10 @@ class _Analysis:
             held_across = self._held_across(info, name, real)
             if not held_across:
                 continue
+            if origin == S.LOOP_CHUNK and self._held_inside(
+                self._sliced_per_iteration(owned), held_across
+            ):
+                origin = chunk_of  # `normalized_halo` held across the window's own MLP
             if self._elements_held(info, real, candidates, held_across):
                 continue  # a container of tensors that keep their own names
             if self._captured_by_live_object(info, name, held_across):
@@ -886,7 +967,8 @@ class _Analysis:
                 status = 3
             held, estimate = self._rated(info, origin, held_across, tokens)
             # Held only on a path the model's own defaults never take: low.
-            note = off_default_path(self.context, self._owner_name, info, name, held.node)
+            note = _compiled_note(self.context)
+            note = note or off_default_path(self.context, self._owner_name, info, name, held.node)
             note = note or _tiled_merge_note(self.context, facts, origin, held.work)
             note = note or self._drained_note(info, name)
             note = note or self._needed_across_note(info, name, real, held.work)
@@ -1120,6 +1202,34 @@ class _Analysis:
             and S.autoencoder_named(self.context.path, owner)
         )
 
+    def _sliced_per_iteration(self, sites: list[DefSite]) -> list[cst.For]:
+        """The loops in which every binding is computed from a slice of a tensor whose lower
+        and upper bounds both move with the loop (`x[:, start:end]` in `for start in
+        range(0, n, chunk)`, with `end = min(start + chunk, n)`; `x[:, i : i + 1]`): one
+        piece of many, whose size is the loop's step, not the input's; [] when not all are.
+        A growing prefix (`x[:, : i + 1]`) or suffix has one fixed bound and keeps its size."""
+        if self._per_iteration is None:
+            self._per_iteration = _per_iteration_slices(self.facts.function)
+        loops = [self._per_iteration.get(id(site.value)) for site in sites]
+        if not loops or any(loop is None for loop in loops):
+            return []
+        return [loop for loop in loops if loop is not None]
+
+    def _held_inside(self, loops: list[cst.For], held: list[_Held]) -> bool:
+        """Whether some work the value is held across runs inside one of the loops: there the
+        chunk sits beside work on the same chunk (a window's norm held across its MLP), a
+        finding like the unchunked block's; after the loop it is beside work on the whole
+        input, a fraction of it."""
+        spans = []
+        for loop in loops:
+            where = self.context.position(loop)
+            spans.append((where.start.line, where.end.line))
+        for item in held:
+            line = self.context.position(item.node).start.line
+            if any(start <= line <= end for start, end in spans):
+                return True
+        return False
+
     def _names_video(self) -> bool:
         """Whether the function's own code names video (`video`, `frames`): its pixels are
         frames even where the file shows too little to be a video file. Its code, not its
@@ -1129,15 +1239,20 @@ class _Analysis:
     def _token_domain(self, domain: str) -> str:
         """How many tokens the function's activations hold (`S.token_domain`)."""
         function = self.facts.function
-        image = S.image_named(self.context.path, self._owner_name) or (
-            # a frame-wise 2-D conv network (a frame interpolator): one image's activations
-            self._owner_name is not None
-            and self._owner_name in frame_wise_classes(self.context.module, self.context.memo)
+        image = (
+            S.image_named(self.context.path, self._owner_name)
+            or (
+                # a frame-wise 2-D conv network (a frame interpolator): one image's activations
+                self._owner_name is not None
+                and self._owner_name in frame_wise_classes(self.context.module, self.context.memo)
+            )
+            or (
+                # a video architecture built for one frame by default (`max_frames: int = 1`)
+                self._owner_name is not None
+                and self._owner_name in one_frame_classes(self.context.module, self.context.memo)
+            )
         )
-        memo = self.context.memo
-        if _NAMES_VIDEO not in memo:
-            memo[_NAMES_VIDEO] = mentions_video(self.context.source)
-        return S.token_domain(domain, image, runs_against_cache(function), memo[_NAMES_VIDEO])
+        return S.token_domain(domain, image, runs_against_cache(function))
 
     def _image_model(self) -> str | None:
         """Why the function decodes or merges 2-D images rather than video (shared with

@@ -270,8 +270,9 @@ def test_significance_table() -> None:
         F.Work(F.LAYER, "submodule"),
         F.Work(F.MODEL, "decode"),
     )
-    assert S.estimate(F.ACTIVATION, peak).level == S.MEDIUM
-    assert S.estimate(F.ACTIVATION, layer).level == S.LOW
+    assert S.estimate(F.ACTIVATION, peak, domain="video").level == S.MEDIUM
+    assert S.estimate(F.ACTIVATION, peak).level == S.LOW  # no evidence of many tokens
+    assert S.estimate(F.ACTIVATION, layer, domain="video").level == S.LOW
     assert S.estimate(F.CONDITIONING, model).level == S.LOW
     assert S.estimate(F.DECODED, model).level == S.HIGH
     assert S.estimate(F.DECODED, layer).level == S.MEDIUM

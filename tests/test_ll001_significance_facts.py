@@ -106,8 +106,9 @@ def test_collectives_that_allocate_nothing_are_light() -> None:
 
 def test_held_below_the_functions_peak_counts_one_level_down() -> None:
     ffn = F.Work(F.PEAK, "submodule", parts=("self", "ffn"))
-    assert S.estimate(F.ACTIVATION, ffn, function_peak=F.PEAK).level == S.MEDIUM
-    assert S.estimate(F.ACTIVATION, ffn, function_peak=F.MODEL).level == S.LOW
+    video = VIDEO_DOMAIN  # (a many-token domain: an activation there is rated by its work)
+    assert S.estimate(F.ACTIVATION, ffn, function_peak=F.PEAK, domain=video).level == S.MEDIUM
+    assert S.estimate(F.ACTIVATION, ffn, function_peak=F.MODEL, domain=video).level == S.LOW
     assert S.estimate(F.DECODED, ffn, function_peak=F.MODEL).level == S.MEDIUM
     join = F.Work(F.PEAK, "concatenation", parts=("torch", "cat"))
     assert S.estimate(F.DECODED, join, function_peak=F.MODEL).level == S.HIGH  # output-sized
@@ -121,7 +122,8 @@ def test_an_activation_without_evidence_of_big_inputs_counts_one_level_down() ->
     ffn = F.Work(F.PEAK, "submodule", parts=("self", "ffn"))
     assert S.estimate(F.ACTIVATION, ffn, domain=VIDEO_DOMAIN).level == S.MEDIUM
     assert S.estimate(F.ACTIVATION, ffn, domain=LARGE_DOMAIN).level == S.LOW  # ~4k tokens
-    assert S.estimate(F.ACTIVATION, ffn, domain=UNJUDGED_DOMAIN).level == S.MEDIUM
+    # A file too short to judge shows no evidence of many tokens either.
+    assert S.estimate(F.ACTIVATION, ffn, domain=UNJUDGED_DOMAIN).level == S.LOW
     assert S.estimate(F.ACTIVATION, ffn, domain=UNKNOWN_DOMAIN).level == S.LOW
     assert S.estimate(F.DECODED, ffn, domain=UNKNOWN_DOMAIN).level == S.HIGH  # large stays
 
@@ -218,11 +220,12 @@ def test_many_tokens_only_in_video_code_not_run_against_a_kv_cache() -> None:
     assert S.image_named("models/transformers/transformer_qwenimage.py", "QwenImageBlock")
     assert S.image_named("models/embeddings.py", "IPAdapterPlusImageProjectionBlock")
     assert not S.image_named("pipelines/wan/pipeline_wan_i2v.py", "WanImageToVideoPipeline")
-    assert S.token_domain(VIDEO_DOMAIN, False, False, True) == VIDEO_DOMAIN
-    assert S.token_domain(VIDEO_DOMAIN, True, False, True) == LARGE_DOMAIN  # image-named
-    assert S.token_domain(VIDEO_DOMAIN, False, True, True) == LARGE_DOMAIN  # streaming chunk
-    assert S.token_domain(UNJUDGED_DOMAIN, False, False, False) == LARGE_DOMAIN
-    assert S.token_domain(UNJUDGED_DOMAIN, False, False, True) == UNJUDGED_DOMAIN
+    assert S.token_domain(VIDEO_DOMAIN, False, False) == VIDEO_DOMAIN
+    assert S.token_domain(VIDEO_DOMAIN, True, False) == LARGE_DOMAIN  # image-named
+    assert S.token_domain(VIDEO_DOMAIN, False, True) == LARGE_DOMAIN  # streaming chunk
+    assert S.token_domain(UNJUDGED_DOMAIN, True, False) == LARGE_DOMAIN
+    assert S.token_domain(UNJUDGED_DOMAIN, False, False) == UNJUDGED_DOMAIN
+    assert UNJUDGED_DOMAIN not in S.MANY_TOKEN_DOMAINS
     assert mentions_video("class HunyuanVideoBlock: pass") and mentions_video("num_frames = 81")
     assert not mentions_video("def decode(self, z): return self.decoder(z)")
 

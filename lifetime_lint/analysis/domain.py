@@ -29,8 +29,10 @@ underscores), counted once per file and memoised on the file context:
 - `unknown`: neither, in a file long enough to show it (a utility, a config layer, a
   retrieval model): no evidence of many tokens or pixels, so an activation counts one
   level down;
-- `unjudged`: a file too short to say (a snippet, a small module): sizes are not judged
-  from the domain.
+- `unjudged`: a file too short to say (a snippet, a small module). It is no many-token
+  domain either: nothing in it shows tens of thousands of tokens, so an activation there
+  counts one level down like an unknown file's (`significance.MANY_TOKEN_DOMAINS`; a GAN
+  discriminator's or an SSIM metric's convolutions in a short file are a few MiB).
 """
 
 from __future__ import annotations
@@ -1024,6 +1026,83 @@ _FRAME_WISE_LAYERS = _FRAME_CONVS | frozenset(
         "ones", "zeros", "tensor", "super", "__init__", "int", "range", "len", "float",
     ]
 )  # fmt: skip
+
+
+_ONE_FRAME_KEY = "analysis.domain.one_frame_classes"
+
+
+def _frame_count_default(function: cst.FunctionDef) -> int | None:
+    """The default of a constructor parameter named for a frame count (`max_frames`,
+    `num_frames`, `frames`), when it is an integer literal; None otherwise."""
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        words = param.name.value.lower().strip("_").split("_")
+        if words[-1] not in ("frames", "frame") or param.default is None:
+            continue
+        if isinstance(param.default, cst.Integer):
+            return int(param.default.value)
+    return None
+
+
+def one_frame_classes(module: cst.Module, memo: dict) -> frozenset[str]:
+    """The classes of a module built for one frame by default: a video architecture whose
+    constructor's frame count defaults to 1 (`max_frames: int = 1`: Cosmos Predict2's
+    MiniTrainDIT as an image model, Anima: T=1, a few thousand tokens), its subclasses that
+    keep that default, and the classes only such models name (their blocks). Memoised per
+    file. A model whose frame count defaults higher, or a block some other class also
+    names, keeps the file's domain."""
+    found = memo.get(_ONE_FRAME_KEY)
+    if found is None:
+        found = _one_frame_classes(module)
+        memo[_ONE_FRAME_KEY] = found
+    return found
+
+
+def _one_frame_classes(module: cst.Module) -> frozenset[str]:
+    definitions = [s for s in module.body if isinstance(s, cst.ClassDef)]
+    classes = {s.name.value for s in definitions}
+    seeds: set[str] = set()
+    own_count: set[str] = set()  # classes whose constructor has a frame count of their own
+    named_by: dict[str, set[str]] = {name: set() for name in classes}
+    bases: dict[str, set[str]] = {}
+    for statement in definitions:
+        name = statement.name.value
+        for function in _functions_of(statement):
+            if function.name.value == "__init__":
+                default = _frame_count_default(function)
+                if default is not None:
+                    own_count.add(name)
+                    if default == 1:
+                        seeds.add(name)
+        for word in set(_WORD.findall(module.code_for_node(statement))) & classes - {name}:
+            named_by[word].add(name)
+        bases[name] = {
+            base_name
+            for base in statement.bases
+            if (base_name := _last_name(base.value)) in classes
+        }
+    if not seeds:
+        return frozenset()
+    one = set(seeds)
+    changed = True
+    while changed:
+        changed = False
+        for name in classes - one:
+            inherits = name not in own_count and bool(bases[name] & one)
+            built = bool(named_by[name]) and named_by[name] <= one | {name}
+            if inherits or built:
+                one.add(name)
+                changed = True
+    return frozenset(one)
+
+
+def _last_name(node: cst.BaseExpression) -> str | None:
+    """The last name of `Base` or `pkg.Base`."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
 
 
 def frame_wise_classes(module: cst.Module, memo: dict) -> frozenset[str]:

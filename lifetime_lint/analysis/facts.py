@@ -2557,7 +2557,7 @@ class FunctionFacts:
             return Work(MODEL, "collective", parts=parts)  # a helper that wraps one
         if parts[0] == "self" and owner is not None and owner.light:
             return _NO_WORK  # `self._encode_plus(...)` in a tokenizer works on lists
-        if _numeric_codec(last):
+        if _numeric_codec(last) or _measures_a_codec(last):
             # `decode_e8m0(scale)`, `decode_fp8(w)`: a number format's (de)quantization,
             # elementwise work on a weight or scale, not a model's decoder.
             callee = self.local_callee(call)
@@ -3122,6 +3122,26 @@ def _numeric_codec(name: str) -> bool:
     return _NUMERIC_CODEC.fullmatch(name.lower()) is not None
 
 
+# Words of a quantity (memory, a limit, a count) in a function named for decoding or
+# encoding: `decode_mib_per_latent(...)`, `decode_platform_cap(vae, z)`, `decode_tile_budget`,
+# `encode_memory_estimate` size a decode or encode (a number of MiB, a tile cap) and run none.
+_QUANTITY_WORDS = frozenset(
+    [
+        "mib", "gib", "mb", "gb", "bytes", "cap", "caps", "budget", "budgets", "limit",
+        "limits", "estimate", "estimates", "shortfall", "cost", "costs", "flops", "count",
+        "counts", "ratio", "fraction", "overhead", "headroom",
+    ]
+)  # fmt: skip
+
+
+def _measures_a_codec(name: str) -> bool:
+    """Whether a function named for decoding or encoding is named for a quantity of it
+    (`decode_mib_per_latent`, `decode_platform_cap`): it returns a number that sizes the
+    work (an estimate, a cap), not decoded frames or latents, and runs no model."""
+    words = set(name.lower().strip("_").split("_"))
+    return bool(words & {"decode", "encode"}) and bool(words & _QUANTITY_WORDS)
+
+
 def _names_a_decoder(func: cst.BaseExpression) -> bool:
     """`self.decoder(...)`, `vae.decode(...)`, `self._decode(...)`: the callee's last name."""
     name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
@@ -3638,6 +3658,61 @@ def _annotation_is_module(annotation: cst.BaseExpression) -> bool:
 
 
 # -- values backpropagated as scalars (LL001) -------------------------------------------------
+
+
+# Gaussian noise drawn like a tensor (`torch.randn_like(x)`, diffusers' `randn_tensor`).
+_NOISE_CALLS = frozenset(["randn_like", "randn", "randn_tensor", "normal", "normal_like"])
+
+
+def _noise_call(node: cst.CSTNode) -> bool:
+    if not isinstance(node, cst.Call):
+        return False
+    name = dotted_name(node.func)
+    return name is not None and name.rsplit(".", 1)[-1] in _NOISE_CALLS
+
+
+def mixes_noise(function: cst.FunctionDef, value: cst.BaseExpression | None) -> bool:
+    """Whether a value is arithmetic with Gaussian noise drawn in the function: a sample of
+    diffusion's forward process (`(1 - sigma) * clean + sigma * noise`) or of a VAE
+    posterior (`mean + std * torch.randn_like(mean)`), read directly or through a local
+    bound to the draw (`noise = torch.randn_like(x)`). Both live in latent space: a
+    training step or a sampler noises latents (pixel-space noise augmentation noises one
+    conditioning image), so the value is latent-sized whatever it is called (`noisy_video`)."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        if value.func.attr.value not in ("to", "type_as", "contiguous", "float", "half"):
+            break
+        value = value.func.value  # `(...).type_as(x)`, `(...).to(dtype)`
+    if not isinstance(value, cst.BinaryOperation):
+        return False
+    drawn: set[str] = set()
+
+    def collect(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target = node.targets[0].target
+            if isinstance(target, cst.Name) and _noise_call(node.value):
+                drawn.add(target.value)
+
+    walk(function, collect, lambda node: None)
+    found = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        if _noise_call(node) or (isinstance(node, cst.Name) and node.value in drawn):
+            found = True
+
+    walk(value, enter, lambda node: None)
+    return found
+
+
+def torch_is_oneflow(context) -> bool:
+    """Whether the file's `torch` is OneFlow (`import oneflow as torch`, at module level): a
+    PyTorch module ported so that a graph compiler traces it (onediff compiles such ports
+    into a OneFlow `nn.Graph`), and the compiled graph plans its own memory: a Python `del`
+    of a local, which only drops a reference while tracing, does not change that plan."""
+    return any(
+        binding.scope is None and binding.qualified.split(".")[0] == "oneflow"
+        for binding in context.imports.bindings_for("torch")
+    )
 
 
 def backpropagated_scalars(function: cst.FunctionDef) -> frozenset[str]:

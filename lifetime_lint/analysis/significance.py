@@ -31,8 +31,9 @@ An activation's bytes follow its tokens (`domain.py`): a video DiT at 480p x 81 
 129 frames), an image DiT at 1024^2 about 4k (16-24 MiB), a detection model ~8k x 256
 channels (~8 MiB), a perceiver resampler or IP-adapter a few hundred latents, an LLM layer
 thousands of tokens beside weights and a KV cache that dwarf them. Only the many-token
-domain (`video`; or a file too short to judge) rates an activation held across a block's
-peak sublayer `medium`; an image, language, vision-encoder or unknown file rates it `low`,
+domain (`video`) rates an activation held across a block's peak sublayer `medium`; an
+image, language, vision-encoder or unknown file rates it `low`, so does a file too short to
+judge (`unjudged`: a snippet, a small module shows no evidence of many tokens either),
 and so does a block that runs against a KV cache (`domain.runs_against_cache`: a streaming
 causal block sees a few latent frames per call, ~2.6k-4.7k tokens, ~8-14 MiB, beside a
 cache of GiBs). Held across a whole model call (a VAE decode, a transformer call, a denoise
@@ -127,6 +128,10 @@ WEIGHT_SIZED = "weight-sized"
 # `self.token.clone().repeat(batch_size, 1, 1)`, learned query or motion tokens): the
 # constructor sets its size, so it does not grow with the input's sequence.
 LEARNED_TOKENS = "learned-tokens"
+# One piece of a loop over slices of a tensor (`x[:, start:end]` with both bounds moving
+# with the loop, `normalized[:, start:end].copy_(chunk)`): a chunk of the activation, its
+# size set by the loop's step (a chunked block's 1,024 tokens), not by the whole input.
+LOOP_CHUNK = "loop-chunk"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
@@ -153,12 +158,16 @@ _SIZE_OF_ORIGIN = {
     DOWNSAMPLED: SMALL_SIZED,
     WEIGHT_SIZED: SMALL_SIZED,
     LEARNED_TOKENS: SMALL_SIZED,
+    LOOP_CHUNK: SMALL_SIZED,
     F.SMALL_MODEL: SMALL_SIZED,
     F.SMALL: TINY,
 }
 
 # Message keys of an activation whose token count the domain tells (`describe_held`).
 VIDEO_ACTIVATION, FEW_TOKEN_ACTIVATION = "video-activation", "few-token-activation"
+# An activation of a file too short to show what model it belongs to (`unjudged`): nothing
+# says its tokens are many, so it is rated like one of thousands of tokens, and said so.
+UNJUDGED_ACTIVATION = "unjudged-activation"
 INTERFACE_VALUE = "interface-value"
 
 # What each origin is called in a message, with its size class.
@@ -170,6 +179,10 @@ _DESCRIPTION = {
     F.ACTIVATION: "an activation: scales with tokens or pixels",
     VIDEO_ACTIVATION: "an activation of a video model: tens of MiB or more at tens of thousands of tokens",
     FEW_TOKEN_ACTIVATION: "an activation over thousands of tokens or fewer: a few to tens of MiB",
+    UNJUDGED_ACTIVATION: (
+        "an activation of a file too short to show its model: no evidence that it holds"
+        " tens of thousands of tokens"
+    ),
     INTERFACE_VALUE: (
         "a value at a model call's interface (latents, embeddings, a prediction): usually a few MiB"
     ),
@@ -202,6 +215,10 @@ _DESCRIPTION = {
     ),
     HOST_TENSOR: "a tensor in host (CPU) memory: it holds no GPU memory",
     WEIGHT_SIZED: "a value derived from weights: one layer's parameters, not scaled by tokens",
+    LOOP_CHUNK: (
+        "one chunk of a loop over slices of its input: a fraction of the activation, sized"
+        " by the loop's step"
+    ),
     LEARNED_TOKENS: (
         "a learned parameter repeated over the batch: its size is set by the constructor,"
         " not by the input's tokens"
@@ -233,6 +250,8 @@ def describe_held(origin: str, domain: str, across: F.Work | None = None) -> str
         return _DESCRIPTION[INTERFACE_VALUE]
     if origin == F.ACTIVATION and domain == VIDEO_DOMAIN:
         return _DESCRIPTION[VIDEO_ACTIVATION]
+    if origin == F.ACTIVATION and domain == UNJUDGED_DOMAIN:
+        return _DESCRIPTION[UNJUDGED_ACTIVATION]
     if origin == F.ACTIVATION and domain not in MANY_TOKEN_DOMAINS:
         return _DESCRIPTION[FEW_TOKEN_ACTIVATION]
     return describe(origin)
@@ -299,21 +318,21 @@ def estimate(
     return Estimate(level, size, across.level)
 
 
-# Domains whose activations hold tens of thousands of tokens (a file too short to judge
-# keeps the rating its work gives).
-MANY_TOKEN_DOMAINS = frozenset([VIDEO_DOMAIN, UNJUDGED_DOMAIN])
+# Domains whose activations hold tens of thousands of tokens. Only video: a file too short
+# to judge (`unjudged`) shows no evidence of many tokens either, so its activations count
+# one level down like an unknown file's (held-out set 9: a GAN discriminator's convs, an
+# SSIM metric's 32x32 maps, both in short files, were rated medium by the old rule).
+MANY_TOKEN_DOMAINS = frozenset([VIDEO_DOMAIN])
 
 
-def token_domain(domain: str, image_model: bool, against_cache: bool, names_video: bool) -> str:
+def token_domain(domain: str, image_model: bool, against_cache: bool) -> str:
     """The domain an activation's size follows: a video file's block works on many tokens
     unless its file or class names an image model (an image model built on a video
     architecture holds one frame) or it runs against a KV cache (one chunk per call). A
-    file too short to judge keeps its rating only where its code names video
-    (`names_video`: `VideoBlock`, `frames`); otherwise nothing says its tokens are many (an
-    SSIM metric's convolutions, an upsampler's head)."""
-    if domain == VIDEO_DOMAIN and (image_model or against_cache):
-        return LARGE_DOMAIN
-    if domain == UNJUDGED_DOMAIN and (against_cache or image_model or not names_video):
+    file too short to judge (`unjudged`) is not a many-token domain (`MANY_TOKEN_DOMAINS`):
+    its activations count one level down, and an image model's or a cached block's are
+    said to be of thousands of tokens (`large`)."""
+    if domain in (VIDEO_DOMAIN, UNJUDGED_DOMAIN) and (image_model or against_cache):
         return LARGE_DOMAIN
     return domain
 
