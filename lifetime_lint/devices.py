@@ -1314,6 +1314,17 @@ def _backend_when_true(
             return BackendTest("CUDA", True)
         if isinstance(target.operator, cst.In):
             return _backend_of_names(target.comparator)  # `DEVICE_TYPE in ("cuda", "hip")`
+        if (
+            context is not None
+            and isinstance(target.operator, cst.IsNot)
+            and isinstance(target.comparator, cst.Name)
+            and target.comparator.value == "None"
+            and isinstance(expression.left, cst.Name)
+            and _local_none_unless_cuda(context, expression.left.value, False, outer)
+        ):
+            # `free is not None`, where `free = _free_bytes(dev)` is None unless CUDA's
+            # `mem_get_info` answered
+            return BackendTest("CUDA", True)
     return None
 
 
@@ -1450,7 +1461,7 @@ def _past_cuda_exit(
             if local:
                 return (
                     f"CUDA-only code (past `{_header(context, statement)}`: `{local}` is "
-                    "None unless the device is CUDA)"
+                    "false or None unless the device is CUDA)"
                 )
             if _answers_without_cuda(context, statement, outer):
                 return f"{OWN_FALLBACK} (past `{_header(context, statement)}`)"
@@ -1460,6 +1471,10 @@ def _past_cuda_exit(
                     "CUDA",
                     f"past `{_header(context, statement)}`, a flag set only once `{library}` loaded",
                 )
+        elif isinstance(statement, cst.Try):
+            reason = _past_try_only_through_guarded_handler(context, statement, outer)
+            if reason:
+                return reason
         elif isinstance(statement, (cst.For, cst.While)):
             # `for video in videos: if video.device.type != "cuda": return None`: past the
             # loop every item it checked is on CUDA (or the function has returned).
@@ -1493,6 +1508,36 @@ def _past_cuda_exit(
                             f"past `{name}()` from `{module}`, which raises without it",
                         )
     return None
+
+
+# Stands for "no statement of the block": `_past_cuda_exit` then reads the whole block.
+_WHOLE_BLOCK = cst.Pass()
+
+
+def _past_try_only_through_guarded_handler(
+    context: FileContext, statement: cst.Try, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """Why the code after `statement` is bound to one backend, when the `try` body always
+    leaves (`return load(**kwargs)`) and every handler that does not itself leave goes on
+    only past an exit guard of that backend (`except ValueError: if not spilled or not
+    torch.cuda.is_available(): raise`): the code after the `try` runs only through such a
+    handler, so only where that backend is. (The `else` block never runs after a body that
+    returns or raises; a `finally` block does not change where control goes next.)"""
+    if _how_body_exits(statement.body) is None:
+        return None
+    reasons = []
+    for handler in statement.handlers:
+        if _how_body_exits(handler.body) is not None:
+            continue  # this handler never reaches the code after the `try`
+        if not isinstance(handler.body, cst.IndentedBlock):
+            return None
+        reason = _past_cuda_exit(context, handler.body, _WHOLE_BLOCK, outer)
+        if reason is None:
+            return None
+        reasons.append(reason)
+    if not reasons:
+        return None
+    return f"{reasons[0]}, in the `except` handler that is the only way past the `try`"
 
 
 def _imported_validator_backend(
@@ -1652,8 +1697,27 @@ def _local_none_unless_cuda(
 ) -> str | None:
     """`name` when every binding of the local in the enclosing functions is None (or False,
     with `truthiness`) or a CUDA-only value (see `_none_unless_cuda`)."""
+    functions = [n for n in outer if isinstance(n, cst.FunctionDef)]
+    key = (name, truthiness, id(functions[-1]) if functions else 0)
+    pending = context.memo.setdefault("devices.local_none_pending", set())
+    if key in pending:
+        return None  # a binding that depends on itself proves nothing
+    pending.add(key)
+    try:
+        return _local_none_unless_cuda_in(context, name, truthiness, outer, functions)
+    finally:
+        pending.discard(key)
+
+
+def _local_none_unless_cuda_in(
+    context: FileContext,
+    name: str,
+    truthiness: bool,
+    outer: Sequence[cst.CSTNode],
+    functions: list[cst.FunctionDef],
+) -> str | None:
     skipped = ("None", "False") if truthiness else ("None",)
-    for function in reversed([n for n in outer if isinstance(n, cst.FunctionDef)]):
+    for function in reversed(functions):
         bindings = _bindings_of(function, name)
         if not bindings:
             continue  # a free variable here: the enclosing function binds it
@@ -1666,7 +1730,7 @@ def _local_none_unless_cuda(
                 # `offload = self._offload_enabled()`, whose `return ... and
                 # self.device.type == "cuda"` is false off CUDA
                 or (truthiness and value is not None and _proves_cuda(context, value, outer))
-                or _under_cuda_test(context, chain)
+                or _under_cuda_test(context, chain, outer)
                 # `dev = resident_cuda_device(module)`, None unless the weights are on CUDA
                 or (
                     isinstance(value, cst.Call) and _returns_none_unless_cuda(context, value, outer)
@@ -1698,19 +1762,69 @@ def _returns_none_unless_cuda(
     function = _same_module_function(context, call.func, outer)
     if function is None:
         return False
-    returns: list[cst.Return] = []
-    walk(function.body, lambda n: returns.append(n) if isinstance(n, cst.Return) else None,
-         lambda _: None)  # fmt: skip
+    returns: list[tuple[cst.Return, tuple[cst.CSTNode, ...]]] = []
+    stack: list[cst.CSTNode] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        stack.append(node)
+        if isinstance(node, cst.Return):
+            returns.append((node, tuple(stack)))
+
+    walk(function.body, enter, lambda _: stack.pop())
     cuda_values = 0
-    for statement in returns:
+    for statement, chain in returns:
         value = statement.value
         if value is None or (isinstance(value, cst.Name) and value.value == "None"):
             continue
-        if _cuda_value_else_none(context, value, outer):
+        if _cuda_value_else_none(context, value, outer) or _answered_by_cuda_query(
+            context, statement, chain
+        ):
             cuda_values += 1
             continue
         return False
     return cuda_values > 0
+
+
+# `torch.cuda` queries that raise where CUDA is missing (they initialise CUDA first), unlike
+# the memory statistics (`memory_reserved()` answers 0 before CUDA is initialised).
+_RAISING_CUDA_QUERY = compile_lazily(
+    r"\bcuda\.(mem_get_info|get_device_properties|current_device|get_device_name|"
+    r"get_device_capability)\("
+)
+
+
+def _answered_by_cuda_query(
+    context: FileContext, statement: cst.Return, chain: Sequence[cst.CSTNode]
+) -> bool:
+    """`return` is in a `try` body past a `torch.cuda` query that raises without CUDA
+    (`free, total = torch.cuda.mem_get_info(device)`), and every handler of that `try`
+    catches any exception (`except Exception:`) and answers None (`return None`): off
+    CUDA the query raises, so the function answers None there, and a value only on CUDA.
+    (A handler for some exceptions only would let the no-CUDA error through.)"""
+    for index in range(len(chain) - 1, -1, -1):
+        node = chain[index]
+        if not isinstance(node, cst.Try):
+            continue
+        if index + 1 >= len(chain) or chain[index + 1] is not node.body:
+            return False  # in a handler, `else` or `finally`: no query guards it
+        if not node.handlers:
+            return False
+        for handler in node.handlers:
+            caught = dotted_name(handler.type) if handler.type is not None else "Exception"
+            if caught not in ("Exception", "BaseException"):
+                return False
+            if _how_body_exits(handler.body) != "return":
+                return False
+            for line in _suite(handler.body):
+                for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+                    if isinstance(small, cst.Return) and not (
+                        isinstance(small.value, cst.Name) and small.value.value == "None"
+                    ):
+                        return False
+        body_start, _ = context.span(node.body)
+        return_start, _ = context.span(statement)
+        return _RAISING_CUDA_QUERY.search(context.source[body_start:return_start]) is not None
+    return False
 
 
 def _cuda_value_else_none(
@@ -1766,11 +1880,14 @@ def _proves_cuda(
     return found is not None and found.identity and found.backend == "CUDA"
 
 
-def _under_cuda_test(context: FileContext, chain: Sequence[cst.CSTNode]) -> bool:
-    """Some `if` of the chain runs the last node only when its test proves CUDA."""
+def _under_cuda_test(
+    context: FileContext, chain: Sequence[cst.CSTNode], outer: Sequence[cst.CSTNode] = ()
+) -> bool:
+    """Some `if` of the chain runs the last node only when its test proves CUDA. `outer`:
+    the enclosing nodes, so a test of a local (`free is not None`) finds its bindings."""
     for parent, child in zip(chain, chain[1:]):
         if isinstance(parent, cst.If) and child is parent.body:
-            if _proves_cuda(context, parent.test):
+            if _proves_cuda(context, parent.test, outer):
                 return True
     return False
 
