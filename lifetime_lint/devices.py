@@ -26,6 +26,7 @@ import libcst as cst
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.project import (
+    CUDA_OR_CPU_PICK,
     CUDA_PROJECT,
     backend_exclusion,
     cuda_package,
@@ -879,6 +880,9 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
             return "code that raises or skips without CUDA"
+    pinned = _reads_module_cuda_or_cpu_device(context, node)
+    if pinned:
+        return f"{_PINNED_DEVICE} (the module's `{pinned}`, CUDA or the CPU)"
     backend = _raises_off_backend(context, node)
     if backend:
         return _bound_reason(backend, f"`{node.name.value}` raises without it")
@@ -889,6 +893,76 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         or _gated_by_cuda_validator(context, node)
         or _raises_without_backend_library(context, node)
     )
+
+
+def _module_cuda_or_cpu_devices(context: FileContext) -> frozenset[str]:
+    """Module-level names bound once, at the module's top level, to a device picked between
+    CUDA and the CPU alone (`face_restore_device = torch.device("cuda" if
+    torch.cuda.is_available() else "cpu")`), in a module that names no other backend and
+    rebinds none of them (`global`). Code on such a device runs on CUDA or on the CPU,
+    never on another accelerator: on MPS or XPU this module's work goes to the CPU."""
+    found = context.memo.get("devices.cuda_or_cpu_devices")
+    if found is not None:
+        return found
+    names: dict[str, int] = {}
+    picked: set[str] = set()
+    if not _OTHER_BACKEND.search(context.source):
+        for statement in context.module.body:
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                targets = small.targets if isinstance(small, cst.Assign) else ()
+                for target in targets:
+                    for name in _names_bound_by_target(target.target):
+                        names[name] = names.get(name, 0) + 1
+                if (
+                    len(targets) == 1
+                    and isinstance(targets[0].target, cst.Name)
+                    and CUDA_OR_CPU_PICK.search(context.code_for(small.value))
+                ):
+                    picked.add(targets[0].target.value)
+    found = frozenset(
+        name
+        for name in picked
+        if names.get(name) == 1
+        and not re.search(rf"\bglobal\b[^\n]*\b{re.escape(name)}\b", context.source)
+    )
+    context.memo["devices.cuda_or_cpu_devices"] = found
+    return found
+
+
+def _names_bound_by_target(target: cst.BaseExpression) -> list[str]:
+    names: list[str] = []
+    walk(target, lambda n: names.append(n.value) if isinstance(n, cst.Name) else None,
+         lambda _: None)  # fmt: skip
+    return names
+
+
+def _reads_module_cuda_or_cpu_device(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """The module-level CUDA-or-CPU device (`_module_cuda_or_cpu_devices`) the function's
+    code uses without binding the name itself (`tensor.to(face_restore_device)`): its work
+    is on that device, so its `torch.cuda` calls are right where they run. The name."""
+    devices = _module_cuda_or_cpu_devices(context)
+    if not devices:
+        return None
+    used: list[str] = []
+    not_reads: set[int] = set()  # `self.device`, `f(device=...)`: an attribute, a keyword
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Attribute):
+            not_reads.add(id(node.attr))
+        elif isinstance(node, cst.Arg) and node.keyword is not None:
+            not_reads.add(id(node.keyword))
+        elif (
+            isinstance(node, cst.Name)
+            and node.value in devices
+            and id(node) not in not_reads
+            and not used
+        ):
+            used.append(node.value)
+
+    walk(function.body, enter, lambda _: None)
+    if not used or _bindings_of(function, used[0]):
+        return None
+    return used[0]
 
 
 def _raises_without_backend_library(context: FileContext, function: cst.FunctionDef) -> str | None:
