@@ -870,6 +870,8 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
             # its other methods (weight loading, syncs) serve that extension. Not where the
             # class names another backend (the handle is then one branch's).
             return f"a class whose kernels take raw CUDA stream handles (`{node.name.value}`)"
+        if _creates_nccl_group(node) and not _OTHER_BACKEND.search(text):
+            return f"{_NCCL_BRANCH}: a class whose process group is NCCL's (`{node.name.value}`)"
         return (
             _built_on_cuda_only_object(node)
             or _declares_cuda_only_capabilities(context, node)
@@ -963,6 +965,40 @@ def _reads_module_cuda_or_cpu_device(context: FileContext, function: cst.Functio
     if not used or _bindings_of(function, used[0]):
         return None
     return used[0]
+
+
+def _creates_nccl_group(node: cst.ClassDef) -> bool:
+    """A method of the class creates a process group with the literal `backend="nccl"`
+    outside any `if` (`create_custom_parallel_group(group_ranks=ranks, backend="nccl")` in
+    its `build`): its collectives run on NCCL, which exists for CUDA (and as RCCL for ROCm,
+    where `torch.cuda` is HIP) and nowhere else, so the class works only there. One under
+    an `if` (`if backend_supports_cuda(): ... backend="nccl"`) is one branch of a class
+    that serves other backends, and a pick (`"nccl" if is_cuda() else "hccl"`) is no
+    literal: neither counts."""
+    found: list[bool] = []
+
+    def enter(child: cst.CSTNode) -> None:
+        if (
+            not found
+            and isinstance(child, cst.Arg)
+            and child.keyword is not None
+            and child.keyword.value == "backend"
+            and isinstance(child.value, cst.SimpleString)
+            and child.value.evaluated_value == "nccl"
+        ):
+            found.append(True)
+
+    for method in _class_body(node):
+        if not isinstance(method, cst.FunctionDef):
+            continue
+        pending: list[cst.CSTNode] = list(_body_statements(method))
+        while pending and not found:
+            statement = pending.pop()
+            if isinstance(statement, cst.SimpleStatementLine):
+                walk(statement, enter, lambda _: None, _outside_nested_scopes)
+            elif isinstance(statement, (cst.For, cst.While, cst.With, cst.Try)):
+                pending.extend(_suite(statement.body))
+    return bool(found)
 
 
 def _raises_without_backend_library(context: FileContext, function: cst.FunctionDef) -> str | None:
