@@ -540,6 +540,9 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
     helper = _handed_to_cuda_driver_helper(context, chain)
     if helper:
         return f"a value handed to `{helper}`, which calls the CUDA driver API"
+    helper = _index_of_pinned_cuda_device(context, chain)
+    if helper:
+        return f"a device index handed to `{helper}`, which makes it a CUDA device"
     for index in range(len(chain) - 1, -1, -1):
         node = chain[index]
         if isinstance(node, cst.IndentedBlock) and index + 1 < len(chain):
@@ -616,6 +619,76 @@ def _handed_to_cuda_driver_helper(context: FileContext, chain: Sequence[cst.CSTN
                 return function.name.value
             return None
     return None
+
+
+def _index_of_pinned_cuda_device(context: FileContext, chain: Sequence[cst.CSTNode]) -> str | None:
+    """The same-module helper that turns the value into a CUDA device: the node is the
+    value assigned to a local (`device_index = torch.cuda.current_device()`) that the
+    enclosing function hands to a same-module function whose parameter in that place
+    becomes `torch.device("cuda", device_index)` (or `f"cuda:{device_index}"`). The index
+    names a CUDA device by the helper's own code, so asking `torch.cuda` for it is right
+    there: the code around it works only on CUDA. None otherwise."""
+    assign = None
+    for index in range(len(chain) - 2, 0, -1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, cst.Assign) and child is node.value:
+            assign = node
+            break
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return None
+    if (
+        assign is None
+        or len(assign.targets) != 1
+        or not isinstance(assign.targets[0].target, cst.Name)
+    ):
+        return None
+    name = assign.targets[0].target.value
+    function = next((n for n in reversed(chain) if isinstance(n, cst.FunctionDef)), None)
+    if function is None:
+        return None
+    outer = chain[: chain.index(function) + 1]
+    found: list[str] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if found or not isinstance(node, cst.Call):
+            return
+        for position, arg in enumerate(node.args):
+            if not (isinstance(arg.value, cst.Name) and arg.value.value == name):
+                continue
+            if arg.star:
+                return
+            helper = _same_module_function(context, node.func, outer)
+            parameter = _parameter_for(helper, position, arg) if helper else None
+            if helper is not None and parameter and _makes_cuda_device(context, helper, parameter):
+                found.append(helper.name.value)
+                return
+
+    walk(function.body, enter, lambda _: None, _outside_nested_scopes)
+    return found[0] if found else None
+
+
+def _parameter_for(function: cst.FunctionDef, position: int, arg: cst.Arg) -> str | None:
+    """The name of `function`'s parameter that `arg` (the `position`th argument) binds."""
+    if arg.keyword is not None:
+        return arg.keyword.value
+    positional = [*function.params.posonly_params, *function.params.params]
+    if positional and positional[0].name.value in ("self", "cls"):
+        return None  # a method called through its instance: positions shift
+    return positional[position].name.value if position < len(positional) else None
+
+
+def _makes_cuda_device(context: FileContext, function: cst.FunctionDef, parameter: str) -> bool:
+    """`function`'s body builds a CUDA device from `parameter` (`torch.device("cuda",
+    parameter)`, `torch.device(f"cuda:{parameter}")`), and does not rebind it."""
+    name = re.escape(parameter)
+    text = context.code_for(function.body)
+    pinned = re.search(
+        rf"""torch\.device\(\s*(["'])cuda\1\s*,\s*{name}\s*\)|f(["'])cuda:\{{{name}\}}\2""",
+        text,
+    )
+    return pinned is not None and not any(
+        value is not None for value, _ in _bindings_of(function, parameter)
+    )
 
 
 def _branch_proves_backend(
