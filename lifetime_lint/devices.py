@@ -989,7 +989,8 @@ def _module_cuda_or_cpu_devices(context: FileContext) -> frozenset[str]:
                     for name in _names_bound_by_target(target.target):
                         names[name] = names.get(name, 0) + 1
                 if (
-                    len(targets) == 1
+                    isinstance(small, cst.Assign)
+                    and len(targets) == 1
                     and isinstance(targets[0].target, cst.Name)
                     and CUDA_OR_CPU_PICK.search(context.code_for(small.value))
                 ):
