@@ -1647,6 +1647,12 @@ def _past_cuda_exit(
                     f"CUDA-only code (past `{_header(context, statement)}`: `{local}` is "
                     "false or None unless the device is CUDA)"
                 )
+            filled = _exits_unless_filled_on_cuda(context, statement, outer)
+            if filled:
+                return (
+                    f"CUDA-only code (past `{_header(context, statement)}`: {filled} filled "
+                    "only under a test that proves CUDA)"
+                )
             if _answers_without_cuda(context, statement, outer):
                 return f"{OWN_FALLBACK} (past `{_header(context, statement)}`)"
             library = _exits_unless_library_flag(context, statement)
@@ -1692,6 +1698,96 @@ def _past_cuda_exit(
                             f"past `{name}()` from `{module}`, which raises without it",
                         )
     return None
+
+
+def _exits_unless_filled_on_cuda(
+    context: FileContext, statement: cst.If, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """`if not states and not grads: return None` (no `else`), where every local tested is
+    a list the function creates empty and fills only under a test that proves CUDA (`if
+    _is_parkable_tensor(value): states.append(...)`, whose `return ... and value.is_cuda`):
+    past the exit some item came from CUDA tensors, so the code runs where CUDA is. The
+    locals' names, quoted, or None."""
+    if statement.orelse is not None or _how_body_exits(statement.body) is None:
+        return None
+    names: list[str] = []
+    tests: list[cst.BaseExpression] = [statement.test]
+    while tests:
+        test = tests.pop()
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            tests += [test.left, test.right]
+        elif (
+            isinstance(test, cst.UnaryOperation)
+            and isinstance(test.operator, cst.Not)
+            and isinstance(test.expression, cst.Name)
+        ):
+            names.append(test.expression.value)
+        else:
+            return None  # `if not states and retry:`: the exit needs more than empty lists
+    function = next((n for n in reversed(outer) if isinstance(n, cst.FunctionDef)), None)
+    if not names or function is None:
+        return None
+    for name in names:
+        if not _filled_only_on_cuda(context, function, name, outer):
+            return None
+    return ", ".join(f"`{name}`" for name in reversed(names))
+
+
+_FILLING_METHODS = frozenset({"append", "extend", "insert"})
+
+
+def _filled_only_on_cuda(
+    context: FileContext, function: cst.FunctionDef, name: str, outer: Sequence[cst.CSTNode]
+) -> bool:
+    """`name` is bound once in `function`, to an empty list (`[]`), and every other use of
+    it is a read (a test, `len(...)`, a loop over it, a `return`) or an `append`/`extend`/
+    `insert` under an `if` whose test proves CUDA: the list has items only on CUDA. Any
+    other use (handed to a call, stored, indexed) might fill it elsewhere."""
+    bindings = _bindings_of(function, name)
+    if len(bindings) != 1:
+        return False
+    value = bindings[0][0]
+    if not (isinstance(value, cst.List) and not value.elements):
+        return False
+    target = bindings[0][1][-1]
+    ok = [True]
+    stack: list[cst.CSTNode] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        stack.append(node)
+        if not ok[0] or not isinstance(node, cst.Name) or node.value != name:
+            return
+        parent = stack[-2] if len(stack) > 1 else None
+        grandparent = stack[-3] if len(stack) > 2 else None
+        if isinstance(parent, cst.AssignTarget) and stack[-3] is target:
+            return  # the binding itself
+        if isinstance(parent, cst.Attribute) and node is parent.value:
+            if (
+                parent.attr.value in _FILLING_METHODS
+                and isinstance(grandparent, cst.Call)
+                and grandparent.func is parent
+                and _under_cuda_test(context, tuple(stack), outer)
+            ):
+                return
+            ok[0] = False
+            return
+        if isinstance(parent, cst.Attribute):
+            return  # `x.states`: another name
+        if isinstance(parent, (cst.UnaryOperation, cst.BooleanOperation)) or (
+            isinstance(parent, (cst.If, cst.While)) and node is parent.test
+        ):
+            return
+        if isinstance(parent, cst.For) and node is parent.iter:
+            return
+        if isinstance(parent, cst.Arg) and isinstance(grandparent, cst.Call):
+            if dotted_name(grandparent.func) == "len":
+                return
+        if any(isinstance(n, cst.Return) for n in stack):
+            return  # handed back as the function ends
+        ok[0] = False
+
+    walk(function.body, enter, lambda _: stack.pop())
+    return ok[0]
 
 
 # Stands for "no statement of the block": `_past_cuda_exit` then reads the whole block.
