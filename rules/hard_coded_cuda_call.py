@@ -195,7 +195,8 @@ class HardCodedCudaCall(Rule):
     with the literal `backend="nccl"` outside any `if`; code on the module's own
     CUDA-or-CPU device; code past a `try` left only through a handler that needs CUDA, or
     past a test of a helper's answer that is None unless `torch.cuda.mem_get_info`
-    answered), a CUDA-only project or package folder, a model the
+    answered, or past an exit unless lists filled only under a CUDA test), a CUDA-only
+    project or package folder, a model the
     project keeps off every other backend it names (iopaint's `MPS_UNSUPPORT_MODELS`),
     scripts and non-library paths as LL004 (see its documentation); a debugging branch (under `if
     <debug or trace flag>:`, past `if not trace_e2e: return`, or in a function whose

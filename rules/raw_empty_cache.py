@@ -77,7 +77,9 @@ class RawEmptyCache(Rule):
     ValueError: if not spilled or not torch.cuda.is_available(): raise`), past or under a
     test of a local that is None unless CUDA (`if not fits: return ...` where `fits = free
     is not None and ...`, and `free` is the answer of a same-module helper that returns
-    None from `except Exception:` around `torch.cuda.mem_get_info`), code that works on
+    None from `except Exception:` around `torch.cuda.mem_get_info`), past `if not states
+    and not grads: return` where each list starts empty and gets items only under a test
+    that proves CUDA (`if _is_parkable(value): states.append(...)`), code that works on
     the module's own CUDA-or-CPU device (`face_restore_device = torch.device("cuda" if
     torch.cuda.is_available() else "cpu")` at module level, in a module that names no
     other backend), a class whose method creates its process group with the literal
