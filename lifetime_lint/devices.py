@@ -26,6 +26,7 @@ import libcst as cst
 from lifetime_lint.imports import dotted_name
 from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.project import (
+    CUDA_OR_CPU_PICK,
     CUDA_PROJECT,
     backend_exclusion,
     cuda_package,
@@ -539,6 +540,9 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
     helper = _handed_to_cuda_driver_helper(context, chain)
     if helper:
         return f"a value handed to `{helper}`, which calls the CUDA driver API"
+    helper = _index_of_pinned_cuda_device(context, chain)
+    if helper:
+        return f"a device index handed to `{helper}`, which makes it a CUDA device"
     for index in range(len(chain) - 1, -1, -1):
         node = chain[index]
         if isinstance(node, cst.IndentedBlock) and index + 1 < len(chain):
@@ -615,6 +619,76 @@ def _handed_to_cuda_driver_helper(context: FileContext, chain: Sequence[cst.CSTN
                 return function.name.value
             return None
     return None
+
+
+def _index_of_pinned_cuda_device(context: FileContext, chain: Sequence[cst.CSTNode]) -> str | None:
+    """The same-module helper that turns the value into a CUDA device: the node is the
+    value assigned to a local (`device_index = torch.cuda.current_device()`) that the
+    enclosing function hands to a same-module function whose parameter in that place
+    becomes `torch.device("cuda", device_index)` (or `f"cuda:{device_index}"`). The index
+    names a CUDA device by the helper's own code, so asking `torch.cuda` for it is right
+    there: the code around it works only on CUDA. None otherwise."""
+    assign = None
+    for index in range(len(chain) - 2, 0, -1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, cst.Assign) and child is node.value:
+            assign = node
+            break
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return None
+    if (
+        assign is None
+        or len(assign.targets) != 1
+        or not isinstance(assign.targets[0].target, cst.Name)
+    ):
+        return None
+    name = assign.targets[0].target.value
+    function = next((n for n in reversed(chain) if isinstance(n, cst.FunctionDef)), None)
+    if function is None:
+        return None
+    outer = chain[: chain.index(function) + 1]
+    found: list[str] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if found or not isinstance(node, cst.Call):
+            return
+        for position, arg in enumerate(node.args):
+            if not (isinstance(arg.value, cst.Name) and arg.value.value == name):
+                continue
+            if arg.star:
+                return
+            helper = _same_module_function(context, node.func, outer)
+            parameter = _parameter_for(helper, position, arg) if helper else None
+            if helper is not None and parameter and _makes_cuda_device(context, helper, parameter):
+                found.append(helper.name.value)
+                return
+
+    walk(function.body, enter, lambda _: None, _outside_nested_scopes)
+    return found[0] if found else None
+
+
+def _parameter_for(function: cst.FunctionDef, position: int, arg: cst.Arg) -> str | None:
+    """The name of `function`'s parameter that `arg` (the `position`th argument) binds."""
+    if arg.keyword is not None:
+        return arg.keyword.value
+    positional = [*function.params.posonly_params, *function.params.params]
+    if positional and positional[0].name.value in ("self", "cls"):
+        return None  # a method called through its instance: positions shift
+    return positional[position].name.value if position < len(positional) else None
+
+
+def _makes_cuda_device(context: FileContext, function: cst.FunctionDef, parameter: str) -> bool:
+    """`function`'s body builds a CUDA device from `parameter` (`torch.device("cuda",
+    parameter)`, `torch.device(f"cuda:{parameter}")`), and does not rebind it."""
+    name = re.escape(parameter)
+    text = context.code_for(function.body)
+    pinned = re.search(
+        rf"""torch\.device\(\s*(["'])cuda\1\s*,\s*{name}\s*\)|f(["'])cuda:\{{{name}\}}\2""",
+        text,
+    )
+    return pinned is not None and not any(
+        value is not None for value, _ in _bindings_of(function, parameter)
+    )
 
 
 def _branch_proves_backend(
@@ -869,6 +943,8 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
             # its other methods (weight loading, syncs) serve that extension. Not where the
             # class names another backend (the handle is then one branch's).
             return f"a class whose kernels take raw CUDA stream handles (`{node.name.value}`)"
+        if _creates_nccl_group(node) and not _OTHER_BACKEND.search(text):
+            return f"{_NCCL_BRANCH}: a class whose process group is NCCL's (`{node.name.value}`)"
         return (
             _built_on_cuda_only_object(node)
             or _declares_cuda_only_capabilities(context, node)
@@ -879,6 +955,9 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
             return "code that raises or skips without CUDA"
+    pinned = _reads_module_cuda_or_cpu_device(context, node)
+    if pinned:
+        return f"{_PINNED_DEVICE} (the module's `{pinned}`, CUDA or the CPU)"
     backend = _raises_off_backend(context, node)
     if backend:
         return _bound_reason(backend, f"`{node.name.value}` raises without it")
@@ -889,6 +968,111 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         or _gated_by_cuda_validator(context, node)
         or _raises_without_backend_library(context, node)
     )
+
+
+def _module_cuda_or_cpu_devices(context: FileContext) -> frozenset[str]:
+    """Module-level names bound once, at the module's top level, to a device picked between
+    CUDA and the CPU alone (`face_restore_device = torch.device("cuda" if
+    torch.cuda.is_available() else "cpu")`), in a module that names no other backend and
+    rebinds none of them (`global`). Code on such a device runs on CUDA or on the CPU,
+    never on another accelerator: on MPS or XPU this module's work goes to the CPU."""
+    found = context.memo.get("devices.cuda_or_cpu_devices")
+    if found is not None:
+        return found
+    names: dict[str, int] = {}
+    picked: set[str] = set()
+    if not _OTHER_BACKEND.search(context.source):
+        for statement in context.module.body:
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                targets = small.targets if isinstance(small, cst.Assign) else ()
+                for target in targets:
+                    for name in _names_bound_by_target(target.target):
+                        names[name] = names.get(name, 0) + 1
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(targets) == 1
+                    and isinstance(targets[0].target, cst.Name)
+                    and CUDA_OR_CPU_PICK.search(context.code_for(small.value))
+                ):
+                    picked.add(targets[0].target.value)
+    found = frozenset(
+        name
+        for name in picked
+        if names.get(name) == 1
+        and not re.search(rf"\bglobal\b[^\n]*\b{re.escape(name)}\b", context.source)
+    )
+    context.memo["devices.cuda_or_cpu_devices"] = found
+    return found
+
+
+def _names_bound_by_target(target: cst.BaseExpression) -> list[str]:
+    names: list[str] = []
+    walk(target, lambda n: names.append(n.value) if isinstance(n, cst.Name) else None,
+         lambda _: None)  # fmt: skip
+    return names
+
+
+def _reads_module_cuda_or_cpu_device(context: FileContext, function: cst.FunctionDef) -> str | None:
+    """The module-level CUDA-or-CPU device (`_module_cuda_or_cpu_devices`) the function's
+    code uses without binding the name itself (`tensor.to(face_restore_device)`): its work
+    is on that device, so its `torch.cuda` calls are right where they run. The name."""
+    devices = _module_cuda_or_cpu_devices(context)
+    if not devices:
+        return None
+    used: list[str] = []
+    not_reads: set[int] = set()  # `self.device`, `f(device=...)`: an attribute, a keyword
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Attribute):
+            not_reads.add(id(node.attr))
+        elif isinstance(node, cst.Arg) and node.keyword is not None:
+            not_reads.add(id(node.keyword))
+        elif (
+            isinstance(node, cst.Name)
+            and node.value in devices
+            and id(node) not in not_reads
+            and not used
+        ):
+            used.append(node.value)
+
+    walk(function.body, enter, lambda _: None)
+    if not used or _bindings_of(function, used[0]):
+        return None
+    return used[0]
+
+
+def _creates_nccl_group(node: cst.ClassDef) -> bool:
+    """A method of the class creates a process group with the literal `backend="nccl"`
+    outside any `if` (`create_custom_parallel_group(group_ranks=ranks, backend="nccl")` in
+    its `build`): its collectives run on NCCL, which exists for CUDA (and as RCCL for ROCm,
+    where `torch.cuda` is HIP) and nowhere else, so the class works only there. One under
+    an `if` (`if backend_supports_cuda(): ... backend="nccl"`) is one branch of a class
+    that serves other backends, and a pick (`"nccl" if is_cuda() else "hccl"`) is no
+    literal: neither counts."""
+    found: list[bool] = []
+
+    def enter(child: cst.CSTNode) -> None:
+        if (
+            not found
+            and isinstance(child, cst.Arg)
+            and child.keyword is not None
+            and child.keyword.value == "backend"
+            and isinstance(child.value, cst.SimpleString)
+            and child.value.evaluated_value == "nccl"
+        ):
+            found.append(True)
+
+    for method in _class_body(node):
+        if not isinstance(method, cst.FunctionDef):
+            continue
+        pending: list[cst.CSTNode] = list(_body_statements(method))
+        while pending and not found:
+            statement = pending.pop()
+            if isinstance(statement, cst.SimpleStatementLine):
+                walk(statement, enter, lambda _: None, _outside_nested_scopes)
+            elif isinstance(statement, (cst.For, cst.While, cst.With, cst.Try)):
+                pending.extend(_suite(statement.body))
+    return bool(found)
 
 
 def _raises_without_backend_library(context: FileContext, function: cst.FunctionDef) -> str | None:
@@ -1314,6 +1498,17 @@ def _backend_when_true(
             return BackendTest("CUDA", True)
         if isinstance(target.operator, cst.In):
             return _backend_of_names(target.comparator)  # `DEVICE_TYPE in ("cuda", "hip")`
+        if (
+            context is not None
+            and isinstance(target.operator, cst.IsNot)
+            and isinstance(target.comparator, cst.Name)
+            and target.comparator.value == "None"
+            and isinstance(expression.left, cst.Name)
+            and _local_none_unless_cuda(context, expression.left.value, False, outer)
+        ):
+            # `free is not None`, where `free = _free_bytes(dev)` is None unless CUDA's
+            # `mem_get_info` answered
+            return BackendTest("CUDA", True)
     return None
 
 
@@ -1450,7 +1645,13 @@ def _past_cuda_exit(
             if local:
                 return (
                     f"CUDA-only code (past `{_header(context, statement)}`: `{local}` is "
-                    "None unless the device is CUDA)"
+                    "false or None unless the device is CUDA)"
+                )
+            filled = _exits_unless_filled_on_cuda(context, statement, outer)
+            if filled:
+                return (
+                    f"CUDA-only code (past `{_header(context, statement)}`: {filled} filled "
+                    "only under a test that proves CUDA)"
                 )
             if _answers_without_cuda(context, statement, outer):
                 return f"{OWN_FALLBACK} (past `{_header(context, statement)}`)"
@@ -1460,6 +1661,10 @@ def _past_cuda_exit(
                     "CUDA",
                     f"past `{_header(context, statement)}`, a flag set only once `{library}` loaded",
                 )
+        elif isinstance(statement, cst.Try):
+            reason = _past_try_only_through_guarded_handler(context, statement, outer)
+            if reason:
+                return reason
         elif isinstance(statement, (cst.For, cst.While)):
             # `for video in videos: if video.device.type != "cuda": return None`: past the
             # loop every item it checked is on CUDA (or the function has returned).
@@ -1493,6 +1698,126 @@ def _past_cuda_exit(
                             f"past `{name}()` from `{module}`, which raises without it",
                         )
     return None
+
+
+def _exits_unless_filled_on_cuda(
+    context: FileContext, statement: cst.If, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """`if not states and not grads: return None` (no `else`), where every local tested is
+    a list the function creates empty and fills only under a test that proves CUDA (`if
+    _is_parkable_tensor(value): states.append(...)`, whose `return ... and value.is_cuda`):
+    past the exit some item came from CUDA tensors, so the code runs where CUDA is. The
+    locals' names, quoted, or None."""
+    if statement.orelse is not None or _how_body_exits(statement.body) is None:
+        return None
+    names: list[str] = []
+    tests: list[cst.BaseExpression] = [statement.test]
+    while tests:
+        test = tests.pop()
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            tests += [test.left, test.right]
+        elif (
+            isinstance(test, cst.UnaryOperation)
+            and isinstance(test.operator, cst.Not)
+            and isinstance(test.expression, cst.Name)
+        ):
+            names.append(test.expression.value)
+        else:
+            return None  # `if not states and retry:`: the exit needs more than empty lists
+    function = next((n for n in reversed(outer) if isinstance(n, cst.FunctionDef)), None)
+    if not names or function is None:
+        return None
+    for name in names:
+        if not _filled_only_on_cuda(context, function, name, outer):
+            return None
+    return ", ".join(f"`{name}`" for name in reversed(names))
+
+
+_FILLING_METHODS = frozenset({"append", "extend", "insert"})
+
+
+def _filled_only_on_cuda(
+    context: FileContext, function: cst.FunctionDef, name: str, outer: Sequence[cst.CSTNode]
+) -> bool:
+    """`name` is bound once in `function`, to an empty list (`[]`), and every other use of
+    it is a read (a test, `len(...)`, a loop over it, a `return`) or an `append`/`extend`/
+    `insert` under an `if` whose test proves CUDA: the list has items only on CUDA. Any
+    other use (handed to a call, stored, indexed) might fill it elsewhere."""
+    bindings = _bindings_of(function, name)
+    if len(bindings) != 1:
+        return False
+    value = bindings[0][0]
+    if not (isinstance(value, cst.List) and not value.elements):
+        return False
+    target = bindings[0][1][-1]
+    ok = [True]
+    stack: list[cst.CSTNode] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        stack.append(node)
+        if not ok[0] or not isinstance(node, cst.Name) or node.value != name:
+            return
+        parent = stack[-2] if len(stack) > 1 else None
+        grandparent = stack[-3] if len(stack) > 2 else None
+        if isinstance(parent, cst.AssignTarget) and stack[-3] is target:
+            return  # the binding itself
+        if isinstance(parent, cst.Attribute) and node is parent.value:
+            if (
+                parent.attr.value in _FILLING_METHODS
+                and isinstance(grandparent, cst.Call)
+                and grandparent.func is parent
+                and _under_cuda_test(context, tuple(stack), outer)
+            ):
+                return
+            ok[0] = False
+            return
+        if isinstance(parent, cst.Attribute):
+            return  # `x.states`: another name
+        if isinstance(parent, (cst.UnaryOperation, cst.BooleanOperation)) or (
+            isinstance(parent, (cst.If, cst.While)) and node is parent.test
+        ):
+            return
+        if isinstance(parent, cst.For) and node is parent.iter:
+            return
+        if isinstance(parent, cst.Arg) and isinstance(grandparent, cst.Call):
+            if dotted_name(grandparent.func) == "len":
+                return
+        if any(isinstance(n, cst.Return) for n in stack):
+            return  # handed back as the function ends
+        ok[0] = False
+
+    walk(function.body, enter, lambda _: stack.pop())
+    return ok[0]
+
+
+# Stands for "no statement of the block": `_past_cuda_exit` then reads the whole block.
+_WHOLE_BLOCK = cst.Pass()
+
+
+def _past_try_only_through_guarded_handler(
+    context: FileContext, statement: cst.Try, outer: Sequence[cst.CSTNode]
+) -> str | None:
+    """Why the code after `statement` is bound to one backend, when the `try` body always
+    leaves (`return load(**kwargs)`) and every handler that does not itself leave goes on
+    only past an exit guard of that backend (`except ValueError: if not spilled or not
+    torch.cuda.is_available(): raise`): the code after the `try` runs only through such a
+    handler, so only where that backend is. (The `else` block never runs after a body that
+    returns or raises; a `finally` block does not change where control goes next.)"""
+    if _how_body_exits(statement.body) is None:
+        return None
+    reasons = []
+    for handler in statement.handlers:
+        if _how_body_exits(handler.body) is not None:
+            continue  # this handler never reaches the code after the `try`
+        if not isinstance(handler.body, cst.IndentedBlock):
+            return None
+        reason = _past_cuda_exit(context, handler.body, _WHOLE_BLOCK, outer)
+        if reason is None:
+            return None
+        reasons.append(reason)
+    if not reasons:
+        return None
+    return f"{reasons[0]}, in the `except` handler that is the only way past the `try`"
 
 
 def _imported_validator_backend(
@@ -1652,8 +1977,27 @@ def _local_none_unless_cuda(
 ) -> str | None:
     """`name` when every binding of the local in the enclosing functions is None (or False,
     with `truthiness`) or a CUDA-only value (see `_none_unless_cuda`)."""
+    functions = [n for n in outer if isinstance(n, cst.FunctionDef)]
+    key = (name, truthiness, id(functions[-1]) if functions else 0)
+    pending = context.memo.setdefault("devices.local_none_pending", set())
+    if key in pending:
+        return None  # a binding that depends on itself proves nothing
+    pending.add(key)
+    try:
+        return _local_none_unless_cuda_in(context, name, truthiness, outer, functions)
+    finally:
+        pending.discard(key)
+
+
+def _local_none_unless_cuda_in(
+    context: FileContext,
+    name: str,
+    truthiness: bool,
+    outer: Sequence[cst.CSTNode],
+    functions: list[cst.FunctionDef],
+) -> str | None:
     skipped = ("None", "False") if truthiness else ("None",)
-    for function in reversed([n for n in outer if isinstance(n, cst.FunctionDef)]):
+    for function in reversed(functions):
         bindings = _bindings_of(function, name)
         if not bindings:
             continue  # a free variable here: the enclosing function binds it
@@ -1666,7 +2010,7 @@ def _local_none_unless_cuda(
                 # `offload = self._offload_enabled()`, whose `return ... and
                 # self.device.type == "cuda"` is false off CUDA
                 or (truthiness and value is not None and _proves_cuda(context, value, outer))
-                or _under_cuda_test(context, chain)
+                or _under_cuda_test(context, chain, outer)
                 # `dev = resident_cuda_device(module)`, None unless the weights are on CUDA
                 or (
                     isinstance(value, cst.Call) and _returns_none_unless_cuda(context, value, outer)
@@ -1698,19 +2042,69 @@ def _returns_none_unless_cuda(
     function = _same_module_function(context, call.func, outer)
     if function is None:
         return False
-    returns: list[cst.Return] = []
-    walk(function.body, lambda n: returns.append(n) if isinstance(n, cst.Return) else None,
-         lambda _: None)  # fmt: skip
+    returns: list[tuple[cst.Return, tuple[cst.CSTNode, ...]]] = []
+    stack: list[cst.CSTNode] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        stack.append(node)
+        if isinstance(node, cst.Return):
+            returns.append((node, tuple(stack)))
+
+    walk(function.body, enter, lambda _: stack.pop())
     cuda_values = 0
-    for statement in returns:
+    for statement, chain in returns:
         value = statement.value
         if value is None or (isinstance(value, cst.Name) and value.value == "None"):
             continue
-        if _cuda_value_else_none(context, value, outer):
+        if _cuda_value_else_none(context, value, outer) or _answered_by_cuda_query(
+            context, statement, chain
+        ):
             cuda_values += 1
             continue
         return False
     return cuda_values > 0
+
+
+# `torch.cuda` queries that raise where CUDA is missing (they initialise CUDA first), unlike
+# the memory statistics (`memory_reserved()` answers 0 before CUDA is initialised).
+_RAISING_CUDA_QUERY = compile_lazily(
+    r"\bcuda\.(mem_get_info|get_device_properties|current_device|get_device_name|"
+    r"get_device_capability)\("
+)
+
+
+def _answered_by_cuda_query(
+    context: FileContext, statement: cst.Return, chain: Sequence[cst.CSTNode]
+) -> bool:
+    """`return` is in a `try` body past a `torch.cuda` query that raises without CUDA
+    (`free, total = torch.cuda.mem_get_info(device)`), and every handler of that `try`
+    catches any exception (`except Exception:`) and answers None (`return None`): off
+    CUDA the query raises, so the function answers None there, and a value only on CUDA.
+    (A handler for some exceptions only would let the no-CUDA error through.)"""
+    for index in range(len(chain) - 1, -1, -1):
+        node = chain[index]
+        if not isinstance(node, cst.Try):
+            continue
+        if index + 1 >= len(chain) or chain[index + 1] is not node.body:
+            return False  # in a handler, `else` or `finally`: no query guards it
+        if not node.handlers:
+            return False
+        for handler in node.handlers:
+            caught = dotted_name(handler.type) if handler.type is not None else "Exception"
+            if caught not in ("Exception", "BaseException"):
+                return False
+            if _how_body_exits(handler.body) != "return":
+                return False
+            for line in _suite(handler.body):
+                for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+                    if isinstance(small, cst.Return) and not (
+                        isinstance(small.value, cst.Name) and small.value.value == "None"
+                    ):
+                        return False
+        body_start, _ = context.span(node.body)
+        return_start, _ = context.span(statement)
+        return _RAISING_CUDA_QUERY.search(context.source[body_start:return_start]) is not None
+    return False
 
 
 def _cuda_value_else_none(
@@ -1766,11 +2160,14 @@ def _proves_cuda(
     return found is not None and found.identity and found.backend == "CUDA"
 
 
-def _under_cuda_test(context: FileContext, chain: Sequence[cst.CSTNode]) -> bool:
-    """Some `if` of the chain runs the last node only when its test proves CUDA."""
+def _under_cuda_test(
+    context: FileContext, chain: Sequence[cst.CSTNode], outer: Sequence[cst.CSTNode] = ()
+) -> bool:
+    """Some `if` of the chain runs the last node only when its test proves CUDA. `outer`:
+    the enclosing nodes, so a test of a local (`free is not None`) finds its bindings."""
     for parent, child in zip(chain, chain[1:]):
         if isinstance(parent, cst.If) and child is parent.body:
-            if _proves_cuda(context, parent.test):
+            if _proves_cuda(context, parent.test, outer):
                 return True
     return False
 

@@ -794,7 +794,7 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
 # A device pick between CUDA and the CPU alone: `"cuda" if torch.cuda.is_available() else
 # "cpu"` (or the other way round), in a call (`torch.device(...)`), a default or a
 # parameter's default.
-_CUDA_OR_CPU_PICK = compile_lazily(
+CUDA_OR_CPU_PICK = compile_lazily(
     r"""(["'])cuda(?::\d+)?\1[ \t]+if[ \t][^\n]*?[ \t]else[ \t]+(["'])cpu\2"""
     r"""|(["'])cpu\3[ \t]+if[ \t][^\n]*?[ \t]else[ \t]+(["'])cuda(?::\d+)?\4"""
 )
@@ -803,7 +803,7 @@ _CUDA_OR_CPU_PICK = compile_lazily(
 def _cuda_or_cpu_selection(root: str, files: tuple[str, ...]) -> str | None:
     """Where the first of `files` picks between CUDA and the CPU only, or None."""
     for path in files:
-        match = _CUDA_OR_CPU_PICK.search(_read_text(path) or "")
+        match = CUDA_OR_CPU_PICK.search(_read_text(path) or "")
         if match:
             return f"`{os.path.relpath(path, root)}` picks `{match.group(0)}`"
     return None

@@ -72,7 +72,18 @@ class RawEmptyCache(Rule):
     ROCm-only library such as `aiter` or `mori`, unconditionally or for its types), a
     test skipped without CUDA);
     code that the module proves CUDA-bound: past an exit guard anywhere before the call
-    (`if dev.type != "cuda": raise`, `if not _is_hip: raise`) or a validator that raises
+    (`if dev.type != "cuda": raise`, `if not _is_hip: raise`), past a `try` whose body
+    returns and whose every handler that goes on does so only past such a guard (`except
+    ValueError: if not spilled or not torch.cuda.is_available(): raise`), past or under a
+    test of a local that is None unless CUDA (`if not fits: return ...` where `fits = free
+    is not None and ...`, and `free` is the answer of a same-module helper that returns
+    None from `except Exception:` around `torch.cuda.mem_get_info`), past `if not states
+    and not grads: return` where each list starts empty and gets items only under a test
+    that proves CUDA (`if _is_parkable(value): states.append(...)`), code that works on
+    the module's own CUDA-or-CPU device (`face_restore_device = torch.device("cuda" if
+    torch.cuda.is_available() else "cpu")` at module level, in a module that names no
+    other backend), a class whose method creates its process group with the literal
+    `backend="nccl"` outside any `if`, or a validator that raises
     off CUDA, defined in the module or imported from a module of the same folder (`from
     .qknorm_rope import _validate_rope`; that module's text is part of the cache key), a
     class that hands its kernels raw CUDA stream handles (`.cuda_stream`) and names no
