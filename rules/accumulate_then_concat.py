@@ -642,7 +642,8 @@ class AccumulateThenConcat(Rule):
         if structure is None and S.size_class(origin) == S.LARGE:
             # A tiled decode whose tile calls decode frame batches or whole tiles: their
             # activations, not the merge, set the peak.
-            structure = S.tiled_merge(D.tile_decoder_span(self.context, function, facts.owner))
+            span = D.tile_decoder_span(self.context, function, facts.owner)
+            structure = S.tiled_merge(C.batched_tile_span(self.context, function, span))
         if structure is not None:
             level = S.LOW
         scoped, structure = self._scoped(level, structure)
