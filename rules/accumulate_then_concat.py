@@ -568,7 +568,7 @@ class AccumulateThenConcat(Rule):
             decoded_before or _decode_path(function, named if names_count else []),
             generated or listed,
             in_chunks or own_forward,
-            _generation_loop(loop_statement),
+            _generation_loop(loop_statement, function),
             residual and in_chunks,
             widened,
         )
@@ -2279,10 +2279,11 @@ def _starts_empty(node: cst.BaseExpression) -> bool:
     return _is_empty_list(node) or _is_placeholder_list(node)
 
 
-def _generation_loop(loop: cst.CSTNode) -> bool:
+def _generation_loop(loop: cst.CSTNode, function: cst.FunctionDef) -> bool:
     """A loop that generates until it is done: `while` (until EOS or a length), or a
     range over a length (`range(max_new_tokens)`), not a few speculative steps
-    (`range(n_spec_tokens)`)."""
+    (`range(n_spec_tokens)`, or a length bound by a draft count: `max_new_tokens =
+    min(self.num_assistant_tokens, ...)`, `chunks.draft_bounded`)."""
     if isinstance(loop, cst.While):
         return True
     if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call)):
@@ -2293,6 +2294,8 @@ def _generation_loop(loop: cst.CSTNode) -> bool:
     if not 1 <= len(args) <= 2:
         return False  # a step: a walk in chunks (`range(a, end, chunk_length)`), not steps
     stop = args[-1].value
+    if C.draft_bounded(function, stop) is not None:
+        return False
     return any(_GENERATION_LENGTH.search(name.lower()) for name in _names_in(stop))
 
 

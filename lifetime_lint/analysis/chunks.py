@@ -2431,3 +2431,48 @@ def _tile_batch(value: cst.BaseExpression) -> bool:
         and D._offset_cut(e)
         for e in elements
     )
+
+
+# A speculative decoder's draft length (`num_assistant_tokens`, `num_speculative_tokens`,
+# `n_spec_tokens`, `draft_len`): a handful of tokens per round (transformers' default
+# `num_assistant_tokens` is 20; vLLM and SGLang draft 1-8), not a generation length.
+_DRAFT_COUNT = compile_lazily(r"(assistant_tokens|spec(ulative)?_?(tokens|steps|len)|draft)")
+
+
+def draft_bounded(function: cst.FunctionDef, stop: cst.BaseExpression) -> str | None:
+    """The draft count that bounds a loop's stop, or None: `stop` is, or is a name bound once
+    in the function to, `min(...)` with an argument that names a speculative draft length
+    (`max_new_tokens = min(int(self.num_assistant_tokens), max_length - n - 1)` before
+    `for _ in range(max_new_tokens)`). A `min` is no larger than any of its arguments, so
+    such a loop runs a few draft steps whatever its other bound says, and the logits it keeps
+    are a few tokens' (batch x steps x vocabulary: MiB, not the generated text's). Why:
+    `range(max_new_tokens)` alone reads as a generation length, the name a draft loop shares
+    with a generation loop."""
+    value: cst.BaseExpression | None = stop
+    if isinstance(stop, cst.Name):
+        value = _single_bindings(function).get(stop.value)
+    if not (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Name)
+        and value.func.value == "min"
+        and len(value.args) >= 2
+    ):
+        return None
+    for arg in value.args:
+        for node in _names_of(arg.value):
+            if _DRAFT_COUNT.search(node.lower()):
+                return node
+    return None
+
+
+def _names_of(expr: cst.BaseExpression) -> list[str]:
+    """Every name and attribute name in `expr` (`int(self.num_assistant_tokens)`: `int`,
+    `self`, `num_assistant_tokens`)."""
+    found: list[str] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Name):
+            found.append(node.value)
+
+    walk(expr, enter, lambda node: None)
+    return found
