@@ -2176,6 +2176,18 @@ def _fresh_on_some_path(facts: F.FunctionFacts, site: DefSite, body, depth: int)
     layer cannot classify, `self._blend(a, b)`), or a view of one on some path."""
     if site.node is None or not any(site.node is member for member in body):
         return False
+    given = C.inherited_blend_argument(facts.context, site.value, facts.owner)
+    if given is not None:
+        # `group = self.blend_t(groups[k - 1], group, n)` with a blend helper inherited
+        # from a diffusers VAE: it writes into `group` and returns it, so the binding is
+        # new only where the blended argument is.
+        if not isinstance(given, cst.Name) or depth == 0:
+            return True
+        return any(
+            _fresh_on_some_path(facts, s, body, depth - 1)
+            for s in facts.reaching(site.node, given.value)
+            if s.kind not in ("param", "for")
+        )
     fact = facts.value(site)
     if fact.kind == F.TENSOR or (fact.kind == F.UNKNOWN and isinstance(site.value, cst.Call)):
         return fact.origin != F.SMALL
@@ -2218,6 +2230,10 @@ def _view_of_fresh(
             or (facts.value(site).kind == F.UNKNOWN and isinstance(site.value, cst.Call))
         )
         and facts.value(site).origin != F.SMALL
+        and (
+            C.inherited_blend_argument(facts.context, site.value, facts.owner) is None
+            or _fresh_on_some_path(facts, site, body, 3)
+        )
     ]
     if not fresh:
         return None

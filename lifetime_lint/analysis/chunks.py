@@ -2476,3 +2476,57 @@ def _names_of(expr: cst.BaseExpression) -> list[str]:
 
     walk(expr, enter, lambda node: None)
     return found
+
+
+# The tiled-decode blend helpers of video and image VAEs: `blend_v`, `blend_h`, `blend_t`.
+_BLEND_METHOD = compile_lazily(r"^blend_[vht]$")
+
+
+def inherited_blend_argument(
+    context, call: cst.BaseExpression, owner: cst.ClassDef | None
+) -> cst.BaseExpression | None:
+    """The tile argument that `self.blend_v(a, b, extent)` (`blend_h`, `blend_t`) returns as
+    given, for a class that inherits the helper from a base of another file (it defines no
+    such method, nor does a base class of this file): None otherwise. Diffusers' autoencoders
+    and every copy of them seen (80+ definitions in diffusers, fastvideo, modelscope, sglang
+    and vllm-omni) write the blend into `b` in place (`b[:, :, y, :] = ...`) and `return b`;
+    the facts layer reads that from a helper of the same file, and this is the same fact for
+    a subclass of a diffusers VAE (vllm-omni's distributed LTX-2 decoder), whose `group =
+    self.blend_t(frame_groups[t - 1], group, n)` is still the container's element."""
+    if not (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and isinstance(call.func.value, cst.Name)
+        and call.func.value.value == "self"
+        and _BLEND_METHOD.match(call.func.attr.value)
+        and owner is not None
+        and owner.bases
+    ):
+        return None
+    method = call.func.attr.value
+    local = {
+        statement.name.value: statement
+        for statement in context.module.body
+        if isinstance(statement, cst.ClassDef)
+    }
+    pending, seen = [owner], set()
+    while pending:  # the class and its bases defined in this file
+        cls = pending.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        if any(
+            isinstance(statement, cst.FunctionDef) and statement.name.value == method
+            for statement in cls.body.body
+        ):
+            return None  # defined here: the facts layer reads what it returns
+        for base in cls.bases:
+            if isinstance(base.value, cst.Name) and base.value.value in local:
+                pending.append(local[base.value.value])
+    positional = [arg for arg in call.args if arg.keyword is None and arg.star == ""]
+    if len(positional) >= 2:
+        return positional[1].value
+    return next(
+        (arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "b"),
+        None,
+    )
