@@ -2483,7 +2483,7 @@ _BLEND_METHOD = compile_lazily(r"^blend_[vht]$")
 
 
 def inherited_blend_argument(
-    context, call: cst.BaseExpression, owner: cst.ClassDef | None
+    context, call: cst.BaseExpression | None, owner: cst.ClassDef | None
 ) -> cst.BaseExpression | None:
     """The tile argument that `self.blend_v(a, b, extent)` (`blend_h`, `blend_t`) returns as
     given, for a class that inherits the helper from a base of another file (it defines no
