@@ -592,6 +592,7 @@ class AccumulateThenConcat(Rule):
               else expr,
               nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
              for expr, grow, loop in zip(chunk_exprs, grows, loops)],
+            loop_statement,
         )  # fmt: skip
         if structure is None and all(
             _on_host(facts, expr, nodes.get(id(grow.node)))
@@ -932,7 +933,9 @@ class AccumulateThenConcat(Rule):
                 loop, self.settings["min-constant-count"], self._index(function), facts, header
             )
             or (None if generic == _OUTSIDE_DECODE else generic)
-            or self._chunk_structure(facts, function, origin, named, [(elements[1], node, header)])
+            or self._chunk_structure(
+                facts, function, origin, named, [(elements[1], node, header)], loop
+            )
             or generic
         )
         if structure is not None:
@@ -1183,9 +1186,18 @@ class AccumulateThenConcat(Rule):
         origin: str,
         names: Sequence[str],
         chunks: Sequence[tuple[cst.BaseExpression | None, Node | None, Node | None]],
+        loop: cst.CSTNode | None = None,
     ) -> str | None:
         """Why the chunks, next to what the loop holds anyway, do not set the peak (the
         chunk facts of `analysis.chunks`); None when nothing says so."""
+        if loop is not None and chunks and not _decodes_in(loop):
+            sampled = [C.sampler_output(facts, expr, node) for expr, node, _ in chunks]
+            if all(sampled):
+                return (
+                    f"each chunk is a diffusion sampler's output (`{sampled[0]}(...)`) and the "
+                    f"loop decodes nothing: latents, tens of MiB for a long clip, while each "
+                    f"call's denoising sets the iteration's peak far above them"
+                )
         light = C.light_owner(self.context.path, facts.owner)
         if light is not None:
             return light

@@ -2479,6 +2479,19 @@ def _names_of(expr: cst.BaseExpression) -> list[str]:
 
 
 # The tiled-decode blend helpers of video and image VAEs: `blend_v`, `blend_h`, `blend_t`.
+# Bases that define no such helper (a class of only these bases that calls one gets it from
+# nowhere this file shows).
+_PLAIN_BASES = frozenset({"object", "Module", "nn.Module", "torch.nn.Module", "ABC", "abc.ABC"})
+
+
+def _dotted(expr: cst.BaseExpression) -> str:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return f"{_dotted(expr.value)}.{expr.attr.value}"
+    return ""
+
+
 _BLEND_METHOD = compile_lazily(r"^blend_[vht]$")
 
 
@@ -2487,7 +2500,8 @@ def inherited_blend_argument(
 ) -> cst.BaseExpression | None:
     """The tile argument that `self.blend_v(a, b, extent)` (`blend_h`, `blend_t`) returns as
     given, for a class that inherits the helper from a base of another file (it defines no
-    such method, nor does a base class of this file): None otherwise. Diffusers' autoencoders
+    such method, nor does a base class of this file, and some base is neither of this file
+    nor `nn.Module`/`object`, which define none): None otherwise. Diffusers' autoencoders
     and every copy of them seen (80+ definitions in diffusers, fastvideo, modelscope, sglang
     and vllm-omni) write the blend into `b` in place (`b[:, :, y, :] = ...`) and `return b`;
     the facts layer reads that from a helper of the same file, and this is the same fact for
@@ -2509,7 +2523,7 @@ def inherited_blend_argument(
         for statement in context.module.body
         if isinstance(statement, cst.ClassDef)
     }
-    pending, seen = [owner], set()
+    pending, seen, foreign = [owner], set(), False
     while pending:  # the class and its bases defined in this file
         cls = pending.pop()
         if id(cls) in seen:
@@ -2523,6 +2537,10 @@ def inherited_blend_argument(
         for base in cls.bases:
             if isinstance(base.value, cst.Name) and base.value.value in local:
                 pending.append(local[base.value.value])
+            elif _dotted(base.value) not in _PLAIN_BASES:
+                foreign = True  # a base of another file, which may define the helper
+    if not foreign:
+        return None  # `nn.Module` defines no blend: the helper is unknown here
     positional = [arg for arg in call.args if arg.keyword is None and arg.star == ""]
     if len(positional) >= 2:
         return positional[1].value
@@ -2530,3 +2548,49 @@ def inherited_blend_argument(
         (arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "b"),
         None,
     )
+
+
+# Calls that run a whole diffusion sampling loop and return its samples (`diffuse(**args)`,
+# `self.denoise(latents, ...)`, `run_denoising_loop(...)`), by a word of their name.
+_SAMPLER_WORDS = frozenset({"diffuse", "denoise", "denoising"})
+
+
+def sampler_output(
+    facts: F.FunctionFacts, expr: cst.BaseExpression | None, node: Node | None
+) -> str | None:
+    """The sampler call a chunk comes from (`sampled_video[:, :, n:]` with `sampled_video,
+    sampled_audio = diffuse(**args)` on every reaching path), or None. A diffusion sampler
+    returns the denoised latents (the VAE decode is a separate step: a loop that also calls a
+    decoder is the segment-by-segment video generation LL002 keeps, not this), so a result
+    kept across such calls is latent-sized however the loop names it (`video`): a long 720p
+    clip's latents are tens of MiB, while each call's denoising (a transformer over the
+    window's tokens, many steps) sets the iteration's peak far above them."""
+    if expr is None or node is None:
+        return None
+    base = expr
+    while isinstance(base, cst.Subscript):
+        base = base.value
+    if isinstance(base, cst.Call):
+        return _sampler_name(base)
+    if not isinstance(base, cst.Name):
+        return None
+    sites = facts.reaching(node, base.value)
+    names = [_sampler_name(site.value) if site.kind == "assign" else None for site in sites]
+    if not names or any(name is None for name in names):
+        return None
+    return names[0]
+
+
+def _sampler_name(value: cst.BaseExpression | None) -> str | None:
+    if not isinstance(value, cst.Call):
+        return None
+    func = value.func
+    name = (
+        func.attr.value
+        if isinstance(func, cst.Attribute)
+        else func.value
+        if isinstance(func, cst.Name)
+        else ""
+    )
+    words = set(name.lower().strip("_").split("_"))
+    return name if words & _SAMPLER_WORDS and "decode" not in name.lower() else None
