@@ -96,10 +96,12 @@ class AccumulateThenConcat(Rule):
     made before it, `latents.split(n)` included, stays `low`), except a language model's
     logits kept step by step in a generation loop (`medium`: a `while` loop or a range over
     a length such as `max_new_tokens`; each cached step's forward is one token's while the
-    kept logits grow with the tokens; a few speculative steps, `range(n_spec_tokens)`,
+    kept logits grow with the tokens; a few speculative steps, `range(n_spec_tokens)` or a
+    length bound by a draft count, `max_new_tokens = min(self.num_assistant_tokens, ...)`,
     stay `low`),
     for latent-sized results (encode paths,
-    conditioning), and whenever the loop gives few chunks (a short literal range, model
+    conditioning, the outputs of a diffusion sampler, `diffuse(...)` or `self.denoise(...)`,
+    kept across a loop that decodes nothing: `chunks.sampler_output`), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
     batch: `z.split(1)`, `unbind()`, iterating a tensor), for chunks copied to the host
     (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory) or made there (from numpy or PIL
@@ -153,7 +155,10 @@ class AccumulateThenConcat(Rule):
     tile cutters for a merge helper
     (`analysis.decoders`): the call's own activations set the peak (measured on an H200:
     0 MiB saved in Mochi, LTX-Video, HunyuanVideo 1.5 and CogVideoX), while one latent
-    frame per call (Wan's causal VAE, `z[:, :, k : k + 1, ...]`: -592 MiB at 720p) keeps
+    frame per call (Wan's causal VAE, `z[:, :, k : k + 1, ...]`: -592 MiB at 720p, also
+    over a batch of spatial tiles joined on the batch axis, `zt = torch.cat([z[:, :, :, i :
+    i + t, j : j + t] for i, j in tiles], 0)` then `zt[:, :, k : k + 1]`:
+    `chunks.batched_tile_span`) keeps
     `high`; chunks computed from parameters alone (a LoRA merge `B.weight @ A.weight *
     scaling`): weights, not activations; attention run one query tile at a time against
     every key with a softmax in the loop (each tile's scores outweigh its output, so the
@@ -199,7 +204,9 @@ class AccumulateThenConcat(Rule):
       loop variable, a parameter or `self` state (concatenating them allocates only the
       output), also after a blend helper of the same file that writes into its argument
       and returns it, directly (`return b`) or through a one-line wrapper (`def
-      blend_t(self, a, b, n): return self._blend(a, b, n, dim=-3)`);
+      blend_t(self, a, b, n): return self._blend(a, b, n, dim=-3)`), or a `blend_v`,
+      `blend_h` or `blend_t` that a VAE subclass inherits from a base of another file
+      (diffusers' helpers write into `b` and return it: `chunks.inherited_blend_argument`);
     - lists that escape: used in any other way than grown, measured and concatenated
       (returned, stored, iterated, passed elsewhere, captured by a nested function,
       concatenated inside a loop or twice on one path).
