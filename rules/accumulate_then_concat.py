@@ -96,10 +96,12 @@ class AccumulateThenConcat(Rule):
     made before it, `latents.split(n)` included, stays `low`), except a language model's
     logits kept step by step in a generation loop (`medium`: a `while` loop or a range over
     a length such as `max_new_tokens`; each cached step's forward is one token's while the
-    kept logits grow with the tokens; a few speculative steps, `range(n_spec_tokens)`,
+    kept logits grow with the tokens; a few speculative steps, `range(n_spec_tokens)` or a
+    length bound by a draft count, `max_new_tokens = min(self.num_assistant_tokens, ...)`,
     stay `low`),
     for latent-sized results (encode paths,
-    conditioning), and whenever the loop gives few chunks (a short literal range, model
+    conditioning, the outputs of a diffusion sampler, `diffuse(...)` or `self.denoise(...)`,
+    kept across a loop that decodes nothing: `chunks.sampler_output`), and whenever the loop gives few chunks (a short literal range, model
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
     batch: `z.split(1)`, `unbind()`, iterating a tensor), for chunks copied to the host
     (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory) or made there (from numpy or PIL
@@ -153,7 +155,10 @@ class AccumulateThenConcat(Rule):
     tile cutters for a merge helper
     (`analysis.decoders`): the call's own activations set the peak (measured on an H200:
     0 MiB saved in Mochi, LTX-Video, HunyuanVideo 1.5 and CogVideoX), while one latent
-    frame per call (Wan's causal VAE, `z[:, :, k : k + 1, ...]`: -592 MiB at 720p) keeps
+    frame per call (Wan's causal VAE, `z[:, :, k : k + 1, ...]`: -592 MiB at 720p, also
+    over a batch of spatial tiles joined on the batch axis, `zt = torch.cat([z[:, :, :, i :
+    i + t, j : j + t] for i, j in tiles], 0)` then `zt[:, :, k : k + 1]`:
+    `chunks.batched_tile_span`) keeps
     `high`; chunks computed from parameters alone (a LoRA merge `B.weight @ A.weight *
     scaling`): weights, not activations; attention run one query tile at a time against
     every key with a softmax in the loop (each tile's scores outweigh its output, so the
@@ -199,7 +204,9 @@ class AccumulateThenConcat(Rule):
       loop variable, a parameter or `self` state (concatenating them allocates only the
       output), also after a blend helper of the same file that writes into its argument
       and returns it, directly (`return b`) or through a one-line wrapper (`def
-      blend_t(self, a, b, n): return self._blend(a, b, n, dim=-3)`);
+      blend_t(self, a, b, n): return self._blend(a, b, n, dim=-3)`), or a `blend_v`,
+      `blend_h` or `blend_t` that a VAE subclass inherits from a base of another file
+      (diffusers' helpers write into `b` and return it: `chunks.inherited_blend_argument`);
     - lists that escape: used in any other way than grown, measured and concatenated
       (returned, stored, iterated, passed elsewhere, captured by a nested function,
       concatenated inside a loop or twice on one path).
@@ -568,7 +575,7 @@ class AccumulateThenConcat(Rule):
             decoded_before or _decode_path(function, named if names_count else []),
             generated or listed,
             in_chunks or own_forward,
-            _generation_loop(loop_statement),
+            _generation_loop(loop_statement, function),
             residual and in_chunks,
             widened,
         )
@@ -592,6 +599,7 @@ class AccumulateThenConcat(Rule):
               else expr,
               nodes.get(id(grow.node)), _header_node(facts, loop) if loop else None)
              for expr, grow, loop in zip(chunk_exprs, grows, loops)],
+            loop_statement,
         )  # fmt: skip
         if structure is None and all(
             _on_host(facts, expr, nodes.get(id(grow.node)))
@@ -642,7 +650,8 @@ class AccumulateThenConcat(Rule):
         if structure is None and S.size_class(origin) == S.LARGE:
             # A tiled decode whose tile calls decode frame batches or whole tiles: their
             # activations, not the merge, set the peak.
-            structure = S.tiled_merge(D.tile_decoder_span(self.context, function, facts.owner))
+            span = D.tile_decoder_span(self.context, function, facts.owner)
+            structure = S.tiled_merge(C.batched_tile_span(self.context, function, span))
         if structure is not None:
             level = S.LOW
         scoped, structure = self._scoped(level, structure)
@@ -931,7 +940,9 @@ class AccumulateThenConcat(Rule):
                 loop, self.settings["min-constant-count"], self._index(function), facts, header
             )
             or (None if generic == _OUTSIDE_DECODE else generic)
-            or self._chunk_structure(facts, function, origin, named, [(elements[1], node, header)])
+            or self._chunk_structure(
+                facts, function, origin, named, [(elements[1], node, header)], loop
+            )
             or generic
         )
         if structure is not None:
@@ -1182,9 +1193,18 @@ class AccumulateThenConcat(Rule):
         origin: str,
         names: Sequence[str],
         chunks: Sequence[tuple[cst.BaseExpression | None, Node | None, Node | None]],
+        loop: cst.CSTNode | None = None,
     ) -> str | None:
         """Why the chunks, next to what the loop holds anyway, do not set the peak (the
         chunk facts of `analysis.chunks`); None when nothing says so."""
+        if loop is not None and chunks and not _decodes_in(loop):
+            sampled = [C.sampler_output(facts, expr, node) for expr, node, _ in chunks]
+            if all(sampled):
+                return (
+                    f"each chunk is a diffusion sampler's output (`{sampled[0]}(...)`) and the "
+                    f"loop decodes nothing: latents, tens of MiB for a long clip, while each "
+                    f"call's denoising sets the iteration's peak far above them"
+                )
         light = C.light_owner(self.context.path, facts.owner)
         if light is not None:
             return light
@@ -2175,6 +2195,18 @@ def _fresh_on_some_path(facts: F.FunctionFacts, site: DefSite, body, depth: int)
     layer cannot classify, `self._blend(a, b)`), or a view of one on some path."""
     if site.node is None or not any(site.node is member for member in body):
         return False
+    given = C.inherited_blend_argument(facts.context, site.value, facts.owner)
+    if given is not None:
+        # `group = self.blend_t(groups[k - 1], group, n)` with a blend helper inherited
+        # from a diffusers VAE: it writes into `group` and returns it, so the binding is
+        # new only where the blended argument is.
+        if not isinstance(given, cst.Name) or depth == 0:
+            return True
+        return any(
+            _fresh_on_some_path(facts, s, body, depth - 1)
+            for s in facts.reaching(site.node, given.value)
+            if s.kind not in ("param", "for")
+        )
     fact = facts.value(site)
     if fact.kind == F.TENSOR or (fact.kind == F.UNKNOWN and isinstance(site.value, cst.Call)):
         return fact.origin != F.SMALL
@@ -2217,6 +2249,10 @@ def _view_of_fresh(
             or (facts.value(site).kind == F.UNKNOWN and isinstance(site.value, cst.Call))
         )
         and facts.value(site).origin != F.SMALL
+        and (
+            C.inherited_blend_argument(facts.context, site.value, facts.owner) is None
+            or _fresh_on_some_path(facts, site, body, 3)
+        )
     ]
     if not fresh:
         return None
@@ -2278,10 +2314,11 @@ def _starts_empty(node: cst.BaseExpression) -> bool:
     return _is_empty_list(node) or _is_placeholder_list(node)
 
 
-def _generation_loop(loop: cst.CSTNode) -> bool:
+def _generation_loop(loop: cst.CSTNode, function: cst.FunctionDef) -> bool:
     """A loop that generates until it is done: `while` (until EOS or a length), or a
     range over a length (`range(max_new_tokens)`), not a few speculative steps
-    (`range(n_spec_tokens)`)."""
+    (`range(n_spec_tokens)`, or a length bound by a draft count: `max_new_tokens =
+    min(self.num_assistant_tokens, ...)`, `chunks.draft_bounded`)."""
     if isinstance(loop, cst.While):
         return True
     if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call)):
@@ -2292,6 +2329,8 @@ def _generation_loop(loop: cst.CSTNode) -> bool:
     if not 1 <= len(args) <= 2:
         return False  # a step: a walk in chunks (`range(a, end, chunk_length)`), not steps
     stop = args[-1].value
+    if C.draft_bounded(function, stop) is not None:
+        return False
     return any(_GENERATION_LENGTH.search(name.lower()) for name in _names_in(stop))
 
 

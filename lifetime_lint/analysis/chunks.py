@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from lifetime_lint import project
+from lifetime_lint.analysis import decoders as D
 from lifetime_lint.analysis import facts as F
 from lifetime_lint.analysis import significance as S
 from lifetime_lint.analysis import tables as T
@@ -2331,3 +2332,265 @@ def _arithmetic(node: cst.BaseExpression, leaf) -> float | None:
             return left**right
         return None
     return leaf(node)
+
+
+def batched_tile_span(context, function: cst.FunctionDef, span: D.TileSpan | None):
+    """`span` (`decoders.tile_decoder_span`) corrected where it reads whole frames (temporal
+    tiles) but each decoder call's input is cut from a batch of spatial tiles: a name bound
+    to `torch.cat([z[:, :, :, i : i + n, j : j + n] for i, j in tiles], 0)` (or a list
+    display of such cuts), then `zt[:, :, k : k + 1]` per call. Joining same-shaped tiles
+    along the batch axis (dim 0) keeps each tile's frames and spatial extent: the call
+    decodes one latent frame (or a batch of frames) of a few spatial tiles, not whole
+    untiled frames, so the per-call working set is a tile's (Wan's causal VAE, whose merge
+    of the whole clip sets the peak: -592 MiB at 720p), and the TEMPORAL reason for `low`
+    does not hold. Any other span is returned as it is; so is a TEMPORAL one where some
+    decoder input is not cut from such a batch (a true temporal tiling).
+
+    The tracing reuses the decoders module's readers (subscript cuts, single bindings); it
+    belongs there for LL001's use too (see the session notes)."""
+    if span is None or span.kind != D.TEMPORAL:
+        return span
+    kinds: list[tuple[str, str]] = []
+    for call in D._calls(function):
+        if not D._is_decoder_name(D._last_name(call.func)):
+            continue
+        main = D._main_input(call)
+        if main is None:
+            continue
+        found = _cut_of_tile_batch(context, function, main, context.span(call)[0], 0)
+        if found is None:
+            return span  # a decoder input that is no cut of a tile batch
+        kinds.append(found)
+    if not kinds:
+        return span
+    kind, source = max(kinds, key=lambda pair: D._ORDER.index(pair[0]))
+    return D.TileSpan(kind, source, span.from_class)
+
+
+def _cut_of_tile_batch(
+    context, function: cst.FunctionDef, expr: cst.BaseExpression, before: int, depth: int
+) -> tuple[str, str] | None:
+    """(span kind, source) of a decoder input that cuts frames out of a batch-axis
+    concatenation of spatial tile cuts, through names and single-input calls
+    (`self.post_quant_conv(zt[:, :, k : k + 1])`); None for anything else."""
+    if depth > 6:
+        return None
+    if isinstance(expr, cst.Call):
+        receiver = D._same_shape_receiver(expr)
+        inner = receiver if receiver is not None else D._main_input(expr)
+        return (
+            _cut_of_tile_batch(context, function, inner, before, depth + 1)
+            if inner is not None
+            else None
+        )
+    if isinstance(expr, cst.Name):
+        bound = D._last_binding(context, function, expr.value, before)
+        if bound is None:
+            return None
+        return _cut_of_tile_batch(context, function, bound[0], bound[1], depth + 1)
+    if not isinstance(expr, cst.Subscript):
+        return None
+    cut = D._cut(expr)
+    if cut is None or cut[1] or not isinstance(expr.value, cst.Name):
+        return None  # no frame cut, or already a spatial tile (decoders reads those)
+    temporal = D._frame_extent(expr.slice[2].slice)
+    bound = D._last_binding(context, function, expr.value.value, before)
+    if bound is None or not _tile_batch(bound[0]):
+        return None
+    kind = D._combine(temporal, True)
+    return (kind, context.source_of(expr)) if kind is not None else None
+
+
+def _tile_batch(value: cst.BaseExpression) -> bool:
+    """`torch.cat(<spatial tile cuts>, 0)` (or `dim=0`): same-shaped tiles of a 5-D latent
+    stacked along the batch axis, each cut at a spatial offset (`z[:, :, :, i : i + n, j :
+    j + n]`), from a list display or a comprehension."""
+    if not (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "cat"
+        and value.args
+    ):
+        return False
+    dim = next(
+        (a.value for a in value.args[1:] if a.keyword is None or a.keyword.value == "dim"), None
+    )
+    if dim is None or D._int(dim) != 0:
+        return False
+    pieces = value.args[0].value
+    if isinstance(pieces, cst.ListComp):
+        elements: list[cst.BaseExpression] = [pieces.elt]
+    elif isinstance(pieces, (cst.List, cst.Tuple)) and pieces.elements:
+        elements = [e.value for e in pieces.elements]
+    else:
+        return False
+    return all(
+        isinstance(e, cst.Subscript)
+        and (cut := D._cut(e)) is not None
+        and cut[1]
+        and D._offset_cut(e)
+        for e in elements
+    )
+
+
+# A speculative decoder's draft length (`num_assistant_tokens`, `num_speculative_tokens`,
+# `n_spec_tokens`, `draft_len`): a handful of tokens per round (transformers' default
+# `num_assistant_tokens` is 20; vLLM and SGLang draft 1-8), not a generation length.
+_DRAFT_COUNT = compile_lazily(r"(assistant_tokens|spec(ulative)?_?(tokens|steps|len)|draft)")
+
+
+def draft_bounded(function: cst.FunctionDef, stop: cst.BaseExpression) -> str | None:
+    """The draft count that bounds a loop's stop, or None: `stop` is, or is a name bound once
+    in the function to, `min(...)` with an argument that names a speculative draft length
+    (`max_new_tokens = min(int(self.num_assistant_tokens), max_length - n - 1)` before
+    `for _ in range(max_new_tokens)`). A `min` is no larger than any of its arguments, so
+    such a loop runs a few draft steps whatever its other bound says, and the logits it keeps
+    are a few tokens' (batch x steps x vocabulary: MiB, not the generated text's). Why:
+    `range(max_new_tokens)` alone reads as a generation length, the name a draft loop shares
+    with a generation loop."""
+    value: cst.BaseExpression | None = stop
+    if isinstance(stop, cst.Name):
+        value = _single_bindings(function).get(stop.value)
+    if not (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Name)
+        and value.func.value == "min"
+        and len(value.args) >= 2
+    ):
+        return None
+    for arg in value.args:
+        for node in _names_of(arg.value):
+            if _DRAFT_COUNT.search(node.lower()):
+                return node
+    return None
+
+
+def _names_of(expr: cst.BaseExpression) -> list[str]:
+    """Every name and attribute name in `expr` (`int(self.num_assistant_tokens)`: `int`,
+    `self`, `num_assistant_tokens`)."""
+    found: list[str] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Name):
+            found.append(node.value)
+
+    walk(expr, enter, lambda node: None)
+    return found
+
+
+# The tiled-decode blend helpers of video and image VAEs: `blend_v`, `blend_h`, `blend_t`.
+# Bases that define no such helper (a class of only these bases that calls one gets it from
+# nowhere this file shows).
+_PLAIN_BASES = frozenset({"object", "Module", "nn.Module", "torch.nn.Module", "ABC", "abc.ABC"})
+
+
+def _dotted(expr: cst.BaseExpression) -> str:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return f"{_dotted(expr.value)}.{expr.attr.value}"
+    return ""
+
+
+_BLEND_METHOD = compile_lazily(r"^blend_[vht]$")
+
+
+def inherited_blend_argument(
+    context, call: cst.BaseExpression | None, owner: cst.ClassDef | None
+) -> cst.BaseExpression | None:
+    """The tile argument that `self.blend_v(a, b, extent)` (`blend_h`, `blend_t`) returns as
+    given, for a class that inherits the helper from a base of another file (it defines no
+    such method, nor does a base class of this file, and some base is neither of this file
+    nor `nn.Module`/`object`, which define none): None otherwise. Diffusers' autoencoders
+    and every copy of them seen (80+ definitions in diffusers, fastvideo, modelscope, sglang
+    and vllm-omni) write the blend into `b` in place (`b[:, :, y, :] = ...`) and `return b`;
+    the facts layer reads that from a helper of the same file, and this is the same fact for
+    a subclass of a diffusers VAE (vllm-omni's distributed LTX-2 decoder), whose `group =
+    self.blend_t(frame_groups[t - 1], group, n)` is still the container's element."""
+    if not (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and isinstance(call.func.value, cst.Name)
+        and call.func.value.value == "self"
+        and _BLEND_METHOD.match(call.func.attr.value)
+        and owner is not None
+        and owner.bases
+    ):
+        return None
+    method = call.func.attr.value
+    local = {
+        statement.name.value: statement
+        for statement in context.module.body
+        if isinstance(statement, cst.ClassDef)
+    }
+    pending, seen, foreign = [owner], set(), False
+    while pending:  # the class and its bases defined in this file
+        cls = pending.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        if any(
+            isinstance(statement, cst.FunctionDef) and statement.name.value == method
+            for statement in cls.body.body
+        ):
+            return None  # defined here: the facts layer reads what it returns
+        for base in cls.bases:
+            if isinstance(base.value, cst.Name) and base.value.value in local:
+                pending.append(local[base.value.value])
+            elif _dotted(base.value) not in _PLAIN_BASES:
+                foreign = True  # a base of another file, which may define the helper
+    if not foreign:
+        return None  # `nn.Module` defines no blend: the helper is unknown here
+    positional = [arg for arg in call.args if arg.keyword is None and arg.star == ""]
+    if len(positional) >= 2:
+        return positional[1].value
+    return next(
+        (arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "b"),
+        None,
+    )
+
+
+# Calls that run a whole diffusion sampling loop and return its samples (`diffuse(**args)`,
+# `self.denoise(latents, ...)`, `run_denoising_loop(...)`), by a word of their name.
+_SAMPLER_WORDS = frozenset({"diffuse", "denoise", "denoising"})
+
+
+def sampler_output(
+    facts: F.FunctionFacts, expr: cst.BaseExpression | None, node: Node | None
+) -> str | None:
+    """The sampler call a chunk comes from (`sampled_video[:, :, n:]` with `sampled_video,
+    sampled_audio = diffuse(**args)` on every reaching path), or None. A diffusion sampler
+    returns the denoised latents (the VAE decode is a separate step: a loop that also calls a
+    decoder is the segment-by-segment video generation LL002 keeps, not this), so a result
+    kept across such calls is latent-sized however the loop names it (`video`): a long 720p
+    clip's latents are tens of MiB, while each call's denoising (a transformer over the
+    window's tokens, many steps) sets the iteration's peak far above them."""
+    if expr is None or node is None:
+        return None
+    base = expr
+    while isinstance(base, cst.Subscript):
+        base = base.value
+    if isinstance(base, cst.Call):
+        return _sampler_name(base)
+    if not isinstance(base, cst.Name):
+        return None
+    sites = facts.reaching(node, base.value)
+    names = [_sampler_name(site.value) if site.kind == "assign" else None for site in sites]
+    if not names or any(name is None for name in names):
+        return None
+    return names[0]
+
+
+def _sampler_name(value: cst.BaseExpression | None) -> str | None:
+    if not isinstance(value, cst.Call):
+        return None
+    func = value.func
+    name = (
+        func.attr.value
+        if isinstance(func, cst.Attribute)
+        else func.value
+        if isinstance(func, cst.Name)
+        else ""
+    )
+    words = set(name.lower().strip("_").split("_"))
+    return name if words & _SAMPLER_WORDS and "decode" not in name.lower() else None
