@@ -1755,12 +1755,27 @@ def list_joining_helper(
     return (name, joined[0], joined[1]) if joined is not None else None
 
 
-def _joined_list_parameter(
-    context, helper: cst.FunctionDef, method: bool
-) -> tuple[int, str] | None:
-    params = [p.name.value for p in helper.params.params]
-    if method:
-        params = params[1:]
+_CASTS = ("to", "contiguous", "type_as")
+
+
+def _without_casts(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """`value` under its casts (`torch.cat(xs).to(dtype)`: the concatenation)."""
+    while (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _CASTS
+    ):
+        value = value.func.value
+    return value
+
+
+def _returns_and_bindings(
+    helper: cst.FunctionDef,
+) -> tuple[list[cst.Return], dict[str, list[cst.BaseExpression]]]:
+    """A helper's own returns and, per local name, the values it is bound to (an augmented or
+    annotated assignment, a loop or `with` target counts as an unknown value `_`, so a name
+    rebound there never resolves to one value). Nested functions, lambdas and classes are
+    not the helper's."""
     returns: list[cst.Return] = []
     bindings: dict[str, list[cst.BaseExpression]] = {}
 
@@ -1787,14 +1802,19 @@ def _joined_list_parameter(
         return node is helper or not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
 
     walk(helper, enter, lambda node: None, descend)
+    return returns, bindings
+
+
+def _joined_list_parameter(
+    context, helper: cst.FunctionDef, method: bool
+) -> tuple[int, str] | None:
+    params = [p.name.value for p in helper.params.params]
+    if method:
+        params = params[1:]
+    returns, bindings = _returns_and_bindings(helper)
 
     def joined(value: cst.BaseExpression | None) -> str | None:
-        while (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in ("to", "contiguous", "type_as")
-        ):
-            value = value.func.value
+        value = _without_casts(value)
         if not isinstance(value, cst.Call):
             return None
         qualified = context.qualified_name(value.func) or ""
@@ -1807,13 +1827,7 @@ def _joined_list_parameter(
 
     found: set[str] = set()
     for ret in returns:
-        value = ret.value
-        while (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in ("to", "contiguous", "type_as")
-        ):
-            value = value.func.value
+        value = _without_casts(ret.value)
         candidates = bindings.get(value.value, []) if isinstance(value, cst.Name) else [value]
         for candidate in candidates:
             param = joined(candidate)
@@ -1881,33 +1895,12 @@ def _joined_parameters(context, helper: cst.FunctionDef, method: bool) -> frozen
         params = params[1:]
     if helper.params.star_arg is not cst.MaybeSentinel.DEFAULT and not params:
         return frozenset()
-    returns: list[cst.Return] = []
-    bindings: dict[str, list[cst.BaseExpression]] = {}
-
-    def enter(node: cst.CSTNode) -> None:
-        if isinstance(node, cst.Return):
-            returns.append(node)
-        elif isinstance(node, cst.Assign):
-            for target in node.targets:
-                if isinstance(target.target, cst.Name):
-                    bindings.setdefault(target.target.value, []).append(node.value)
-
-    def descend(node: cst.CSTNode) -> bool:
-        return node is helper or not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
-
-    walk(helper, enter, lambda node: None, descend)
+    returns, bindings = _returns_and_bindings(helper)
     if not returns:
         return frozenset()
     joined: frozenset[int] | None = None
     for ret in returns:
-        value = ret.value
-        # `return output.to(history)`: a cast of the concatenation.
-        while (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in ("to", "contiguous", "type_as")
-        ):
-            value = value.func.value
+        value = _without_casts(ret.value)  # `return output.to(history)`: a cast of the join
         if isinstance(value, cst.Name) and len(bindings.get(value.value, [])) == 1:
             value = bindings[value.value][0]
         if not isinstance(value, cst.Call):
