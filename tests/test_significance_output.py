@@ -30,6 +30,17 @@ BLOCK = textwrap.dedent(
             attn_output = self.attn2(self.norm2(hidden_states))
             hidden_states = hidden_states + attn_output
             return self.ffn(hidden_states)
+
+
+    def patchify_video_latents(latents: torch.Tensor, patch_size=(1, 2, 2)) -> torch.Tensor:
+        # Video latents (batch, channels, frames, height, width) to the block's tokens: the
+        # file shows a video model, so its activations hold tens of thousands of tokens.
+        batch_size, num_channels, num_frames, height, width = latents.shape
+        p_t, p_h, p_w = patch_size
+        latents = latents.reshape(
+            batch_size, num_channels, num_frames // p_t, p_t, height // p_h, p_h, width // p_w, p_w
+        )
+        return latents.permute(0, 2, 4, 6, 1, 3, 5, 7).flatten(4).flatten(1, 3)
     """
 )
 
