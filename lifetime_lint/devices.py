@@ -962,7 +962,8 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
     if backend:
         return _bound_reason(backend, f"`{node.name.value}` raises without it")
     return (
-        _documented_cuda_kernel(node)
+        _registered_cuda_kernel(node)
+        or _documented_cuda_kernel(node)
         or _uses_cuda_only_library(context, node)
         or _probes_cuda_capability(context, node)
         or _gated_by_cuda_validator(context, node)
@@ -1157,6 +1158,48 @@ def _probes_cuda_capability(context: FileContext, function: cst.FunctionDef) -> 
 _CUDA_KERNEL_DOC = compile_lazily(
     _CUDA_ONLY_FUNCTION.pattern + r"|\bCUDA (extension|kernel)s?\b|\bCuTe\b", re.IGNORECASE
 )
+
+
+# The registrations that make a function one dispatch key's kernel of a custom op
+# (`@torch.library.impl("ns::op", "CUDA")`, `@torch.library.register_kernel("ns::op",
+# "cuda")`, `@op.register_kernel("cuda")`), and the device keys they may name.
+_KERNEL_REGISTRATIONS = frozenset(["impl", "register_kernel"])
+_DISPATCH_DEVICE_KEYS = frozenset(
+    ["cuda", "cpu", "xpu", "mps", "npu", "hpu", "mtia", "meta", "privateuseone", "default"]
+)
+
+
+def _registered_cuda_kernel(function: cst.FunctionDef) -> str | None:
+    """A function registered as a custom op's kernel for the CUDA dispatch key alone
+    (`@torch.library.impl("ns::op", "CUDA")`): the dispatcher calls it only with CUDA
+    tensors, so its device calls serve CUDA (another backend gets its own kernel, or none).
+    Not where the registration names another device key too (`("cpu", "cuda")`), or a
+    composite key (then it runs on every backend)."""
+    for decorator in function.decorators:
+        call = decorator.decorator
+        if not isinstance(call, cst.Call):
+            continue
+        name = dotted_name(call.func) or ""
+        if name.rsplit(".", 1)[-1] not in _KERNEL_REGISTRATIONS:
+            continue
+        keys: set[str] = set()
+        for arg in call.args:
+            values = (
+                [element.value for element in arg.value.elements]
+                if isinstance(arg.value, (cst.Tuple, cst.List))
+                else [arg.value]
+            )
+            for value in values:
+                if isinstance(value, cst.SimpleString):
+                    keys.add(
+                        value.evaluated_value.lower()
+                        if isinstance(value.evaluated_value, str)
+                        else ""
+                    )
+        named = {key for key in keys if key in _DISPATCH_DEVICE_KEYS or key.startswith("composite")}
+        if named == {"cuda"}:
+            return f'a custom op\'s kernel registered for CUDA alone (`@{name}(..., "CUDA")`)'
+    return None
 
 
 def _documented_cuda_kernel(function: cst.FunctionDef) -> str | None:
