@@ -408,3 +408,99 @@ def _abstract(method: cst.FunctionDef) -> bool:
                 continue
             return False
     return True
+
+
+def batched_tile_span(context, function: cst.FunctionDef, span: TileSpan | None):
+    """`span` (`decoders.tile_decoder_span`) corrected where it reads whole frames (temporal
+    tiles) but each decoder call's input is cut from a batch of spatial tiles: a name bound
+    to `torch.cat([z[:, :, :, i : i + n, j : j + n] for i, j in tiles], 0)` (or a list
+    display of such cuts), then `zt[:, :, k : k + 1]` per call. Joining same-shaped tiles
+    along the batch axis (dim 0) keeps each tile's frames and spatial extent: the call
+    decodes one latent frame (or a batch of frames) of a few spatial tiles, not whole
+    untiled frames, so the per-call working set is a tile's (Wan's causal VAE, whose merge
+    of the whole clip sets the peak: -592 MiB at 720p), and the TEMPORAL reason for `low`
+    does not hold. Any other span is returned as it is; so is a TEMPORAL one where some
+    decoder input is not cut from such a batch (a true temporal tiling).
+
+    LL002 applies it to the span it rates (`rules/accumulate_then_concat.py`); LL001's
+    `tile_decoder_span` readers do not yet (they still read such a decode as whole frames)."""
+    if span is None or span.kind != TEMPORAL:
+        return span
+    kinds: list[tuple[str, str]] = []
+    for call in _calls(function):
+        if not _is_decoder_name(_last_name(call.func)):
+            continue
+        main = _main_input(call)
+        if main is None:
+            continue
+        found = _cut_of_tile_batch(context, function, main, context.span(call)[0], 0)
+        if found is None:
+            return span  # a decoder input that is no cut of a tile batch
+        kinds.append(found)
+    if not kinds:
+        return span
+    kind, source = max(kinds, key=lambda pair: _ORDER.index(pair[0]))
+    return TileSpan(kind, source, span.from_class)
+
+
+def _cut_of_tile_batch(
+    context, function: cst.FunctionDef, expr: cst.BaseExpression, before: int, depth: int
+) -> tuple[str, str] | None:
+    """(span kind, source) of a decoder input that cuts frames out of a batch-axis
+    concatenation of spatial tile cuts, through names and single-input calls
+    (`self.post_quant_conv(zt[:, :, k : k + 1])`); None for anything else."""
+    if depth > 6:
+        return None
+    if isinstance(expr, cst.Call):
+        receiver = _same_shape_receiver(expr)
+        inner = receiver if receiver is not None else _main_input(expr)
+        return (
+            _cut_of_tile_batch(context, function, inner, before, depth + 1)
+            if inner is not None
+            else None
+        )
+    if isinstance(expr, cst.Name):
+        bound = _last_binding(context, function, expr.value, before)
+        if bound is None:
+            return None
+        return _cut_of_tile_batch(context, function, bound[0], bound[1], depth + 1)
+    if not isinstance(expr, cst.Subscript):
+        return None
+    cut = _cut(expr)
+    if cut is None or cut[1] or not isinstance(expr.value, cst.Name):
+        return None  # no frame cut, or already a spatial tile (decoders reads those)
+    temporal = _frame_extent(expr.slice[2].slice)
+    bound = _last_binding(context, function, expr.value.value, before)
+    if bound is None or not _tile_batch(bound[0]):
+        return None
+    kind = _combine(temporal, True)
+    return (kind, context.source_of(expr)) if kind is not None else None
+
+
+def _tile_batch(value: cst.BaseExpression) -> bool:
+    """`torch.cat(<spatial tile cuts>, 0)` (or `dim=0`): same-shaped tiles of a 5-D latent
+    stacked along the batch axis, each cut at a spatial offset (`z[:, :, :, i : i + n, j :
+    j + n]`), from a list display or a comprehension."""
+    if not (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "cat"
+        and value.args
+    ):
+        return False
+    dim = next(
+        (a.value for a in value.args[1:] if a.keyword is None or a.keyword.value == "dim"), None
+    )
+    if dim is None or _int(dim) != 0:
+        return False
+    pieces = value.args[0].value
+    if isinstance(pieces, cst.ListComp):
+        elements: list[cst.BaseExpression] = [pieces.elt]
+    elif isinstance(pieces, (cst.List, cst.Tuple)) and pieces.elements:
+        elements = [e.value for e in pieces.elements]
+    else:
+        return False
+    return all(
+        isinstance(e, cst.Subscript) and (cut := _cut(e)) is not None and cut[1] and _offset_cut(e)
+        for e in elements
+    )
