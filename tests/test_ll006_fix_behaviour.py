@@ -164,3 +164,38 @@ def test_ddp_fixture_runs_the_same_on_a_real_gloo_group(tmp_path):
     values_after, grad_after = outputs[1].rsplit(" [", 1)
     assert values_before == values_after
     assert grad_before == "True, True]" and grad_after == "False, False]"
+
+
+def test_scaled_loss_fix_detaches_the_loss_only(tmp_path):
+    """`history.append(loss / cfg.accumulation_steps)` beside
+    `scaler.scale(loss / cfg.accumulation_steps).backward()`: the fixed file detaches `loss`
+    (not the int setting, whose `.detach()` would raise), stores the same values, and keeps
+    no graph."""
+    fixed = FIXTURES / "positive_scaled_loss_with_settings.fixed.py"
+    assert "loss.detach() / cfg.accumulation_steps" in fixed.read_text(encoding="utf-8")
+    path = tmp_path / "scaled.py"
+    shutil.copyfile(FIXTURES / "positive_scaled_loss_with_settings.py", path)
+    _lint_fix(path)
+    assert path.read_text(encoding="utf-8") == fixed.read_text(encoding="utf-8")
+
+    class Config:
+        train_steps, accumulation_steps = 3, 2
+
+        def resolved(self):
+            return self
+
+    def run(module_path: Path, name: str):
+        torch.manual_seed(0)
+        unet = torch.nn.Linear(4, 4)
+        optimizer = torch.optim.SGD(unet.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu", enabled=False)
+        batches = iter(
+            [{"noisy": torch.randn(2, 4), "target": torch.randn(2, 4)} for _ in range(6)]
+        )
+        return _load(module_path, name).train(Config(), unet, batches, optimizer, scaler)
+
+    before = run(FIXTURES / "positive_scaled_loss_with_settings.py", "scaled_before")
+    after = run(path, "scaled_after")
+    assert [b.item() for b in before] == [a.item() for a in after]
+    assert all(b.grad_fn is not None for b in before)
+    assert all(a.grad_fn is None for a in after)
