@@ -1223,7 +1223,7 @@ class _FunctionAnalysis:
         if not carried:
             return None
         loop = self._outlived_loop(node, accumulator, carried)
-        if loop is None and not (self.is_step and self._outlives_step(accumulator, bits)):
+        if loop is None and not self._outlives_call(accumulator, bits):
             return None
         return _Sink(node, statement, accumulator, carried, loop, running)
 
@@ -1314,6 +1314,23 @@ class _FunctionAnalysis:
                         return True
         return False
 
+    def _outlives_call(self, accumulator: cst.BaseExpression, bits: int) -> bool:
+        """Whether a store outside any loop outlives the call: in a `training_step`, onto
+        `self` or a global; in a method that runs backward on its own (`loss.backward()`
+        in `def train(self, data, target)`: one call is one step, as in a step-wise agent
+        or a queue worker), onto `self`, whose attribute lives from one call to the next."""
+        if self.is_step:
+            return self._outlives_step(accumulator, bits)
+        root = _root_name(accumulator)
+        return (
+            bool(self.backward_nodes)
+            and "self" in self.cfg.parameters
+            and root is not None
+            and root.value == "self"
+            and not isinstance(accumulator, cst.Name)
+            and not self.cfg.function.name.value.startswith("__")
+        )
+
     def _outlives_step(self, accumulator: cst.BaseExpression, bits: int) -> bool:
         root = _root_name(accumulator)
         if root is None or isinstance(accumulator, cst.Name):
@@ -1363,7 +1380,9 @@ class _FunctionAnalysis:
     def _reset_row(self, sink: _Sink) -> int | None:
         """The line where a name accumulator is rebound inside its loop or a loop around it
         (a periodic reset: per epoch, per optimizer step)."""
-        if sink.loop is None or not isinstance(sink.accumulator, cst.Name):
+        if sink.loop is None:
+            return self._attribute_reset_row(sink)
+        if not isinstance(sink.accumulator, cst.Name):
             return None
         body = {n.index for h in self.loops_of.get(sink.node.index, ()) for n in h.loop_body or ()}
         rows = [
@@ -1374,6 +1393,19 @@ class _FunctionAnalysis:
             and site.node is not None
             and site.node.index in body
             and site.node is not sink.node
+        ]
+        return min(rows) if rows else None
+
+    def _attribute_reset_row(self, sink: _Sink) -> int | None:
+        """The line where a per-call step rebinds the attribute it accumulates into
+        (`self._running_loss = 0` after the optimizer step)."""
+        text = self.context.source_of(sink.accumulator)
+        rows = [
+            self.context.position(node.statement).start.line  # type: ignore[arg-type]
+            for node in self.cfg.nodes
+            if node is not sink.node
+            and isinstance(node.statement, cst.Assign)
+            and any(self.context.source_of(t.target) == text for t in node.statement.targets)
         ]
         return min(rows) if rows else None
 
