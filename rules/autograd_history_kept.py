@@ -1401,7 +1401,7 @@ class _FunctionAnalysis:
         (`self._running_loss = 0` after the optimizer step)."""
         text = self.context.source_of(sink.accumulator)
         rows = [
-            self.context.position(node.statement).start.line  # type: ignore[arg-type]
+            self.context.position(node.statement).start.line
             for node in self.cfg.nodes
             if node is not sink.node
             and isinstance(node.statement, cst.Assign)
