@@ -590,9 +590,15 @@ class AutogradHistoryKept(Rule):
     `criterion`, `*loss`, `self(...)`, ..., not of a module frozen with
     `.requires_grad_(False)`), a value that the function passes to backward
     (`loss.backward()`, `accelerator.backward(loss)`, `scaler.scale(loss).backward()`,
-    `torch.autograd.grad`, the value a `training_step` returns), or anything derived from
-    one by tensor operations (operators, `outputs.loss`, `out[0]`, tensor methods,
-    `torch.*` functions, `sum()`). Not history: the gradients `torch.autograd.grad` returns
+    `torch.autograd.grad`, a function of the same file that runs backward on its
+    parameter, as `_backward_scalar_loss(loss)` does with `loss.backward()`, the value a
+    `training_step` returns), or anything derived from one by tensor operations (operators,
+    `outputs.loss`, `out[0]`, tensor methods, `torch.*` functions, `sum()`). A call of a
+    function defined at the top of the same file is judged by its body, not its name: it
+    carries what its returns carry (history made inside it, or that of the arguments that
+    reach a return), so `_fold_epoch_loss(acc, loss)`, which returns `loss.detach()` or
+    `acc` grown in place, is no loss computation. The argument of `tensor.backward(g)` that
+    reads a `.grad` (or `gradient=`) is a gradient, not a value backpropagated. Not history: the gradients `torch.autograd.grad` returns
     without `create_graph=True`, `.item()`, `float()`, `.detach()`,
     `.data`, `.tolist()`, `.numpy()`, integer and boolean results (`argmax`, comparisons),
     results of unknown functions (`accelerator.gather(loss)`) and of calls named for an
@@ -600,14 +606,20 @@ class AutogradHistoryKept(Rule):
     anything computed under `torch.no_grad()` or `torch.inference_mode()` (or
     `set_grad_enabled` of anything but `True`).
 
-    Only functions that visibly train are checked: those that call backward, and
-    `training_step`. Nothing is reported in a function decorated with `torch.no_grad()` or
+    Only functions that visibly train are checked: those that call backward (directly or
+    through such a helper of the file), and `training_step`. A method that runs backward
+    itself outside any loop is one step per call (a step-wise agent's `train(data,
+    target)`, a queue worker's `run`): what it accumulates onto `self` outlives the call,
+    as in a `training_step`, and the message names the line that resets it. Nothing is reported in a function decorated with `torch.no_grad()` or
     `torch.inference_mode()`, one whose every call in the file runs under them, or an
     evaluation function by its name (`validation_step`, `test_step`, `predict_step`,
     `evaluate*`, `validate*`, `eval_*`, `predict*`, ...), which frameworks run without grad.
     An accumulator that is later passed to backward or `torch.autograd.grad` (gradient
     accumulation that needs the graph), or that a function without a backward call of its
-    own returns (its caller may), is not reported; nor is a store under `torch.no_grad()`
+    own returns (its caller may), is not reported; nor is one that a function with two
+    modes returns (GradCache: `if with_backward: loss.backward(); loss = loss.detach()`
+    before the store, the sum of the stored values returned for the caller's backward
+    otherwise); nor is a store under `torch.no_grad()`
     of arithmetic (which records nothing). A loop that only stores parts of one graph made
     before it (`for k, source in enumerate(sources): losses[source] = reco[k]`) adds no
     graph per iteration: it is judged by the loop around it, so a dict rebuilt for every
