@@ -9,7 +9,8 @@ functions (`public-github-sample (transcribed: /tmp/.../f.py)`), at that path or
 `--wild`. A site is reported when `lifetime-lint check --select LL006` (every significance)
 gives a finding on its line. Prints instances reported / instances found, negatives
 flagged / negatives found, the entries whose stored `rule_reports` differs from this run,
-and the entries whose source is missing here (not counted).
+and the entries whose source is missing here, or whose line no longer holds the
+labelled code (not counted).
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ def locate(entry: dict, sources: Path | None, wild: Path | None) -> Path | None:
         candidates = [sources / name / path] if sources is not None else []
         candidates.append(REPO / ".corpus" / re.sub(r"-\d[\w.]*$", "", name) / path)
     return next((c for c in candidates if c.is_file()), None)
+
+
+def _on_line(path: Path, entry: dict) -> bool:
+    """Whether the labelled code is on the labelled line of this copy (another version of
+    the package may have moved it): its first 30 characters, blanks collapsed."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    if not 0 < entry["line"] <= len(lines):
+        return False
+    code = " ".join(entry.get("code", "").split())[:30]
+    return code in " ".join(lines[entry["line"] - 1].split())
 
 
 def reported_lines(files: list[Path]) -> dict[Path, set[int]]:
@@ -75,7 +86,7 @@ def main() -> int:
     changed, missing = [], []
     for entry, path in located:
         where = f"{entry.get('corpus', '').split(' ')[0]} {entry.get('path')}:{entry.get('line')}"
-        if path is None or not entry.get("line"):
+        if path is None or not entry.get("line") or not _on_line(path, entry):
             missing.append(where)
             continue
         reported = entry["line"] in lines.get(path.resolve(), set())
