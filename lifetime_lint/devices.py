@@ -1044,6 +1044,7 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
             or _constructor_refuses_other_backends(context, node)
             or _factory_refuses_other_backends(context, node)
             or _module_factory_gives_up_off_backend(context, node)
+            or _own_device_only_cuda(node)
         )
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
@@ -1062,6 +1063,58 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         or _gated_by_cuda_validator(context, node)
         or _raises_without_backend_library(context, node)
     )
+
+
+def _own_device_only_cuda(node: cst.ClassDef) -> str | None:
+    """Why a class runs on CUDA alone, or None: every value its own code binds to
+    `self.device` is a literal CUDA device (`torch.device(f"cuda:{self.local_rank}")`,
+    `"cuda"`; None aside), at least one. Its methods work on that device, so its raw
+    `torch.cuda` calls serve the only accelerator it uses (vLLM-derived workers;
+    a pipeline that loads only under `torch.cuda.is_available()`). A `self.device` bound
+    from a parameter, a pick between backends, or any other value keeps the class
+    reported."""
+    values: list[cst.BaseExpression] = []
+
+    def enter(child: cst.CSTNode) -> None:
+        if isinstance(child, cst.Assign):
+            for target in child.targets:
+                if _is_self_device(target.target):
+                    values.append(child.value)
+        elif isinstance(child, (cst.AnnAssign, cst.AugAssign)):
+            if _is_self_device(child.target):
+                values.append(child.value if child.value is not None else cst.Name("None"))
+        elif isinstance(child, cst.NamedExpr) and _is_self_device(child.target):
+            values.append(child.value)
+
+    walk(node, enter, lambda _: None, lambda c: not isinstance(c, cst.ClassDef) or c is node)
+    cuda = [v for v in values if not (isinstance(v, cst.Name) and v.value == "None")]
+    if cuda and all(_literal_cuda_device(v) for v in cuda):
+        return f"a class whose own device is only ever CUDA (`{node.name.value}.device`)"
+    return None
+
+
+def _is_self_device(target: cst.BaseExpression) -> bool:
+    return (
+        isinstance(target, cst.Attribute)
+        and isinstance(target.value, cst.Name)
+        and target.value.value == "self"
+        and target.attr.value == "device"
+    )
+
+
+def _literal_cuda_device(value: cst.BaseExpression) -> bool:
+    """`"cuda"`, `"cuda:0"`, `f"cuda:{rank}"`, or `torch.device(...)` of one of those."""
+    if isinstance(value, cst.Call) and dotted_name(value.func) in ("torch.device", "device"):
+        if not value.args or value.args[0].keyword is not None:
+            return False
+        value = value.args[0].value
+    if isinstance(value, cst.SimpleString):
+        text = value.evaluated_value
+        return isinstance(text, str) and (text == "cuda" or text.startswith("cuda:"))
+    if isinstance(value, cst.FormattedString) and value.parts:
+        first = value.parts[0]
+        return isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda:")
+    return False
 
 
 def _module_cuda_or_cpu_devices(context: FileContext) -> frozenset[str]:

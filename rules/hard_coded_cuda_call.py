@@ -192,7 +192,8 @@ class HardCodedCudaCall(Rule):
     tensors, a function that raises unless a CUDA-only or ROCm-only library loaded, a device
     index handed to a same-module helper that calls the CUDA driver API or makes it a CUDA
     device, `torch.device("cuda", index)`; a class whose method creates its process group
-    with the literal `backend="nccl"` outside any `if`; code on the module's own
+    with the literal `backend="nccl"` outside any `if`; a class whose own code binds
+    `self.device` only to literal CUDA devices; code on the module's own
     CUDA-or-CPU device; code past a `try` left only through a handler that needs CUDA, or
     past a test of a helper's answer that is None unless `torch.cuda.mem_get_info`
     answered, or past an exit unless lists filled only under a CUDA test), a CUDA-only

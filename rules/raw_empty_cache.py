@@ -67,7 +67,10 @@ class RawEmptyCache(Rule):
     stream outside any `if` (`with torch.cuda.stream(decode_stream):` in its loop), a branch that picks a CUDA-only
     kernel, code past `if x.device.type != "cuda": return` or past a `raise` that names
     CUDA, a class named for CUDA or built
-    on a CUDA-only object, a function that imports a CUDA-only library, a CUDA-only kernel
+    on a CUDA-only object, a class whose own code binds `self.device` only to literal
+    CUDA devices (`self.device = torch.device(f"cuda:{self.local_rank}")`, `self.device =
+    "cuda"`; None aside; a device from a parameter or a pick between backends keeps it
+    reported), a function that imports a CUDA-only library, a CUDA-only kernel
     module, a ROCm/AMD-only path where `torch.cuda` is HIP (also a module that imports a
     ROCm-only library such as `aiter` or `mori`, unconditionally or for its types), a
     test skipped without CUDA);
