@@ -31,6 +31,7 @@ from lifetime_lint.project import (
     attribute_writes,
     backend_exclusion,
     cuda_package,
+    may_have_device_layer,
     read_text,
     sibling_module_file,
 )
@@ -1044,7 +1045,7 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
             or _constructor_refuses_other_backends(context, node)
             or _factory_refuses_other_backends(context, node)
             or _module_factory_gives_up_off_backend(context, node)
-            or _own_device_only_cuda(node)
+            or _own_device_only_cuda(context, node)
         )
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
@@ -1065,14 +1066,18 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
     )
 
 
-def _own_device_only_cuda(node: cst.ClassDef) -> str | None:
+def _own_device_only_cuda(context: FileContext, node: cst.ClassDef) -> str | None:
     """Why a class runs on CUDA alone, or None: every value its own code binds to
     `self.device` is a literal CUDA device (`torch.device(f"cuda:{self.local_rank}")`,
     `"cuda"`; None aside), at least one. Its methods work on that device, so its raw
     `torch.cuda` calls serve the only accelerator it uses (vLLM-derived workers;
     a pipeline that loads only under `torch.cuda.is_available()`). A `self.device` bound
     from a parameter, a pick between backends, or any other value keeps the class
-    reported."""
+    reported; so does any class of a project with a device layer of its own (vLLM-Omni's
+    workers): there the literal CUDA device is itself the slip its platform layer exists
+    to avoid."""
+    if may_have_device_layer(context.path):
+        return None
     values: list[cst.BaseExpression] = []
 
     def enter(child: cst.CSTNode) -> None:

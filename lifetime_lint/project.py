@@ -1078,6 +1078,13 @@ def missing_device_layer(path: str) -> str | None:
     return None if fact is None else fact[0]
 
 
+def may_have_device_layer(path: str) -> bool:
+    """Whether the project of the module at `path` has a device layer of its own, or is
+    too large a tree to tell (a loose module, in no package, has none)."""
+    fact = _device_layer_fact(os.path.dirname(os.path.abspath(path)))
+    return fact is not None and fact[0] is None
+
+
 def _device_layer_fact(folder: str) -> tuple[str | None, tuple[str, ...]] | None:
     """The device-layer fact of the project of the package in `folder`, with the folders
     whose listings decide it: the parent of the platform folder found (while it stays, the
