@@ -60,7 +60,7 @@ def tile_decoder_span(context, function: cst.FunctionDef, owner: cst.ClassDef | 
     memo = context.memo.setdefault(_MEMO_KEY, {})
     key = id(function)
     if key not in memo:
-        memo[key] = _span(context, function, owner)
+        memo[key] = _batched(context, function, _span(context, function, owner))
     return memo[key]
 
 
@@ -410,8 +410,8 @@ def _abstract(method: cst.FunctionDef) -> bool:
     return True
 
 
-def batched_tile_span(context, function: cst.FunctionDef, span: TileSpan | None):
-    """`span` (`decoders.tile_decoder_span`) corrected where it reads whole frames (temporal
+def _batched(context, function: cst.FunctionDef, span: TileSpan | None) -> TileSpan | None:
+    """`span` (what `_span` read) corrected where it reads whole frames (temporal
     tiles) but each decoder call's input is cut from a batch of spatial tiles: a name bound
     to `torch.cat([z[:, :, :, i : i + n, j : j + n] for i, j in tiles], 0)` (or a list
     display of such cuts), then `zt[:, :, k : k + 1]` per call. Joining same-shaped tiles
@@ -420,10 +420,8 @@ def batched_tile_span(context, function: cst.FunctionDef, span: TileSpan | None)
     untiled frames, so the per-call working set is a tile's (Wan's causal VAE, whose merge
     of the whole clip sets the peak: -592 MiB at 720p), and the TEMPORAL reason for `low`
     does not hold. Any other span is returned as it is; so is a TEMPORAL one where some
-    decoder input is not cut from such a batch (a true temporal tiling).
-
-    LL002 applies it to the span it rates (`rules/accumulate_then_concat.py`); LL001's
-    `tile_decoder_span` readers do not yet (they still read such a decode as whole frames)."""
+    decoder input is not cut from such a batch (a true temporal tiling). Part of
+    `tile_decoder_span`, so LL001 and LL002 read the same span."""
     if span is None or span.kind != TEMPORAL:
         return span
     kinds: list[tuple[str, str]] = []

@@ -957,8 +957,15 @@ class FunctionFacts:
                         if work.level != MODEL or work.kind != "decode":
                             continue
                     name = _base_name(_main_argument(call))
-                    if name is not None:
-                        self._decoder_inputs.update(s.index for s in self.reaching(node, name))
+                    if name is None:
+                        continue
+                    for found in self.reaching(node, name):
+                        self._decoder_inputs.add(found.index)
+                        inner = _latent_conv_input(found.value)
+                        if found.node is not None and inner is not None:
+                            self._decoder_inputs.update(
+                                s.index for s in self.reaching(found.node, inner)
+                            )
         return site.index in self._decoder_inputs
 
     def read_by_model(self, name: str) -> bool:
@@ -3036,6 +3043,22 @@ def _is_denoiser_keyword(keyword: str) -> bool:
     """`timestep=t`, `timesteps=`, `sigma_value=`: a noise level a denoiser conditions on."""
     lowered = keyword.lower()
     return any(word in lowered for word in _DENOISER_WORDS)
+
+
+# The 1x1 convolution of a latent diffusion autoencoder between its latent and its decoder
+# (`post_quant_conv`, diffusers' and ldm's name): latent channels in, latent channels out.
+_LATENT_CONVS = frozenset(["post_quant_conv"])
+
+
+def _latent_conv_input(value: cst.BaseExpression | None) -> str | None:
+    """The name whose slice `tile = self.post_quant_conv(zt[:, :, k : k + 1])` reads: what
+    feeds the decoder through the latent-to-latent conv is a latent too (a batch of latent
+    tiles), not decoded output."""
+    if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Attribute):
+        return None
+    if value.func.attr.value not in _LATENT_CONVS:
+        return None
+    return _base_name(_main_argument(value))
 
 
 def _names_noise_level(name: str) -> bool:
