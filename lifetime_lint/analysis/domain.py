@@ -38,7 +38,6 @@ underscores), counted once per file and memoised on the file context:
 from __future__ import annotations
 
 import os
-
 import re
 from collections import Counter
 from collections.abc import Callable, Container, Iterator
