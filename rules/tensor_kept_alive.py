@@ -24,7 +24,7 @@ from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.class_config import off_default_path
 from lifetime_lint.analysis.dataflow import Dataflow
-from lifetime_lint.analysis.decoders import tile_decoder_span
+from lifetime_lint.analysis.decoders import decodes_feature_maps, tile_decoder_span
 from lifetime_lint.analysis.domain import (
     AUDIO_STREAM,
     LARGE_DOMAIN,
@@ -917,6 +917,8 @@ class _Analysis:
                 origin = S.PIXEL_IMAGES  # an image model's pixels: one image, a few MiB
             elif origin == F.DECODED and _names_audio(name):
                 origin = S.WAVEFORM  # a decoded waveform: seconds of samples, a few MiB
+            elif origin == F.DECODED and decodes_feature_maps(facts.function, facts.owner):
+                origin = S.DECODER_FEATURES  # `self.decoder_level1(h)` of a restoration U-Net
             elif origin == F.LOGITS:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
             elif origin == F.ACTIVATION and _names_a_weight(name) and not self._reads_input(real):

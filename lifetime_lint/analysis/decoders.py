@@ -502,3 +502,39 @@ def _tile_batch(value: cst.BaseExpression) -> bool:
         isinstance(e, cst.Subscript) and (cut := _cut(e)) is not None and cut[1] and _offset_cut(e)
         for e in elements
     )
+
+
+# Words of an encoder-decoder network's stages (`self.encoder_level1`, `self.enc2`,
+# `self.decoder`, `self.dec_layers`), read from a submodule's name split at `_` and digits.
+_STAGE_WORD = re.compile(r"[a-z]+")
+_ENCODER_STAGE = frozenset(["encoder", "enc", "encoders"])
+_DECODER_STAGE = frozenset(["decoder", "dec", "decoders"])
+# Class words of an autoencoder, whose forward decodes latents back to pixels.
+_AUTOENCODER_CLASS = re.compile(r"autoencoder|vae|vq|quant|tokenizer|codec", re.IGNORECASE)
+
+
+def decodes_feature_maps(function: cst.FunctionDef, owner: cst.ClassDef | None) -> bool:
+    """Whether `function` is the forward of an encoder-decoder network (a U-Net of image
+    restoration or colorization: `self.encoder_level1(x)` ... `self.decoder_level1(h)`,
+    `self.encoder(x)` ... `self.decoder()`): it calls both an encoder stage and a decoder
+    stage of its own module, outside a class named for an autoencoder (an autoencoder's
+    forward decodes latents back to pixels; so does a decode method, which calls no encoder).
+    What such a decoder stage returns is the network's feature maps at the stage's
+    resolution (channels x H x W, up to full resolution), not decoded tiles or frames."""
+    if owner is None or _AUTOENCODER_CLASS.search(owner.name.value):
+        return False
+    if _is_decoder_name(function.name.value) or _is_encoder_name(function.name.value):
+        return False
+    methods = _methods(owner)
+    encoder = decoder = False
+    for call in _calls(function):
+        func = call.func
+        if not (_on_self(func) and isinstance(func, cst.Attribute)):
+            continue
+        name = func.attr.value
+        if name in methods:
+            continue  # `self.decode(z)`: a method, not a stage
+        words = set(_STAGE_WORD.findall(name.lower()))
+        encoder = encoder or bool(words & _ENCODER_STAGE)
+        decoder = decoder or bool(words & _DECODER_STAGE)
+    return encoder and decoder

@@ -121,6 +121,11 @@ HOST_TENSOR = "host-tensor"
 # block's peak is at its input (measured on the H200: 0 MiB for each such finding).
 DOWNSAMPLED = "downsampled"
 
+# The output of a decoder stage of an encoder-decoder network (`decoders.decodes_feature_maps`:
+# a restoration U-Net's `self.decoder_level1(h)`, a colorizer's `self.decoder()`): feature
+# maps at up to the input's full resolution, as large as decoded output, but not decoded
+# tiles or frames; rated as `large`, described as what it is.
+DECODER_FEATURES = "decoder-features"
 # A value derived from weights alone (`lora_weight = torch.mm(B.weight, A.weight)`, a DoRA
 # weight norm): sized by one layer's parameters, not by tokens or pixels.
 WEIGHT_SIZED = "weight-sized"
@@ -135,6 +140,7 @@ LOOP_CHUNK = "loop-chunk"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
+    DECODER_FEATURES: LARGE,
     F.LOGITS: LARGE,
     F.CONCATENATION: ACTIVATION_SIZED,
     F.MODEL_OUTPUT: ACTIVATION_SIZED,
@@ -173,6 +179,10 @@ INTERFACE_VALUE = "interface-value"
 # What each origin is called in a message, with its size class.
 _DESCRIPTION = {
     F.DECODED: "decoded tiles, frames or images: large",
+    DECODER_FEATURES: (
+        "feature maps of an encoder-decoder network's decoder stage, up to full resolution:"
+        " large"
+    ),
     F.LOGITS: "logits: large",
     F.CONCATENATION: "a concatenation: activation-sized or larger",
     F.MODEL_OUTPUT: "a model output: activation-sized",
