@@ -180,8 +180,7 @@ INTERFACE_VALUE = "interface-value"
 _DESCRIPTION = {
     F.DECODED: "decoded tiles, frames or images: large",
     DECODER_FEATURES: (
-        "feature maps of an encoder-decoder network's decoder stage, up to full resolution:"
-        " large"
+        "feature maps of an encoder-decoder network's decoder stage, up to full resolution: large"
     ),
     F.LOGITS: "logits: large",
     F.CONCATENATION: "a concatenation: activation-sized or larger",
