@@ -582,6 +582,10 @@ def name_origin(name: str, origin: str) -> str:
         return F.LATENTS
     if "pixel" in words and "values" in words and origin in _PIXEL_INPUT_ORIGINS:
         return F.IMAGE  # `pixel_values`: a processor's preprocessed input images
+    if origin == F.DECODED and words & _NOT_PIXEL_WORDS:
+        # `q_tiles = quantize_tiles(tiles)`: what a decode-named input flowed into, renamed
+        # for weights or a query, is no longer decoded output.
+        return WEIGHT_SIZED if words & _WEIGHT_WORDS else F.ACTIVATION
     if origin in (F.DECODED, F.CONDITIONING):
         return origin
     if words & {"logits"}:
@@ -595,6 +599,7 @@ def name_origin(name: str, origin: str) -> str:
     if (
         words & _DECODED_WORDS
         and not words & _FEATURE_WORDS
+        and not words & _NOT_PIXEL_WORDS
         and origin in (F.MODEL_OUTPUT, F.CONCATENATION, F.ALLOCATION)
     ):
         return F.DECODED  # `frames = torch.cat(...)`: a value of unknown size, named frames
@@ -703,6 +708,11 @@ _DECODED_WORDS = frozenset(
         "output_frames",
     ]
 )
+# Words that say tiles or rows are weights, not pixels (a quantizer's `weight_tiles`,
+# `quantized_tiles`), and words that say they are a query's (`q_tiles`: attention's query
+# tiles, or a quantizer's quantized tiles; either way not decoded output).
+_WEIGHT_WORDS = frozenset(["weight", "weights", "quant", "quantized", "qweight"])
+_NOT_PIXEL_WORDS = _WEIGHT_WORDS | frozenset(["q", "qkv", "query"])
 _CONDITIONING_WORDS = frozenset(
     [
         "embeds",
