@@ -665,9 +665,22 @@ def _names_read(expr: cst.CSTNode) -> set[str]:
     return names
 
 
+# Words that pick one frame of a clip (`first_frame`, `last_frame_up`, `ref_frame`).
+_ONE_FRAME_PICKS = frozenset(["first", "last", "ref", "reference", "start", "end"])
+
+
 def _names_one_image(name: str) -> bool:
+    """`vace_reference_image`, `first_frame_up`, `last_frame`: a name for one image, or for
+    one picked frame of a clip (a first/last/reference frame, resized or not), not for the
+    clip: one image's pixels, a few MiB."""
     words = name.lower().strip("_").split("_")
-    return len(words) >= 2 and words[-1] in _ONE_IMAGE_WORDS and not set(words) & _MANY_IMAGE_WORDS
+    if len(words) >= 2 and words[-1] in _ONE_IMAGE_WORDS and not set(words) & _MANY_IMAGE_WORDS:
+        return True
+    for at in range(len(words) - 1):
+        if words[at] in _ONE_FRAME_PICKS and words[at + 1] in ("frame", "image"):
+            rest = set(words[:at]) | set(words[at + 2 :])
+            return not rest & _MANY_IMAGE_WORDS
+    return False
 
 
 # Tensor methods that keep a value's elements (views, moves, casts).
