@@ -24,7 +24,11 @@ from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.class_config import off_default_path
 from lifetime_lint.analysis.dataflow import Dataflow
-from lifetime_lint.analysis.decoders import decodes_feature_maps, tile_decoder_span
+from lifetime_lint.analysis.decoders import (
+    decodes_feature_maps,
+    from_decoder_stage,
+    tile_decoder_span,
+)
 from lifetime_lint.analysis.domain import (
     AUDIO_STREAM,
     LARGE_DOMAIN,
@@ -86,9 +90,9 @@ class TensorKeptAlive(Rule):
     What is worth a finding is the held bytes at the peak of what they are held across, so
     each finding is rated (see `docs/architecture.md` for the measurements behind the bar):
     - `high`: large values (decoded tiles, frames or images, logits; the feature maps of an
-      encoder-decoder network's decoder stage, `self.decoder_level1(h)` in a restoration
-      U-Net whose forward also runs `self.encoder_level1`, outside a class named for an
-      autoencoder: rated the same, and the message calls them feature maps, not decoded
+      encoder-decoder network's decoder stage, bound to `self.decoder_level1(h)` or named
+      for it in a restoration U-Net whose forward also runs `self.encoder_level1`, outside a
+      class named for an autoencoder: rated the same, and the message calls them feature maps, not decoded
       tiles) held across model-level work, a block's peak sublayer or an output-sized
       concatenation; a decode-named value renamed for weights or a query (`q_tiles =
       quantize_tiles(tiles)`, `quantized_tiles`) is no longer decoded output;
@@ -942,7 +946,11 @@ class _Analysis:
                 origin = S.PIXEL_IMAGES  # an image model's pixels: one image, a few MiB
             elif origin == F.DECODED and _names_audio(name):
                 origin = S.WAVEFORM  # a decoded waveform: seconds of samples, a few MiB
-            elif origin == F.DECODED and decodes_feature_maps(facts.function, facts.owner):
+            elif (
+                origin == F.DECODED
+                and decodes_feature_maps(facts.function, facts.owner)
+                and from_decoder_stage(name, [site.value for site in owned])
+            ):
                 origin = S.DECODER_FEATURES  # `self.decoder_level1(h)` of a restoration U-Net
             elif origin == F.LOGITS:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores

@@ -538,3 +538,27 @@ def decodes_feature_maps(function: cst.FunctionDef, owner: cst.ClassDef | None) 
         encoder = encoder or bool(words & _ENCODER_STAGE)
         decoder = decoder or bool(words & _DECODER_STAGE)
     return encoder and decoder
+
+
+def from_decoder_stage(name: str, values: list[cst.BaseExpression | None]) -> bool:
+    """Whether a binding of a `decodes_feature_maps` forward holds a decoder stage's output:
+    named for it (`inp_dec_level1`, `out_dec_level2`, `decoder_out`) or bound, every time,
+    to an expression that calls a decoder stage of the module (`out_feat =
+    self.decoder()`). The network's other values (`frames = torch.stack(...)` of its
+    input) are what they were."""
+    if set(_STAGE_WORD.findall(name.lower())) & _DECODER_STAGE:
+        return True
+    return bool(values) and all(v is not None and _calls_decoder_stage(v) for v in values)
+
+
+def _calls_decoder_stage(value: cst.BaseExpression) -> bool:
+    found: list[bool] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Call) and _on_self(node.func):
+            words = set(_STAGE_WORD.findall(_last_name(node.func).lower()))
+            if words & _DECODER_STAGE:
+                found.append(True)
+
+    walk(value, enter, _no)
+    return bool(found)
