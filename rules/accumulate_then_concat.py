@@ -158,7 +158,7 @@ class AccumulateThenConcat(Rule):
     frame per call (Wan's causal VAE, `z[:, :, k : k + 1, ...]`: -592 MiB at 720p, also
     over a batch of spatial tiles joined on the batch axis, `zt = torch.cat([z[:, :, :, i :
     i + t, j : j + t] for i, j in tiles], 0)` then `zt[:, :, k : k + 1]`:
-    `decoders.batched_tile_span`) keeps
+    `decoders.tile_decoder_span`) keeps
     `high`; chunks computed from parameters alone (a LoRA merge `B.weight @ A.weight *
     scaling`): weights, not activations; attention run one query tile at a time against
     every key with a softmax in the loop (each tile's scores outweigh its output, so the
@@ -650,8 +650,7 @@ class AccumulateThenConcat(Rule):
         if structure is None and S.size_class(origin) == S.LARGE:
             # A tiled decode whose tile calls decode frame batches or whole tiles: their
             # activations, not the merge, set the peak.
-            span = D.tile_decoder_span(self.context, function, facts.owner)
-            structure = S.tiled_merge(D.batched_tile_span(self.context, function, span))
+            structure = S.tiled_merge(D.tile_decoder_span(self.context, function, facts.owner))
         if structure is not None:
             level = S.LOW
         scoped, structure = self._scoped(level, structure)

@@ -24,7 +24,11 @@ from lifetime_lint.analysis import tables as T
 from lifetime_lint.analysis.cfg import DefSite, Node, StatementInfo
 from lifetime_lint.analysis.class_config import off_default_path
 from lifetime_lint.analysis.dataflow import Dataflow
-from lifetime_lint.analysis.decoders import tile_decoder_span
+from lifetime_lint.analysis.decoders import (
+    decodes_feature_maps,
+    from_decoder_stage,
+    tile_decoder_span,
+)
 from lifetime_lint.analysis.domain import (
     AUDIO_STREAM,
     LARGE_DOMAIN,
@@ -85,8 +89,13 @@ class TensorKeptAlive(Rule):
 
     What is worth a finding is the held bytes at the peak of what they are held across, so
     each finding is rated (see `docs/architecture.md` for the measurements behind the bar):
-    - `high`: large values (decoded tiles, frames or images, logits) held across model-level
-      work, a block's peak sublayer or an output-sized concatenation;
+    - `high`: large values (decoded tiles, frames or images, logits; the feature maps of an
+      encoder-decoder network's decoder stage, bound to `self.decoder_level1(h)` or named
+      for it in a restoration U-Net whose forward also runs `self.encoder_level1`, outside a
+      class named for an autoencoder: rated the same, and the message calls them feature maps, not decoded
+      tiles) held across model-level work, a block's peak sublayer or an output-sized
+      concatenation; a decode-named value renamed for weights or a query (`q_tiles =
+      quantize_tiles(tiles)`, `quantized_tiles`) is no longer decoded output;
     - `medium`: activation-sized values (a layer's output, a model's hidden states, an old
       cache entry) of a model that works on many tokens (a video model: tens of thousands
       of tokens per activation) held across the sublayer that sets a block's peak
@@ -97,7 +106,9 @@ class TensorKeptAlive(Rule):
       weights and a KV cache that dwarf one activation; a vision encoder, a perceiver
       resampler; a streaming causal block that runs a few latent frames per call against a
       KV cache, which it takes as a parameter) or of a file too short to show that it works
-      on more (no evidence of many tokens), activation-class values held across a whole
+      on more (no evidence of many tokens; unless the file's own name says video and its
+      code unpacks a 5-D shape or builds a `Conv3d`, `wan_video_camera_controller.py`: a
+      video module, rated as one), activation-class values held across a whole
       model call (a VAE decode, a transformer call, a denoise loop: what is held there is
       at the model's interface, latents, embeddings, predictions or masks), logits (the
       sampled positions' or a few hundred queries' scores), a decoded waveform, values
@@ -121,7 +132,9 @@ class TensorKeptAlive(Rule):
       mid block at the latent resolution, below the decoder's full-resolution peak), the
       input of a decoder (the value, or a slice of it, passed as a decoder call's main
       input: `x = self.post_quant_conv(z)` ... `self.decoder(x[:, :, i : i + 1])`, one
-      latent frame, a tile's latents; or of a layer `__init__` builds for the latent's
+      latent frame, a tile's latents, and what a `post_quant_conv` feeding the decoder reads,
+      `zt = torch.cat([z[..., i : i + t, j : j + t] ...], 0)` ... `tile =
+      self.post_quant_conv(zt[:, :, k : k + 1])`, a batch of latent tiles; or of a layer `__init__` builds for the latent's
       channels, `self.conv_in = Conv3d(z_channels, ...)`: latent-sized, about 1/50 of the
       video it decodes), a slice of latents (`torch.cat([tile_latents[:, :, i : i + 1]
       ...])`), and tensors in host memory (a torch factory called without `device=` in a
@@ -159,7 +172,8 @@ class TensorKeptAlive(Rule):
     conditioning stays conditioning-sized through nested sublayers
     (`self.norm_k(self.add_k_proj(context_img))`: 257 image tokens), and a sublayer over a
     noise level returns an embedding, not an activation (`vec = self.time_in(timestep)`: one
-    vector per sample); one over ids or sizes is light,
+    vector per sample; also through a plain rename, `t = timestep` ... `self.time_in(t)`, and
+    over a guidance-distilled model's guidance strength, `self.guidance_in(guidance)`); one over ids or sizes is light,
     one over decoded frames sets the peak; a helper of the file whose every tensor input
     is tiny (`_downsample_mask_to_latent(attention_mask, ...)`) is light work; a gather of
     an unpatchifying projection's output (`self.proj_out = nn.Linear(inner_dim,
@@ -207,7 +221,9 @@ class TensorKeptAlive(Rule):
     A cross-attention's context (`y` of `CrossAttention.forward(self, x, y)`) is the text
     stream unless it falls back to the query. A value computed from weights alone, which no
     input of the function reaches (DoRA's `lora_weight`, `weight_norm`), is weight-sized,
-    and a name ending in a singular `image` (`vace_reference_image`) one image: both small;
+    and a name ending in a singular `image` (`vace_reference_image`), or one for a picked
+    frame of a clip (`first_frame_up`, `last_frame`, `ref_frame`: one frame, resized or not),
+    one image: both small;
     so are a learned parameter tiled over the batch only (`token =
     self.token.clone().repeat(batch_size, 1, 1)`: its size set by the constructor; tiled over
     frames, `repeat(1, num_frames, 1)`, it keeps its size) and a processor's preprocessing
@@ -665,9 +681,22 @@ def _names_read(expr: cst.CSTNode) -> set[str]:
     return names
 
 
+# Words that pick one frame of a clip (`first_frame`, `last_frame_up`, `ref_frame`).
+_ONE_FRAME_PICKS = frozenset(["first", "last", "ref", "reference", "start", "end"])
+
+
 def _names_one_image(name: str) -> bool:
+    """`vace_reference_image`, `first_frame_up`, `last_frame`: a name for one image, or for
+    one picked frame of a clip (a first/last/reference frame, resized or not), not for the
+    clip: one image's pixels, a few MiB."""
     words = name.lower().strip("_").split("_")
-    return len(words) >= 2 and words[-1] in _ONE_IMAGE_WORDS and not set(words) & _MANY_IMAGE_WORDS
+    if len(words) >= 2 and words[-1] in _ONE_IMAGE_WORDS and not set(words) & _MANY_IMAGE_WORDS:
+        return True
+    for at in range(len(words) - 1):
+        if words[at] in _ONE_FRAME_PICKS and words[at + 1] in ("frame", "image"):
+            rest = set(words[:at]) | set(words[at + 2 :])
+            return not rest & _MANY_IMAGE_WORDS
+    return False
 
 
 # Tensor methods that keep a value's elements (views, moves, casts).
@@ -917,6 +946,12 @@ class _Analysis:
                 origin = S.PIXEL_IMAGES  # an image model's pixels: one image, a few MiB
             elif origin == F.DECODED and _names_audio(name):
                 origin = S.WAVEFORM  # a decoded waveform: seconds of samples, a few MiB
+            elif (
+                origin == F.DECODED
+                and decodes_feature_maps(facts.function, facts.owner)
+                and from_decoder_stage(name, [site.value for site in owned])
+            ):
+                origin = S.DECODER_FEATURES  # `self.decoder_level1(h)` of a restoration U-Net
             elif origin == F.LOGITS:
                 origin = S.SCORES  # the last positions' or a few hundred queries' scores
             elif origin == F.ACTIVATION and _names_a_weight(name) and not self._reads_input(real):

@@ -60,7 +60,7 @@ def tile_decoder_span(context, function: cst.FunctionDef, owner: cst.ClassDef | 
     memo = context.memo.setdefault(_MEMO_KEY, {})
     key = id(function)
     if key not in memo:
-        memo[key] = _span(context, function, owner)
+        memo[key] = _batched(context, function, _span(context, function, owner))
     return memo[key]
 
 
@@ -410,8 +410,8 @@ def _abstract(method: cst.FunctionDef) -> bool:
     return True
 
 
-def batched_tile_span(context, function: cst.FunctionDef, span: TileSpan | None):
-    """`span` (`decoders.tile_decoder_span`) corrected where it reads whole frames (temporal
+def _batched(context, function: cst.FunctionDef, span: TileSpan | None) -> TileSpan | None:
+    """`span` (what `_span` read) corrected where it reads whole frames (temporal
     tiles) but each decoder call's input is cut from a batch of spatial tiles: a name bound
     to `torch.cat([z[:, :, :, i : i + n, j : j + n] for i, j in tiles], 0)` (or a list
     display of such cuts), then `zt[:, :, k : k + 1]` per call. Joining same-shaped tiles
@@ -420,10 +420,8 @@ def batched_tile_span(context, function: cst.FunctionDef, span: TileSpan | None)
     untiled frames, so the per-call working set is a tile's (Wan's causal VAE, whose merge
     of the whole clip sets the peak: -592 MiB at 720p), and the TEMPORAL reason for `low`
     does not hold. Any other span is returned as it is; so is a TEMPORAL one where some
-    decoder input is not cut from such a batch (a true temporal tiling).
-
-    LL002 applies it to the span it rates (`rules/accumulate_then_concat.py`); LL001's
-    `tile_decoder_span` readers do not yet (they still read such a decode as whole frames)."""
+    decoder input is not cut from such a batch (a true temporal tiling). Part of
+    `tile_decoder_span`, so LL001 and LL002 read the same span."""
     if span is None or span.kind != TEMPORAL:
         return span
     kinds: list[tuple[str, str]] = []
@@ -504,3 +502,63 @@ def _tile_batch(value: cst.BaseExpression) -> bool:
         isinstance(e, cst.Subscript) and (cut := _cut(e)) is not None and cut[1] and _offset_cut(e)
         for e in elements
     )
+
+
+# Words of an encoder-decoder network's stages (`self.encoder_level1`, `self.enc2`,
+# `self.decoder`, `self.dec_layers`), read from a submodule's name split at `_` and digits.
+_STAGE_WORD = re.compile(r"[a-z]+")
+_ENCODER_STAGE = frozenset(["encoder", "enc", "encoders"])
+_DECODER_STAGE = frozenset(["decoder", "dec", "decoders"])
+# Class words of an autoencoder, whose forward decodes latents back to pixels.
+_AUTOENCODER_CLASS = re.compile(r"autoencoder|vae|vq|quant|tokenizer|codec", re.IGNORECASE)
+
+
+def decodes_feature_maps(function: cst.FunctionDef, owner: cst.ClassDef | None) -> bool:
+    """Whether `function` is the forward of an encoder-decoder network (a U-Net of image
+    restoration or colorization: `self.encoder_level1(x)` ... `self.decoder_level1(h)`,
+    `self.encoder(x)` ... `self.decoder()`): it calls both an encoder stage and a decoder
+    stage of its own module, outside a class named for an autoencoder (an autoencoder's
+    forward decodes latents back to pixels; so does a decode method, which calls no encoder).
+    What such a decoder stage returns is the network's feature maps at the stage's
+    resolution (channels x H x W, up to full resolution), not decoded tiles or frames."""
+    if owner is None or _AUTOENCODER_CLASS.search(owner.name.value):
+        return False
+    if _is_decoder_name(function.name.value) or _is_encoder_name(function.name.value):
+        return False
+    methods = _methods(owner)
+    encoder = decoder = False
+    for call in _calls(function):
+        func = call.func
+        if not (_on_self(func) and isinstance(func, cst.Attribute)):
+            continue
+        name = func.attr.value
+        if name in methods:
+            continue  # `self.decode(z)`: a method, not a stage
+        words = set(_STAGE_WORD.findall(name.lower()))
+        encoder = encoder or bool(words & _ENCODER_STAGE)
+        decoder = decoder or bool(words & _DECODER_STAGE)
+    return encoder and decoder
+
+
+def from_decoder_stage(name: str, values: list[cst.BaseExpression | None]) -> bool:
+    """Whether a binding of a `decodes_feature_maps` forward holds a decoder stage's output:
+    named for it (`inp_dec_level1`, `out_dec_level2`, `decoder_out`) or bound, every time,
+    to an expression that calls a decoder stage of the module (`out_feat =
+    self.decoder()`). The network's other values (`frames = torch.stack(...)` of its
+    input) are what they were."""
+    if set(_STAGE_WORD.findall(name.lower())) & _DECODER_STAGE:
+        return True
+    return bool(values) and all(v is not None and _calls_decoder_stage(v) for v in values)
+
+
+def _calls_decoder_stage(value: cst.BaseExpression) -> bool:
+    found: list[bool] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Call) and _on_self(node.func):
+            words = set(_STAGE_WORD.findall(_last_name(node.func).lower()))
+            if words & _DECODER_STAGE:
+                found.append(True)
+
+    walk(value, enter, _no)
+    return bool(found)

@@ -37,6 +37,7 @@ underscores), counted once per file and memoised on the file context:
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Container, Iterator
@@ -283,8 +284,24 @@ def file_domain(context) -> str:
     domain = context.memo.get(MEMO_KEY)
     if domain is None:
         domain = domain_of_source(context.source)
+        if domain == UNJUDGED_DOMAIN and _named_and_shaped_for_video(context):
+            domain = VIDEO_DOMAIN
         context.memo[MEMO_KEY] = domain
     return domain
+
+
+def _named_and_shaped_for_video(context) -> bool:
+    """A file too short to judge by its words (`unjudged`) that is a video model's module by
+    both its own name and its code: the file's name says video (`wan_video_camera_controller
+    .py`, not a folder's name: `hunyuanvideo/modules/token_refiner.py` runs on text) and
+    its code unpacks a 5-D shape (`bs, c, f, h, w = x.size()`) or builds a 3-D convolution
+    (`_VIDEO_STRUCTURE`). Such a module runs on the video's frames (a camera adapter over a
+    pixel-space control video), not on a snippet's unknown input."""
+    path = getattr(context, "path", None)
+    if not path:
+        return False
+    stem = os.path.splitext(os.path.basename(str(path)))[0]
+    return mentions_video(stem) and _VIDEO_STRUCTURE.search(context.source) is not None
 
 
 # -- which classes of a video file work at video size ----------------------------------------

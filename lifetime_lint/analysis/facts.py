@@ -957,8 +957,15 @@ class FunctionFacts:
                         if work.level != MODEL or work.kind != "decode":
                             continue
                     name = _base_name(_main_argument(call))
-                    if name is not None:
-                        self._decoder_inputs.update(s.index for s in self.reaching(node, name))
+                    if name is None:
+                        continue
+                    for found in self.reaching(node, name):
+                        self._decoder_inputs.add(found.index)
+                        inner = _latent_conv_input(found.value)
+                        if found.node is not None and inner is not None:
+                            self._decoder_inputs.update(
+                                s.index for s in self.reaching(found.node, inner)
+                            )
         return site.index in self._decoder_inputs
 
     def read_by_model(self, name: str) -> bool:
@@ -1091,14 +1098,27 @@ class FunctionFacts:
             return CONDITIONING if inner.is_tensor and inner.origin == CONDITIONING else None
         if not isinstance(first, cst.Name):
             return None
-        if _is_denoiser_keyword(first.value):
-            # `vec = self.time_in(timestep)`, `self.time_embedder(timesteps_proj)`: an
-            # embedding of the noise level, one vector per sample (or per token), not tokens
-            # x hidden of the stream.
+        if _names_noise_level(first.value) or self._aliases_noise_level(first.value, node):
+            # `vec = self.time_in(timestep)`, `self.time_embedder(timesteps_proj)`, `t =
+            # timestep` ... `self.time_in(t)`: an embedding of the noise level, one vector
+            # per sample (or per token), not tokens x hidden of the stream.
             return CONDITIONING
         fact = self._name_value(first.value, node)  # (tensor-ness is the call's; size the input's)
         origin = name_origin(first.value, fact.origin if fact.is_tensor else ACTIVATION)
         return CONDITIONING if origin == CONDITIONING else None
+
+    def _aliases_noise_level(self, name: str, node: Node) -> bool:
+        """Whether every binding of `name` reaching `node` is a plain rename of a name that
+        says it is a noise level (`t = timestep`, `sigma = sigmas`): the rename keeps the
+        value, so it is the per-sample timestep, not the stream's tokens."""
+        sites = self.reaching(node, name)
+        return bool(sites) and all(
+            s.kind == "assign"
+            and not s.unpacked
+            and isinstance(s.value, cst.Name)
+            and _names_noise_level(s.value.value)
+            for s in sites
+        )
 
     def _rebound_through_call(self, site: DefSite, call: cst.Call, node: Node) -> ValueFact | None:
         """`query = apply_rotary_emb(query, cos, sin)`, `q, k = rope_inplace(q, k, cache)`:
@@ -3023,6 +3043,30 @@ def _is_denoiser_keyword(keyword: str) -> bool:
     """`timestep=t`, `timesteps=`, `sigma_value=`: a noise level a denoiser conditions on."""
     lowered = keyword.lower()
     return any(word in lowered for word in _DENOISER_WORDS)
+
+
+# The 1x1 convolution of a latent diffusion autoencoder between its latent and its decoder
+# (`post_quant_conv`, diffusers' and ldm's name): latent channels in, latent channels out.
+_LATENT_CONVS = frozenset(["post_quant_conv"])
+
+
+def _latent_conv_input(value: cst.BaseExpression | None) -> str | None:
+    """The name whose slice `tile = self.post_quant_conv(zt[:, :, k : k + 1])` reads: what
+    feeds the decoder through the latent-to-latent conv is a latent too (a batch of latent
+    tiles), not decoded output."""
+    if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Attribute):
+        return None
+    if value.func.attr.value not in _LATENT_CONVS:
+        return None
+    return _base_name(_main_argument(value))
+
+
+def _names_noise_level(name: str) -> bool:
+    """`timestep`, `sigmas`, `guidance` (a guidance-distilled model's guidance strength,
+    embedded like the timestep: `vec = vec + self.guidance_in(guidance)`): one scalar per
+    sample, so a sublayer over it returns one vector per sample. (Not `_is_denoiser_keyword`:
+    a pipeline called with `guidance_scale=` returns images, not a prediction.)"""
+    return _is_denoiser_keyword(name) or "guidance" in name.lower().split("_")
 
 
 # Work whose weight follows its main input: sublayers, module parameters, torch ops.

@@ -121,6 +121,11 @@ HOST_TENSOR = "host-tensor"
 # block's peak is at its input (measured on the H200: 0 MiB for each such finding).
 DOWNSAMPLED = "downsampled"
 
+# The output of a decoder stage of an encoder-decoder network (`decoders.decodes_feature_maps`:
+# a restoration U-Net's `self.decoder_level1(h)`, a colorizer's `self.decoder()`): feature
+# maps at up to the input's full resolution, as large as decoded output, but not decoded
+# tiles or frames; rated as `large`, described as what it is.
+DECODER_FEATURES = "decoder-features"
 # A value derived from weights alone (`lora_weight = torch.mm(B.weight, A.weight)`, a DoRA
 # weight norm): sized by one layer's parameters, not by tokens or pixels.
 WEIGHT_SIZED = "weight-sized"
@@ -135,6 +140,7 @@ LOOP_CHUNK = "loop-chunk"
 
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
+    DECODER_FEATURES: LARGE,
     F.LOGITS: LARGE,
     F.CONCATENATION: ACTIVATION_SIZED,
     F.MODEL_OUTPUT: ACTIVATION_SIZED,
@@ -173,6 +179,9 @@ INTERFACE_VALUE = "interface-value"
 # What each origin is called in a message, with its size class.
 _DESCRIPTION = {
     F.DECODED: "decoded tiles, frames or images: large",
+    DECODER_FEATURES: (
+        "feature maps of an encoder-decoder network's decoder stage, up to full resolution: large"
+    ),
     F.LOGITS: "logits: large",
     F.CONCATENATION: "a concatenation: activation-sized or larger",
     F.MODEL_OUTPUT: "a model output: activation-sized",
@@ -573,6 +582,10 @@ def name_origin(name: str, origin: str) -> str:
         return F.LATENTS
     if "pixel" in words and "values" in words and origin in _PIXEL_INPUT_ORIGINS:
         return F.IMAGE  # `pixel_values`: a processor's preprocessed input images
+    if origin == F.DECODED and words & _NOT_PIXEL_WORDS:
+        # `q_tiles = quantize_tiles(tiles)`: what a decode-named input flowed into, renamed
+        # for weights or a query, is no longer decoded output.
+        return WEIGHT_SIZED if words & _WEIGHT_WORDS else F.ACTIVATION
     if origin in (F.DECODED, F.CONDITIONING):
         return origin
     if words & {"logits"}:
@@ -586,6 +599,7 @@ def name_origin(name: str, origin: str) -> str:
     if (
         words & _DECODED_WORDS
         and not words & _FEATURE_WORDS
+        and not words & _NOT_PIXEL_WORDS
         and origin in (F.MODEL_OUTPUT, F.CONCATENATION, F.ALLOCATION)
     ):
         return F.DECODED  # `frames = torch.cat(...)`: a value of unknown size, named frames
@@ -694,6 +708,11 @@ _DECODED_WORDS = frozenset(
         "output_frames",
     ]
 )
+# Words that say tiles or rows are weights, not pixels (a quantizer's `weight_tiles`,
+# `quantized_tiles`), and words that say they are a query's (`q_tiles`: attention's query
+# tiles, or a quantizer's quantized tiles; either way not decoded output).
+_WEIGHT_WORDS = frozenset(["weight", "weights", "quant", "quantized", "qweight"])
+_NOT_PIXEL_WORDS = _WEIGHT_WORDS | frozenset(["q", "qkv", "query"])
 _CONDITIONING_WORDS = frozenset(
     [
         "embeds",
