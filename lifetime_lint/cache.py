@@ -164,6 +164,7 @@ class Cache:
             backend_exclusion,
             cuda_package,
             missing_device_layer,
+            optional_attribute_writes,
             sibling_imports_digest,
         )
 
@@ -172,7 +173,12 @@ class Cache:
         kept_off = None if exclusion is None else (sorted(exclusion.names), exclusion.lists)
         # The same-folder modules it imports from (a validator there: `devices`).
         siblings = sibling_imports_digest(path, data.decode("utf-8", "replace"))
-        facts = (cuda_package(path).reason, missing_device_layer(path), kept_off, siblings)
+        # Who sets the attributes its gates read by name (`hasattr(self, "hook")`).
+        text = data.decode("utf-8", "replace")
+        gated = (
+            optional_attribute_writes(path, text) if "hasattr" in text or "getattr" in text else []
+        )
+        facts = (cuda_package(path).reason, missing_device_layer(path), kept_off, siblings, gated)
         return repr(facts).encode() + b"\0"
 
     def _config_part(self, path: str, data: bytes) -> bytes:

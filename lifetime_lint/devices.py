@@ -28,8 +28,10 @@ from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.project import (
     CUDA_OR_CPU_PICK,
     CUDA_PROJECT,
+    attribute_writes,
     backend_exclusion,
     cuda_package,
+    may_have_device_layer,
     read_text,
     sibling_module_file,
 )
@@ -527,6 +529,95 @@ _CUDA_SPECIFIC_TEST = compile_lazily(
 )
 
 
+UNSET_GATE = "a branch on an optional attribute"  # how its reason starts
+
+
+def _optional_attribute_gate(context: FileContext, test: cst.BaseExpression) -> str | None:
+    """Why a branch on an optional attribute (`if hasattr(self, "hook") and self.hook is
+    not None:`, `if getattr(self, "hook", None) is not None:`) runs only on CUDA, or None:
+    no module of the project sets the attribute to anything but None, or each one that
+    does sets it in a function that binds a literal CUDA device outside any `if`
+    (`project.attribute_writes`). The gate says the class does not define the attribute
+    itself; a write the project's text does not show plainly keeps the branch reported."""
+    attribute = _gated_attribute(test)
+    if attribute is None:
+        return None
+    writes = attribute_writes(context.path, attribute)
+    if writes is None or writes.unjudged:
+        return None
+    if not writes.cuda_bound:
+        return (
+            f"{UNSET_GATE} (`{attribute}`) that no module of {writes.project} sets to "
+            "anything but None"
+        )
+    return (
+        f"{UNSET_GATE} (`{attribute}`) that {writes.project} sets only in functions bound "
+        f"to a CUDA device ({', '.join(writes.cuda_bound[:3])})"
+    )
+
+
+def _gated_attribute(test: cst.BaseExpression) -> str | None:
+    """The attribute of `self` that `test` requires to be set, read by name: a conjunct
+    `getattr(self, "x", None)` (or `... is not None`), or `hasattr(self, "x")` beside a
+    conjunct `self.x is not None` (or `self.x`). None otherwise."""
+    conjuncts: list[cst.BaseExpression] = []
+
+    def split(node: cst.BaseExpression) -> None:
+        if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And):
+            split(node.left)
+            split(node.right)
+        else:
+            conjuncts.append(node)
+
+    split(test)
+    checked: set[str] = set()
+    probed: set[str] = set()
+    for conjunct in conjuncts:
+        inner = _not_none_operand(conjunct)
+        if (
+            isinstance(inner, cst.Attribute)
+            and isinstance(inner.value, cst.Name)
+            and inner.value.value == "self"
+        ):
+            checked.add(inner.attr.value)
+            continue
+        if not isinstance(inner, cst.Call) or not isinstance(inner.func, cst.Name):
+            continue
+        args = inner.args
+        if not args or not (isinstance(args[0].value, cst.Name) and args[0].value.value == "self"):
+            continue
+        if len(args) < 2 or any(a.keyword is not None or a.star for a in args):
+            continue
+        name = args[1].value
+        value = name.evaluated_value if isinstance(name, cst.SimpleString) else None
+        if not isinstance(value, str) or not value.isidentifier():
+            continue
+        if inner.func.value == "hasattr" and len(args) == 2:
+            probed.add(value)
+        elif (
+            inner.func.value == "getattr"
+            and len(args) == 3
+            and isinstance(args[2].value, cst.Name)
+            and args[2].value.value == "None"
+        ):
+            return value
+    both = sorted(probed & checked)
+    return both[0] if both else None
+
+
+def _not_none_operand(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`x` of `x is not None`; any other node as it is."""
+    if (
+        isinstance(node, cst.Comparison)
+        and len(node.comparisons) == 1
+        and isinstance(node.comparisons[0].operator, cst.IsNot)
+        and isinstance(node.comparisons[0].comparator, cst.Name)
+        and node.comparisons[0].comparator.value == "None"
+    ):
+        return node.left
+    return node
+
+
 def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | None:
     """Why the code around a node is CUDA-only by intent, or None.
 
@@ -557,6 +648,9 @@ def cuda_bound(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> str | 
             test = context.code_for(node.test)
             if _ROCM.search(test):
                 return f"a ROCm-only branch (`{test.strip()[:60]}`), where torch.cuda is right"
+            reason = _optional_attribute_gate(context, node.test)
+            if reason:
+                return reason
             local = _none_unless_cuda(context, node.test, chain[:index])
             if local:
                 return f"CUDA-only code (`{local}` is false or None unless the device is CUDA)"
@@ -951,6 +1045,7 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
             or _constructor_refuses_other_backends(context, node)
             or _factory_refuses_other_backends(context, node)
             or _module_factory_gives_up_off_backend(context, node)
+            or _own_device_only_cuda(context, node)
         )
     for statement in _body_statements(node):
         if isinstance(statement, cst.If) and _is_cuda_skip_guard(context, statement):
@@ -969,6 +1064,62 @@ def _scope_binding(context: FileContext, node: cst.FunctionDef | cst.ClassDef) -
         or _gated_by_cuda_validator(context, node)
         or _raises_without_backend_library(context, node)
     )
+
+
+def _own_device_only_cuda(context: FileContext, node: cst.ClassDef) -> str | None:
+    """Why a class runs on CUDA alone, or None: every value its own code binds to
+    `self.device` is a literal CUDA device (`torch.device(f"cuda:{self.local_rank}")`,
+    `"cuda"`; None aside), at least one. Its methods work on that device, so its raw
+    `torch.cuda` calls serve the only accelerator it uses (vLLM-derived workers;
+    a pipeline that loads only under `torch.cuda.is_available()`). A `self.device` bound
+    from a parameter, a pick between backends, or any other value keeps the class
+    reported; so does any class of a project with a device layer of its own (vLLM-Omni's
+    workers): there the literal CUDA device is itself the slip its platform layer exists
+    to avoid."""
+    if may_have_device_layer(context.path):
+        return None
+    values: list[cst.BaseExpression] = []
+
+    def enter(child: cst.CSTNode) -> None:
+        if isinstance(child, cst.Assign):
+            for target in child.targets:
+                if _is_self_device(target.target):
+                    values.append(child.value)
+        elif isinstance(child, (cst.AnnAssign, cst.AugAssign)):
+            if _is_self_device(child.target):
+                values.append(child.value if child.value is not None else cst.Name("None"))
+        elif isinstance(child, cst.NamedExpr) and _is_self_device(child.target):
+            values.append(child.value)
+
+    walk(node, enter, lambda _: None, lambda c: not isinstance(c, cst.ClassDef) or c is node)
+    cuda = [v for v in values if not (isinstance(v, cst.Name) and v.value == "None")]
+    if cuda and all(_literal_cuda_device(v) for v in cuda):
+        return f"a class whose own device is only ever CUDA (`{node.name.value}.device`)"
+    return None
+
+
+def _is_self_device(target: cst.BaseExpression) -> bool:
+    return (
+        isinstance(target, cst.Attribute)
+        and isinstance(target.value, cst.Name)
+        and target.value.value == "self"
+        and target.attr.value == "device"
+    )
+
+
+def _literal_cuda_device(value: cst.BaseExpression) -> bool:
+    """`"cuda"`, `"cuda:0"`, `f"cuda:{rank}"`, or `torch.device(...)` of one of those."""
+    if isinstance(value, cst.Call) and dotted_name(value.func) in ("torch.device", "device"):
+        if not value.args or value.args[0].keyword is not None:
+            return False
+        value = value.args[0].value
+    if isinstance(value, cst.SimpleString):
+        text = value.evaluated_value
+        return isinstance(text, str) and (text == "cuda" or text.startswith("cuda:"))
+    if isinstance(value, cst.FormattedString) and value.parts:
+        first = value.parts[0]
+        return isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda:")
+    return False
 
 
 def _module_cuda_or_cpu_devices(context: FileContext) -> frozenset[str]:
@@ -3260,6 +3411,7 @@ LEFT_OUT_MEASUREMENT = "CUDA-only measurement utility"
 LEFT_OUT_KEPT_OFF = "model the project keeps off other backends"
 LEFT_OUT_OWN_FALLBACK = "past its own answer without CUDA"
 LEFT_OUT_CUDA_PROJECT = "CUDA-only project"
+LEFT_OUT_UNSET_GATE = "branch on an attribute the project sets only on CUDA"
 LEFT_OUT_LADDER = "CUDA arm of a backend ladder"
 LEFT_OUT_NO_DEVICE_LAYER = "project without a device layer"  # LL005 only
 # The setting that reports every one of them (what `--statistics` prints beside the counts).
@@ -3613,6 +3765,8 @@ class Portability:
 
 def left_out_label(reason: str) -> str:
     """The `--statistics` row a `cuda_bound` reason is counted under."""
+    if reason.startswith(UNSET_GATE):
+        return LEFT_OUT_UNSET_GATE
     if reason.startswith(CALLED_ONLY_FROM):
         return LEFT_OUT_CALLER_GATED
     if reason.startswith(OWN_FALLBACK):

@@ -1005,6 +1005,9 @@ def package_facts_read() -> tuple[list[str], list[str]]:
     for folder, read_files in list(_CONFIG_INPUTS.items()):
         files.update(dict.fromkeys(read_files))
         folders[folder] = None
+    for read_files, read_folders in list(_ATTRIBUTE_INPUTS.values()):
+        files.update(dict.fromkeys(read_files))
+        folders.update(dict.fromkeys(read_folders))
     return list(files), list(folders)
 
 
@@ -1133,6 +1136,9 @@ def _forget_listings() -> None:
     _PROJECT_FACTS.clear()
     _DEVICE_LAYERS.clear()
     _EXCLUSIONS.clear()
+    _ATTRIBUTE_WRITES.clear()
+    _ATTRIBUTE_INPUTS.clear()
+    _WORD_INDEX.clear()
 
 
 def forget_all_packages() -> None:
@@ -1179,6 +1185,13 @@ def missing_device_layer(path: str) -> str | None:
     not in a package (a loose file has no project to judge)."""
     fact = _device_layer_fact(os.path.dirname(os.path.abspath(path)))
     return None if fact is None else fact[0]
+
+
+def may_have_device_layer(path: str) -> bool:
+    """Whether the project of the module at `path` has a device layer of its own, or is
+    too large a tree to tell (a loose module, in no package, has none)."""
+    fact = _device_layer_fact(os.path.dirname(os.path.abspath(path)))
+    return fact is not None and fact[0] is None
 
 
 def _device_layer_fact(folder: str) -> tuple[str | None, tuple[str, ...]] | None:
@@ -1351,3 +1364,126 @@ def _in_url(text: str, start: int) -> bool:
     `://` before it)."""
     token = max(text.rfind(c, 0, start) for c in " \t\n\"'(<") + 1
     return "://" in text[token:start]
+
+
+# -- who sets an optional attribute ----------------------------------------------------
+#
+# Code copied from older diffusers pipelines releases its last offloaded model under
+# `if hasattr(self, "final_offload_hook") and self.final_offload_hook is not None:` and
+# empties CUDA's cache there. The gate itself says the attribute is optional: the class
+# does not define it, someone else may. Whether anyone does is read from the project's
+# other modules: where none sets the attribute to anything but None, the branch does not
+# run for the project's own code (DeepCache, SimpleTuner, HiDiffusion: diffusers' base
+# pipeline now keeps `_all_hooks`); where each write sits in a function that binds a
+# literal CUDA device outside any `if` (iopaint's copied `enable_model_cpu_offload`:
+# `device = torch.device(f"cuda:{gpu_id}")` ... `self.final_offload_hook = hook`), the
+# branch runs only once that CUDA-only function ran. A write the scan cannot judge (the
+# attribute's name as a string outside `hasattr`/`getattr`, `setattr(self, "x", v)`, a
+# keyword `x=v`, a plain name `x = v`) keeps the branch reported. The diffusers releases
+# that set `final_offload_hook` themselves did so in an `enable_model_cpu_offload` that
+# hard-coded `torch.device(f"cuda:{gpu_id}")`.
+_ATTRIBUTE_WRITES: dict[tuple[str, str], AttributeWrites | None] = {}
+_ATTRIBUTE_INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_WORD_INDEX: dict[str, dict[str, list[str]]] = {}  # project root -> word -> its modules
+_WORD = compile_lazily(r"[A-Za-z_]\w*")
+_NONE_VALUE = compile_lazily(r"^None\s*(?:#.*)?$")
+_DEF_LINE = compile_lazily(r"^([ \t]*)(?:async[ \t]+)?def[ \t]")
+_LITERAL_CUDA_DEVICE = compile_lazily(
+    r"^[ \t]*[A-Za-z_][\w.]*[ \t]*=[ \t]*(?:torch\.)?device\([ \t]*f?[\"']cuda(?::[^\"']*)?[\"'][ \t]*\)"
+)
+_READS_BY_NAME = compile_lazily(r"(?:hasattr|getattr)\([ \t]*[\w.]+[ \t]*,[ \t]*$")
+
+
+@dataclass(frozen=True)
+class AttributeWrites:
+    """Where a project sets an attribute to something other than None."""
+
+    project: str
+    unjudged: tuple[str, ...]  # "path:line" of writes outside a CUDA-bound function
+    cuda_bound: tuple[str, ...]  # "path:line" of writes in a function with a CUDA device
+
+
+def attribute_writes(path: str, attribute: str) -> AttributeWrites | None:
+    """The writes of `attribute` (other than None) in the project of the module at `path`,
+    by text; None: the module is in no project (or too large a one to read)."""
+    tree = project_tree(os.path.dirname(os.path.abspath(path)))
+    if tree is None:
+        return None
+    root, files, folders = tree
+    key = (root, attribute)
+    if key in _ATTRIBUTE_WRITES:
+        return _ATTRIBUTE_WRITES[key]
+    _ATTRIBUTE_INPUTS[root] = (files, folders)
+    index = _WORD_INDEX.get(root)
+    if index is None:  # one read of the project for every attribute asked about
+        index = _WORD_INDEX[root] = {}
+        for module in files:
+            for word in set(_WORD.findall(_read_text(module) or "")):
+                index.setdefault(word, []).append(module)
+    write = re.compile(rf"(?<![\w])({re.escape(attribute)})[ \t]*(?::[^=\n]*)?=(?!=)")
+    bound_by_name = re.compile(
+        rf"(?:\b(?:def|class|import|as|for)[ \t]+|^[ \t]*from[ \t]+\S+[ \t]+import\b[^\n]*\b)"
+        rf"{re.escape(attribute)}\b",
+        re.MULTILINE,
+    )
+    named = re.compile(rf"[\"']{re.escape(attribute)}[\"']")
+    unjudged: list[str] = []
+    bound: list[str] = []
+    for module in index.get(attribute, ()):
+        text = _read_text(module) or ""
+        where = os.path.relpath(module, root)
+        lines = text.splitlines()
+        for match in write.finditer(text):
+            line = text.count("\n", 0, match.start())
+            end = text.find("\n", match.end())
+            value = text[match.end() : end if end >= 0 else len(text)]
+            if _NONE_VALUE.match(value.strip()):
+                continue
+            target = bound if _in_cuda_device_function(lines, line) else unjudged
+            target.append(f"{where}:{line + 1}")
+        for match in bound_by_name.finditer(text):  # a method, class or import of that name
+            unjudged.append(f"{where}:{text.count(chr(10), 0, match.start()) + 1}")
+        for match in named.finditer(text):
+            if not _READS_BY_NAME.search(text[max(0, match.start() - 80) : match.start()]):
+                unjudged.append(f"{where}:{text.count(chr(10), 0, match.start()) + 1}")
+    fact = AttributeWrites(os.path.basename(root), tuple(unjudged), tuple(bound))
+    _ATTRIBUTE_WRITES[key] = fact
+    return fact
+
+
+def _in_cuda_device_function(lines: list[str], line: int) -> bool:
+    """Whether line `line` sits in a function whose own body binds a literal CUDA device
+    (`device = torch.device(f"cuda:{gpu_id}")`) at its top level, above the line."""
+    text = lines[line]
+    indent = len(text) - len(text.lstrip())
+    for start in range(line - 1, -1, -1):
+        found = _DEF_LINE.match(lines[start])
+        if found is not None and len(found.group(1).expandtabs()) < indent:
+            break
+    else:
+        return False
+    body_indent: int | None = None
+    for candidate in lines[start + 1 : line]:
+        stripped = candidate.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        width = len(candidate) - len(candidate.lstrip())
+        if body_indent is None:
+            body_indent = width
+        if width == body_indent and _LITERAL_CUDA_DEVICE.match(candidate):
+            return True
+    return False
+
+
+# A test that reads an attribute by name (`if hasattr(self, "hook") and ...`,
+# `... and getattr(self, "hook", None) is not None`), as `_gated_attribute` reads it.
+_GATED_BY_NAME = compile_lazily(
+    r"(?:\bif|\belif|\band)[\s(]+(?:hasattr|getattr)\([ \t]*self[ \t]*,[ \t]*[\"'](\w+)[\"']"
+)
+
+
+def optional_attribute_writes(path: str, text: str) -> list[tuple[str, AttributeWrites | None]]:
+    """The project's writes of each attribute the module reads by name (`hasattr(self,
+    "hook")`): part of the module's cache key, so that a write added elsewhere is seen."""
+    names = sorted(set(_GATED_BY_NAME.findall(text)))
+    return [(name, attribute_writes(path, name)) for name in names]

@@ -6,8 +6,8 @@ a file must contain for the rule to possibly match (`triggers`: files without th
 parsed for it), its options, and its documentation as the class docstring with Ruff's
 sections (What it does / Why is this bad? / Example / Use instead / Fix safety / Options).
 
-All enabled rules share one traversal of the tree (see `engine._Dispatcher`), so a rule pays
-only for the node types it subscribes to.
+All enabled rules share one traversal of the tree (see `traversal.walk_dispatching`), so a
+rule pays only for the node types it subscribes to.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import textwrap
 from hashlib import blake2b
 from itertools import accumulate
 from types import CodeType
-from typing import Callable
+from typing import Any, Callable
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -234,31 +234,75 @@ def walk(
     """
     enter(node)
     if descend is None or descend(node):
-        node_type = type(node)
-        fields = _CHILD_FIELDS.get(node_type, _UNKNOWN)
-        if fields is _UNKNOWN:
-            fields = child_fields(node_type)
-        if fields is None:
+        memo = _MEMO
+        if memo is None:
+            children = _node_children(node)
+        else:
+            entry = memo.get(id(node))
+            if entry is not None and entry[0] is node:
+                children = entry[1]
+            else:
+                children = _node_children(node)
+                if children is not None:
+                    memo[id(node)] = (node, children)
+        if children is None:
             for child in node.children:
                 walk(child, enter, leave, descend)
         else:
-            for name in fields:
-                value = getattr(node, name)
-                kind = type(value)
-                if kind is tuple or kind is list:
-                    for item in value:
-                        item_type = type(item)
-                        if item_type in _LEAVES:  # the same calls, without a recursion
-                            enter(item)
-                            leave(item)
-                        elif _is_node(item_type):
-                            walk(item, enter, leave, descend)
-                elif kind in _LEAVES:
-                    enter(value)
-                    leave(value)
-                elif _is_node(kind):
-                    walk(value, enter, leave, descend)
+            for item in children:
+                if type(item) in _LEAVES:  # the same calls, without a recursion
+                    enter(item)
+                    leave(item)
+                else:
+                    walk(item, enter, leave, descend)
     leave(node)
+
+
+def _node_children(node: cst.CSTNode) -> list[cst.CSTNode] | None:
+    """The child nodes `walk` passes, in order: the nodes in the node's child fields (a
+    field holding a tuple or list gives its items that are nodes). None for a node type
+    whose fields are not known (walked through LibCST's `children`)."""
+    node_type = type(node)
+    fields = _CHILD_FIELDS.get(node_type, _UNKNOWN)
+    if fields is _UNKNOWN:
+        fields = child_fields(node_type)
+    if fields is None:
+        return None
+    result: list[cst.CSTNode] = []
+    for name in fields:
+        value = getattr(node, name)
+        kind = type(value)
+        if kind is tuple or kind is list:
+            for item in value:
+                if _is_node(type(item)):
+                    result.append(item)
+        elif _is_node(kind):
+            result.append(value)
+    return result
+
+
+# id(node) -> (node, its `_node_children`) while a `children_memo` block runs: a file's lint
+# walks its tree (or parts of it) a dozen times, each analysis for its own facts; the child
+# lists are read from the fields once. The node is kept beside its list so that an id reused
+# by a node made later (a fix's new nodes) can never find another node's children. LibCST
+# nodes are immutable, so a list never goes stale.
+_MEMO: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] | None = None
+
+
+class children_memo:
+    """Remember each node's children for the walks inside this block (one file's lint);
+    forgotten at its end. Nested blocks share the outermost one's memo."""
+
+    def __enter__(self) -> None:
+        global _MEMO
+        self._outermost = _MEMO is None
+        if self._outermost:
+            _MEMO = {}
+
+    def __exit__(self, *exc_info: object) -> None:
+        global _MEMO
+        if self._outermost:
+            _MEMO = None
 
 
 # Node types that never have children; half of a tree's nodes are SimpleWhitespace or
@@ -276,26 +320,76 @@ def walk_skipping(
     """`walk(node, enter, leave)`, except that descendants whose type is in `skipped` (leaf
     types nobody listens to, see `LEAF_TYPES`) are passed over without a call."""
     enter(node)
-    node_type = type(node)
-    fields = _CHILD_FIELDS.get(node_type, _UNKNOWN)
-    if fields is _UNKNOWN:
-        fields = child_fields(node_type)
-    if fields is None:
-        for child in node.children:
-            if type(child) not in skipped:
-                walk_skipping(child, enter, leave, skipped)
+    memo = _MEMO
+    if memo is None:
+        children = _node_children(node)
     else:
-        for name in fields:
-            value = getattr(node, name)
-            kind = type(value)
-            if kind is tuple or kind is list:
-                for item in value:
-                    item_type = type(item)
-                    if item_type not in skipped and _is_node(item_type):
-                        walk_skipping(item, enter, leave, skipped)
-            elif kind not in skipped and _is_node(kind):
-                walk_skipping(value, enter, leave, skipped)
+        entry = memo.get(id(node))
+        if entry is not None and entry[0] is node:
+            children = entry[1]
+        else:
+            children = _node_children(node)
+            if children is not None:
+                memo[id(node)] = (node, children)
+    for child in node.children if children is None else children:
+        if type(child) not in skipped:
+            walk_skipping(child, enter, leave, skipped)
     leave(node)
+
+
+def walk_dispatching(
+    node: cst.CSTNode,
+    ancestors: list[cst.CSTNode],
+    visits: dict[str, list[Callable[[cst.CSTNode], object]]],
+    leaves: dict[str, list[Callable[[cst.CSTNode], object]]],
+    skipped: frozenset[type],
+) -> None:
+    """`walk_skipping(node, enter, leave, skipped)` with the engine's dispatch inlined.
+
+    Entering a node pushes it on `ancestors` and calls `visits[type name]`'s callbacks in
+    order; leaving it calls `leaves[type name]`'s, then pops it. The same calls in the same
+    order as `walk_skipping` driving a dispatcher object, without two Python calls and a
+    type-name look-up per node (a file's tree has ~10^4-10^5 nodes); the callbacks of a
+    type are looked up by name once per type and walk.
+    """
+    tables: dict[type, tuple[Any, Any]] = {}
+    push = ancestors.append
+    pop = ancestors.pop
+    memo = _MEMO
+
+    def step(node: cst.CSTNode) -> None:
+        node_type = type(node)
+        table = tables.get(node_type)
+        if table is None:
+            name = node_type.__name__
+            table = tables[node_type] = (visits.get(name) or None, leaves.get(name) or None)
+        push(node)
+        on_visit, on_leave = table
+        if on_visit is not None:
+            for callback in on_visit:
+                callback(node)
+        if memo is None:
+            children = _node_children(node)
+        else:
+            entry = memo.get(id(node))
+            if entry is not None and entry[0] is node:
+                children = entry[1]
+            else:
+                children = _node_children(node)
+                if children is not None:
+                    memo[id(node)] = (node, children)
+        for child in node.children if children is None else children:
+            if type(child) not in skipped:
+                step(child)  # noqa: F821 (deleted only after the walk, below)
+        if on_leave is not None:
+            for callback in on_leave:
+                callback(node)
+        pop()
+
+    try:
+        step(node)
+    finally:
+        del step  # `step` refers to itself: a cycle that would keep the memo for the collector
 
 
 def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:

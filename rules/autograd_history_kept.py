@@ -9,6 +9,7 @@ import libcst as cst
 
 from lifetime_lint.analysis.cfg import CFG, DefSite, Node, TooLarge, build, iter_children
 from lifetime_lint.analysis.dataflow import Dataflow, solve
+from lifetime_lint.analysis.facts import backward_helpers
 from lifetime_lint.analysis.significance import LOW, at_least, bar_of
 from lifetime_lint.devices import LEFT_OUT_SCOPE, NON_LIBRARY_NOTE, Portability
 from lifetime_lint.diagnostics import Applicability, Edit, Fix
@@ -371,13 +372,50 @@ def _backward_inputs(context: FileContext, call: cst.Call) -> list[cst.BaseExpre
         return [arg.value for arg in call.args]  # outputs=, inputs=, grad_outputs=
     if isinstance(func, cst.Attribute) and func.attr.value in _BACKWARD_METHODS:
         receiver = func.value
+        if any(arg.keyword is not None and arg.keyword.value == "gradient" for arg in call.args):
+            return [receiver]  # `out.backward(gradient=g)`
+        if positional and func.attr.value == "backward" and _reads_gradient(positional[0]):
+            return [receiver]  # `t.backward(weight * d.grad)`: the argument is a gradient
         if positional and "loss" not in (dotted_name(receiver) or "").lower():
             return positional[:1]  # `accelerator.backward(loss)`, `self.manual_backward(loss)`
         if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
             # `scaler.scale(loss).backward()`: the scaled value is the argument.
             return [arg.value for arg in receiver.args if arg.keyword is None] or [receiver]
         return [receiver]  # `loss.backward()`, `(loss / n).backward()`
+    if isinstance(func, cst.Name) and qualified is None:
+        helper = _backward_helpers(context).get(func.value)
+        if helper is not None:  # `_backward_scalar_loss(loss)`, defined in this file
+            position, parameter = helper
+            named = [a.value for a in call.args if a.keyword and a.keyword.value == parameter]
+            if named or position < len(positional):
+                return named[:1] or [positional[position]]
     return None
+
+
+def _reads_gradient(expression: cst.BaseExpression) -> bool:
+    """Whether an expression reads a `.grad` (a gradient handed to `tensor.backward`)."""
+    return any(
+        isinstance(node, cst.Attribute) and node.attr.value == "grad"
+        for node in _calls_and_attributes(expression)
+    )
+
+
+def _calls_and_attributes(expression: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [expression]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(iter_children(node))
+
+
+def _backward_helpers(context: FileContext) -> dict[str, tuple[int, str]]:
+    """This file's functions that run backward on a parameter (`F.backward_helpers`)."""
+    key = "LL006.backward_helpers"
+    helpers = context.memo.get(key)
+    if helpers is None:
+        helpers = backward_helpers(context.module)
+        context.memo[key] = helpers
+    return helpers
 
 
 def _names_read(expression: cst.CSTNode | None) -> Iterator[cst.Name]:
@@ -552,9 +590,15 @@ class AutogradHistoryKept(Rule):
     `criterion`, `*loss`, `self(...)`, ..., not of a module frozen with
     `.requires_grad_(False)`), a value that the function passes to backward
     (`loss.backward()`, `accelerator.backward(loss)`, `scaler.scale(loss).backward()`,
-    `torch.autograd.grad`, the value a `training_step` returns), or anything derived from
-    one by tensor operations (operators, `outputs.loss`, `out[0]`, tensor methods,
-    `torch.*` functions, `sum()`). Not history: the gradients `torch.autograd.grad` returns
+    `torch.autograd.grad`, a function of the same file that runs backward on its
+    parameter, as `_backward_scalar_loss(loss)` does with `loss.backward()`, the value a
+    `training_step` returns), or anything derived from one by tensor operations (operators,
+    `outputs.loss`, `out[0]`, tensor methods, `torch.*` functions, `sum()`). A call of a
+    function defined at the top of the same file is judged by its body, not its name: it
+    carries what its returns carry (history made inside it, or that of the arguments that
+    reach a return), so `_fold_epoch_loss(acc, loss)`, which returns `loss.detach()` or
+    `acc` grown in place, is no loss computation. The argument of `tensor.backward(g)` that
+    reads a `.grad` (or `gradient=`) is a gradient, not a value backpropagated. Not history: the gradients `torch.autograd.grad` returns
     without `create_graph=True`, `.item()`, `float()`, `.detach()`,
     `.data`, `.tolist()`, `.numpy()`, integer and boolean results (`argmax`, comparisons),
     results of unknown functions (`accelerator.gather(loss)`) and of calls named for an
@@ -562,14 +606,20 @@ class AutogradHistoryKept(Rule):
     anything computed under `torch.no_grad()` or `torch.inference_mode()` (or
     `set_grad_enabled` of anything but `True`).
 
-    Only functions that visibly train are checked: those that call backward, and
-    `training_step`. Nothing is reported in a function decorated with `torch.no_grad()` or
+    Only functions that visibly train are checked: those that call backward (directly or
+    through such a helper of the file), and `training_step`. A method that runs backward
+    itself outside any loop is one step per call (a step-wise agent's `train(data,
+    target)`, a queue worker's `run`): what it accumulates onto `self` outlives the call,
+    as in a `training_step`, and the message names the line that resets it. Nothing is reported in a function decorated with `torch.no_grad()` or
     `torch.inference_mode()`, one whose every call in the file runs under them, or an
     evaluation function by its name (`validation_step`, `test_step`, `predict_step`,
     `evaluate*`, `validate*`, `eval_*`, `predict*`, ...), which frameworks run without grad.
     An accumulator that is later passed to backward or `torch.autograd.grad` (gradient
     accumulation that needs the graph), or that a function without a backward call of its
-    own returns (its caller may), is not reported; nor is a store under `torch.no_grad()`
+    own returns (its caller may), is not reported; nor is one that a function with two
+    modes returns (GradCache: `if with_backward: loss.backward(); loss = loss.detach()`
+    before the store, the sum of the stored values returned for the caller's backward
+    otherwise); nor is a store under `torch.no_grad()`
     of arithmetic (which records nothing). A loop that only stores parts of one graph made
     before it (`for k, source in enumerate(sources): losses[source] = reco[k]`) adds no
     graph per iteration: it is judged by the loop around it, so a dict rebuilt for every
@@ -689,6 +739,90 @@ def _build_analysis(context: FileContext, node: cst.FunctionDef) -> _FunctionAna
     return _FunctionAnalysis(context, cfg, facts, backward_nodes, is_step)
 
 
+_SUMMARIES = "LL006.returned_history"
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """What a top-level function of the file returns (`_returned_history`)."""
+
+    fresh: bool  # a return may carry history made inside the function
+    passed: frozenset[str]  # parameters whose history may reach a return
+    parameters: tuple[str, ...]  # positional parameter names, in order
+
+
+def _returned_history(context: FileContext, name: str) -> _Summary | None:
+    """What the top-level function `name` of this file returns, as LL006 propagates history
+    through its body: (whether a return may carry history made inside it, the parameters
+    whose history may reach a return). `_fold_epoch_loss(acc, loss)`, which returns
+    `loss.detach()` or `acc` after `acc.add_(loss.detach())`, returns no history of its own
+    and only `acc`'s: a call of it is no loss computation, whatever its name. None: no
+    such function (or a recursive one, or too large to analyse)."""
+    memo = context.memo.setdefault(_SUMMARIES, {})
+    if name in memo:
+        return memo[name]
+    memo[name] = None  # while analysing: a recursive call is unknown
+    functions = [
+        s for s in context.module.body if isinstance(s, cst.FunctionDef) and s.name.value == name
+    ]
+    if len(functions) != 1:
+        return None
+    function = functions[0]
+    if any(_is_no_grad_context(context, d.decorator) for d in function.decorators):
+        memo[name] = _Summary(False, frozenset(), ())
+        return memo[name]
+    try:
+        cfg = build(function, AutogradHistoryKept.max_nodes)
+    except (TooLarge, RecursionError):
+        return None
+    analysis = _FunctionAnalysis(context, cfg, _module_facts(context), [], False)
+    returns = [n for n in cfg.nodes if isinstance(n.statement, cst.Return) and n.statement.value]
+
+    def returns_history(seeded: set[int]) -> bool:
+        analysis.history = set(seeded)
+        analysis._spread_history()
+        return any(
+            analysis._carries(
+                n.statement.value,  # type: ignore[union-attr]
+                analysis.flow.reach_in[n.index],
+                analysis._enabled(n),
+            )
+            for n in returns
+        )
+
+    fresh = returns_history(set())
+    passed = frozenset(
+        site.name
+        for site in cfg.defs
+        if site.kind == "param"
+        and returns_history(
+            {s.index for s in cfg.defs if s.kind == "param" and s.name == site.name}
+        )
+    )
+    params = function.params
+    ordered = tuple(p.name.value for p in (*params.posonly_params, *params.params))
+    memo[name] = _Summary(fresh, passed, ordered)
+    return memo[name]
+
+
+def _arguments_at(call: cst.Call, summary: _Summary) -> list[cst.BaseExpression] | None:
+    """The arguments of a call bound to the summary's passing parameters (by position or
+    keyword); None when a `*args` or `**kwargs` hides which."""
+    passed: list[cst.BaseExpression] = []
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            bound = arg.keyword.value
+        elif position < len(summary.parameters):
+            bound = summary.parameters[position]
+        else:
+            continue
+        if bound in summary.passed:
+            passed.append(arg.value)
+    return passed
+
+
 def held_by_autograd(context: FileContext, function: cst.FunctionDef) -> frozenset[str]:
     """Names LL006 reports as keeping one iteration's autograd graph into the next forward
     (a loop with grad on that never calls backward): the finding is LL006's, whose fix
@@ -755,10 +889,58 @@ class _FunctionAnalysis:
                 for chain in needed_chains | self.facts.backward_reads
             ):
                 continue
+            if self._kept_for_caller(sink):
+                continue
             self._report_sink(sink, accumulator_text)
             if sink.loop is not None:
                 reported_loops.add(sink.loop.index)
         self._report_held()
+
+    def _kept_for_caller(self, sink: _Sink) -> bool:
+        """A function with two modes (GradCache's `if with_backward: loss.backward();
+        loss = loss.detach()`): the stored name is rebound to its own `.detach()` on one
+        path into the store, so the history that reaches it on the other path is kept on
+        purpose, and the function returns the accumulator for a caller to backpropagate."""
+        root = _root_name(sink.accumulator)
+        if root is None:
+            return False
+        bits = self.flow.reach_in[sink.node.index]
+        detached = False
+        for value in sink.values:
+            if not isinstance(value, cst.Name):
+                continue
+            for site in self.flow.reaching(bits, value.value):
+                rebound = site.value
+                if (
+                    site.kind == "assign"
+                    and isinstance(rebound, cst.Call)
+                    and isinstance(rebound.func, cst.Attribute)
+                    and rebound.func.attr.value == "detach"
+                    and isinstance(rebound.func.value, cst.Name)
+                    and rebound.func.value.value == value.value
+                ):
+                    detached = True
+        return detached and root.value in self._returned_names()
+
+    def _returned_names(self) -> set[str]:
+        """Locals whose value may reach a `return`: read by a returned expression, or by the
+        value bound to such a local (`loss = sum(losses); return loss`)."""
+        pending = [
+            name.value
+            for node in self.cfg.nodes
+            if isinstance(node.statement, cst.Return)
+            for name in _names_read(node.statement.value)
+        ]
+        names: set[str] = set()
+        while pending:
+            name = pending.pop()
+            if name in names:
+                continue
+            names.add(name)
+            for site in self.cfg.defs:
+                if site.name == name and site.value is not None:
+                    pending.extend(n.value for n in _names_read(site.value))
+        return names
 
     # -- where grad is disabled ------------------------------------------------------
     def _enabled(self, node: Node) -> bool:
@@ -913,7 +1095,22 @@ class _FunctionAnalysis:
                 # A tensor method (`loss.float()`, `loss.mean()`) or a container read
                 # (`outputs.get("loss")`): the latter passes history on even under no_grad.
                 return enabled or method in ("get", "pop", "values", "items", "__getitem__")
+        summary = self._summary(call)
+        if summary is not None:
+            passed = _arguments_at(call, summary)
+            if passed is not None and any(self._carries(a, bits, enabled) for a in passed):
+                return enabled
         return enabled and self._is_source(call)
+
+    def _summary(self, call: cst.Call) -> _Summary | None:
+        """What a call of a function defined at the top of this file returns
+        (`_returned_history`), or None for any other call."""
+        func = call.func
+        if not isinstance(func, cst.Name) or func.value in self.cfg.name_index:
+            return None  # a local (or a parameter) may shadow it
+        if self.context.qualified_name(func) is not None:
+            return None
+        return _returned_history(self.context, func.value)
 
     def _is_source(self, call: cst.Call) -> bool:
         return self._is_model_call(call) or self._is_loss_call(call)
@@ -922,6 +1119,9 @@ class _FunctionAnalysis:
         dotted = dotted_name(call.func)
         if dotted is None:
             return None
+        summary = self._summary(call)
+        if summary is not None and not summary.fresh:
+            return None  # a helper of this file that makes no history of its own
         parts = dotted.split(".")
         if parts[-1] in _NOT_FORWARD or parts[-1][:1].isupper():
             return None
@@ -1035,7 +1235,7 @@ class _FunctionAnalysis:
         if not carried:
             return None
         loop = self._outlived_loop(node, accumulator, carried)
-        if loop is None and not (self.is_step and self._outlives_step(accumulator, bits)):
+        if loop is None and not self._outlives_call(accumulator, bits):
             return None
         return _Sink(node, statement, accumulator, carried, loop, running)
 
@@ -1126,6 +1326,23 @@ class _FunctionAnalysis:
                         return True
         return False
 
+    def _outlives_call(self, accumulator: cst.BaseExpression, bits: int) -> bool:
+        """Whether a store outside any loop outlives the call: in a `training_step`, onto
+        `self` or a global; in a method that runs backward on its own (`loss.backward()`
+        in `def train(self, data, target)`: one call is one step, as in a step-wise agent
+        or a queue worker), onto `self`, whose attribute lives from one call to the next."""
+        if self.is_step:
+            return self._outlives_step(accumulator, bits)
+        root = _root_name(accumulator)
+        return (
+            bool(self.backward_nodes)
+            and "self" in self.cfg.parameters
+            and root is not None
+            and root.value == "self"
+            and not isinstance(accumulator, cst.Name)
+            and not self.cfg.function.name.value.startswith("__")
+        )
+
     def _outlives_step(self, accumulator: cst.BaseExpression, bits: int) -> bool:
         root = _root_name(accumulator)
         if root is None or isinstance(accumulator, cst.Name):
@@ -1175,7 +1392,9 @@ class _FunctionAnalysis:
     def _reset_row(self, sink: _Sink) -> int | None:
         """The line where a name accumulator is rebound inside its loop or a loop around it
         (a periodic reset: per epoch, per optimizer step)."""
-        if sink.loop is None or not isinstance(sink.accumulator, cst.Name):
+        if sink.loop is None:
+            return self._attribute_reset_row(sink)
+        if not isinstance(sink.accumulator, cst.Name):
             return None
         body = {n.index for h in self.loops_of.get(sink.node.index, ()) for n in h.loop_body or ()}
         rows = [
@@ -1186,6 +1405,19 @@ class _FunctionAnalysis:
             and site.node is not None
             and site.node.index in body
             and site.node is not sink.node
+        ]
+        return min(rows) if rows else None
+
+    def _attribute_reset_row(self, sink: _Sink) -> int | None:
+        """The line where a per-call step rebinds the attribute it accumulates into
+        (`self._running_loss = 0` after the optimizer step)."""
+        text = self.context.source_of(sink.accumulator)
+        rows = [
+            self.context.position(node.statement).start.line
+            for node in self.cfg.nodes
+            if node is not sink.node
+            and isinstance(node.statement, cst.Assign)
+            and any(self.context.source_of(t.target) == text for t in node.statement.targets)
         ]
         return min(rows) if rows else None
 

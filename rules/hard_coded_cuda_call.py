@@ -192,12 +192,14 @@ class HardCodedCudaCall(Rule):
     tensors, a function that raises unless a CUDA-only or ROCm-only library loaded, a device
     index handed to a same-module helper that calls the CUDA driver API or makes it a CUDA
     device, `torch.device("cuda", index)`; a class whose method creates its process group
-    with the literal `backend="nccl"` outside any `if`; code on the module's own
+    with the literal `backend="nccl"` outside any `if`; a class whose own code binds
+    `self.device` only to literal CUDA devices; code on the module's own
     CUDA-or-CPU device; code past a `try` left only through a handler that needs CUDA, or
     past a test of a helper's answer that is None unless `torch.cuda.mem_get_info`
     answered, or past an exit unless lists filled only under a CUDA test), a CUDA-only
     project or package folder, a model the
-    project keeps off every other backend it names (iopaint's `MPS_UNSUPPORT_MODELS`),
+    project keeps off every other backend it names (iopaint's `MPS_UNSUPPORT_MODELS`), a
+    branch on an optional attribute of `self` that the project sets only on CUDA (as LL004),
     scripts and non-library paths as LL004 (see its documentation); a debugging branch (under `if
     <debug or trace flag>:`, past `if not trace_e2e: return`, or in a function whose
     docstring opens "Debug-only" or "For debugging"); a saved `torch.cuda`

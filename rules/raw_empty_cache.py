@@ -67,7 +67,10 @@ class RawEmptyCache(Rule):
     stream outside any `if` (`with torch.cuda.stream(decode_stream):` in its loop), a branch that picks a CUDA-only
     kernel, code past `if x.device.type != "cuda": return` or past a `raise` that names
     CUDA, a class named for CUDA or built
-    on a CUDA-only object, a function that imports a CUDA-only library, a CUDA-only kernel
+    on a CUDA-only object, a class whose own code binds `self.device` only to literal
+    CUDA devices (`self.device = torch.device(f"cuda:{self.local_rank}")`, `self.device =
+    "cuda"`; None aside; a device from a parameter or a pick between backends keeps it
+    reported), a function that imports a CUDA-only library, a CUDA-only kernel
     module, a ROCm/AMD-only path where `torch.cuda` is HIP (also a module that imports a
     ROCm-only library such as `aiter` or `mori`, unconditionally or for its types), a
     test skipped without CUDA);
@@ -128,7 +131,14 @@ class RawEmptyCache(Rule):
     `..._BLACKLIST` or `..._DENYLIST` in a `const.py`/`constants.py`/`settings.py`,
     while every backend but CUDA that the project names, outside URLs, has such a list:
     iopaint runs those models on the CPU when MPS is asked for; a shared helper, or a
-    model off the list, stays reported); a module in a `cuda/` package folder or a (vendored)
+    model off the list, stays reported); a branch on an optional attribute of `self`
+    that the project sets only on CUDA (`if hasattr(self, "final_offload_hook") and
+    self.final_offload_hook is not None:` or `if getattr(self, "hook", None) is not
+    None:` in pipelines copied from older diffusers, where no module of the project sets
+    the attribute to anything but None, or each write sits in a function that binds a
+    literal CUDA device outside any `if`, `device = torch.device(f"cuda:{gpu_id}")`; a
+    write the project's text does not show plainly, `setattr(self, "hook", h)`, a method
+    or import of that name, keeps it reported); a module in a `cuda/` package folder or a (vendored)
     CUDA-only library's folder (`vllm_flash_attn/`); tests, examples, benchmarks, scripts and notebooks (the
     `non-library` globs, also `parallel_examples/`-style folders), `test_*`/`benchmark_*`
     functions, and a script's `main()`, `__main__` block, module-level code and the
@@ -142,7 +152,8 @@ class RawEmptyCache(Rule):
     wall clock alone stays reported). `--statistics` names each reason (`CUDA-bound code`,
     `ROCm-only code`, `called only from CUDA-bound code`, `CUDA-only project`,
     `platform layer`, `non-library path`, `script entry point`, `debugging branch`,
-    `CUDA-only measurement utility`, `model the project keeps off other backends`).
+    `CUDA-only measurement utility`, `model the project keeps off other backends`,
+    `branch on an attribute the project sets only on CUDA`).
 
     ## Example
     ```python

@@ -199,3 +199,49 @@ def test_scaled_loss_fix_detaches_the_loss_only(tmp_path):
     assert [b.item() for b in before] == [a.item() for a in after]
     assert all(b.grad_fn is not None for b in before)
     assert all(a.grad_fn is None for a in after)
+
+
+def test_helper_backward_and_per_call_step_fixes_keep_the_values(tmp_path):
+    """Backward through a helper of the file (`_backward_scaled(loss, k)`), and a method that
+    is one step per call (`self.running_loss += loss`): the fixed files store the same
+    values and keep no graph."""
+
+    def fixed_copy(name: str) -> Path:
+        path = tmp_path / f"{name}.py"
+        shutil.copyfile(FIXTURES / f"{name}.py", path)
+        _lint_fix(path)
+        fixed = FIXTURES / f"{name}.fixed.py"
+        assert path.read_text(encoding="utf-8") == fixed.read_text(encoding="utf-8")
+        return path
+
+    helper_after = fixed_copy("positive_backward_through_helper")
+
+    def run_epoch(module_path: Path, name: str):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        batches = [(torch.randn(3, 4), torch.randn(3, 2)) for _ in range(4)]
+        return _load(module_path, name).train_epoch(model, batches, optimizer, accumulation=2)
+
+    total_before, history_before = run_epoch(
+        FIXTURES / "positive_backward_through_helper.py", "helper_before"
+    )
+    total_after, history_after = run_epoch(helper_after, "helper_after")
+    assert total_before.item() == total_after.item()
+    assert [h.item() for h in history_before] == [h.item() for h in history_after]
+    assert total_before.grad_fn is not None and total_after.grad_fn is None
+    assert all(h.grad_fn is None for h in history_after)
+
+    step_after = fixed_copy("positive_method_step_accumulates_on_self")
+
+    def run_steps(module_path: Path, name: str):
+        torch.manual_seed(0)
+        agent = _load(module_path, name).Agent(torch.nn.Linear(4, 2), log_every=100)
+        for _ in range(5):
+            agent.update(torch.randn(3, 4), torch.randn(3, 2))
+        return agent.running_loss
+
+    before = run_steps(FIXTURES / "positive_method_step_accumulates_on_self.py", "step_before")
+    after = run_steps(step_after, "step_after")
+    assert before.item() == after.item()
+    assert before.grad_fn is not None and after.grad_fn is None

@@ -92,6 +92,85 @@ def test_walk_falls_back_to_children_for_unreadable_types(monkeypatch):
 
 
 @pytest.mark.parametrize("name", sorted(TEXTS))
+def test_walks_inside_a_children_memo_visit_in_libcst_order(name):
+    """The memo changes no walk: the first walk fills it, the later ones read it; the
+    dispatching walk gives the same enters and leaves, with the ancestors pushed and popped."""
+    module = cst.parse_module(TEXTS[name])
+    recorder = _Recorder()
+    module.visit(recorder)
+    with traversal.children_memo():
+        for _ in range(2):
+            assert _walk_events(module) == recorder.events
+            assert _walk_skipping_events(module) == recorder.events
+        ancestors: list[cst.CSTNode] = []
+        events: list[tuple[str, int]] = []
+        depths: list[int] = []
+
+        def enter(node: cst.CSTNode) -> None:
+            assert ancestors[-1] is node
+            events.append(("enter", id(node)))
+            depths.append(len(ancestors))
+
+        def leave(node: cst.CSTNode) -> None:
+            assert ancestors[-1] is node
+            events.append(("leave", id(node)))
+
+        names = {type(node).__name__ for node in _all_nodes(module)}
+        table = {name: [enter] for name in names}
+        traversal.walk_dispatching(module, ancestors, table, {n: [leave] for n in names},
+                                   frozenset())  # fmt: skip
+        assert events == recorder.events and ancestors == []
+    assert traversal._MEMO is None
+
+
+def _walk_skipping_events(module: cst.Module) -> list[tuple[str, int]]:
+    events: list[tuple[str, int]] = []
+    traversal.walk_skipping(
+        module,
+        lambda node: events.append(("enter", id(node))),
+        lambda node: events.append(("leave", id(node))),
+        frozenset(),
+    )
+    return events
+
+
+def _all_nodes(module: cst.Module) -> list[cst.CSTNode]:
+    nodes: list[cst.CSTNode] = []
+    traversal.walk(module, nodes.append, lambda node: None)
+    return nodes
+
+
+def test_children_memo_never_gives_a_node_another_nodes_children():
+    """An entry is used only for the very node it was made for (an id can be reused by a
+    node made later in the same lint)."""
+    with traversal.children_memo():
+        first = cst.parse_expression("f(a, b)")
+        _ = _walk_ids(first)
+        other = cst.parse_expression("g(c)")
+        assert traversal._MEMO is not None
+        traversal._MEMO[id(other)] = (first, traversal._node_children(first) or [])
+        assert _walk_ids(other) == _walk_ids_outside(other)
+        with traversal.children_memo():  # nested: the outer memo stays
+            assert traversal._MEMO is not None
+        assert traversal._MEMO is not None
+    assert traversal._MEMO is None
+
+
+def _walk_ids(node: cst.CSTNode) -> list[int]:
+    seen: list[int] = []
+    traversal.walk(node, lambda n: seen.append(id(n)), lambda n: None)
+    return seen
+
+
+def _walk_ids_outside(node: cst.CSTNode) -> list[int]:
+    memo, traversal._MEMO = traversal._MEMO, None
+    try:
+        return _walk_ids(node)
+    finally:
+        traversal._MEMO = memo
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
 def test_positions_equal_position_provider(name):
     text = TEXTS[name]
     module = cst.parse_module(text)

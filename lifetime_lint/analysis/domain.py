@@ -1074,6 +1074,10 @@ def _one_frame_classes(module: cst.Module) -> frozenset[str]:
                     own_count.add(name)
                     if default == 1:
                         seeds.add(name)
+    if not seeds:  # before the code generation below, the costly part (most files)
+        return frozenset()
+    for statement in definitions:
+        name = statement.name.value
         for word in set(_WORD.findall(module.code_for_node(statement))) & classes - {name}:
             named_by[word].add(name)
         bases[name] = {
@@ -1081,8 +1085,6 @@ def _one_frame_classes(module: cst.Module) -> frozenset[str]:
             for base in statement.bases
             if (base_name := _last_name(base.value)) in classes
         }
-    if not seeds:
-        return frozenset()
     one = set(seeds)
     changed = True
     while changed:

@@ -3768,6 +3768,67 @@ def _backpropagated(call: cst.Call) -> cst.BaseExpression | None:
     return owner  # `loss.backward()`, `(loss / k).backward()`
 
 
+def backward_helpers(module: cst.Module) -> dict[str, tuple[int, str]]:
+    """Module-level functions that run backward on one of their parameters: name ->
+    (position, name) of that parameter (`def _backward_scalar_loss(loss): ...
+    loss.backward()`). A call `_backward_scalar_loss(loss)` in the same file then
+    backpropagates `loss` as surely as `loss.backward()` would: one shared notion of "this
+    call runs backward through its argument", for the rules that ask (LL006). Only the
+    function's own body counts (not a nested function's), and only a gradient-free backward
+    (`_backpropagated`) whose tensor reads the parameter by name (`loss`, `loss / k`,
+    `scaler.scale(loss)`)."""
+    helpers: dict[str, tuple[int, str]] = {}
+    for statement in module.body:
+        if not isinstance(statement, cst.FunctionDef):
+            continue
+        ordered = [*statement.params.posonly_params, *statement.params.params]
+        positions = {p.name.value: i for i, p in enumerate(ordered)}
+        found: list[int] = []
+
+        def enter(node: cst.CSTNode, positions: dict[str, int] = positions,
+                  found: list[int] = found) -> bool | None:  # fmt: skip
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False  # a nested function's backward is not this function's
+            if isinstance(node, cst.Call):
+                tensor = _backpropagated(node)
+                if tensor is not None:
+                    found.extend(
+                        positions[n.value] for n in _names_in(tensor) if n.value in positions
+                    )
+            return None
+
+        for child in statement.body.body:
+            _visit(child, enter)
+        if found and statement.name.value not in helpers:
+            position = min(found)
+            helpers[statement.name.value] = (position, ordered[position].name.value)
+    return helpers
+
+
+def _visit(node: cst.CSTNode, enter) -> None:
+    """Pre-order walk; `enter` returning False skips the node's children."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if enter(current) is False:
+            continue
+        stack.extend(iter_children(current))
+
+
+def _names_in(expression: cst.CSTNode) -> Iterator[cst.Name]:
+    """Name nodes of an expression, not attribute names or keywords (`scaler.scale(loss)`:
+    `scaler`, `loss`)."""
+    stack: list[cst.CSTNode] = [expression]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current
+        elif isinstance(current, (cst.Attribute, cst.Arg)):
+            stack.append(current.value)
+        else:
+            stack.extend(iter_children(current))
+
+
 def _scaled_names(expr: cst.BaseExpression) -> Iterator[str]:
     """The names of an expression reached only through arithmetic (`loss / k`, `-loss`,
     `loss_a + 0.1 * loss_b`), not through a call, attribute or subscript."""
