@@ -101,6 +101,10 @@ def load_labels(folder: str, rules: Sequence[str] | None = None) -> list[Label]:
             continue
         with open(filename, encoding="utf-8") as handle:
             entries = json.load(handle)
+        if isinstance(entries, dict) and "instances" in entries:
+            # LL006.json keeps its own format; benchmarks/score_ll006_labels.py scores it.
+            print(f"{filename}: own format, scored by score_ll006_labels.py", file=sys.stderr)
+            continue
         if not isinstance(entries, list):
             raise SystemExit(f"{filename}: expected a list of labels")
         for index, entry in enumerate(entries):

@@ -11,9 +11,11 @@ CUDA-only (`cuda_package`), or the whole project it belongs to (`cuda_project`).
 from __future__ import annotations
 
 import fnmatch
+import io
 import os
 import re
 import sys
+import tokenize
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -776,19 +778,27 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
             fact = (None, files, folders)
         else:
             reason = (f"{CUDA_PROJECT} (`{os.path.basename(root)}` runs on CUDA or the CPU: "
-                      f"{selection}, and none of its {len(files)} modules names another "
-                      "backend or a platform layer)")  # fmt: skip
+                      f"{selection}, and {_none_or_one(root, files)} of its {len(files)} "
+                      "modules names another backend or a platform layer)")  # fmt: skip
             fact = (reason, files, folders)
     else:
         evidence = _project_names_another_backend(files, folders)
         if evidence is not None:
             fact = (None, *evidence)
         else:
-            reason = (f"{CUDA_PROJECT} (`{os.path.basename(root)}`: none of its "
-                      f"{len(files)} modules names another backend or a platform layer)")  # fmt: skip
+            reason = (f"{CUDA_PROJECT} (`{os.path.basename(root)}`: {_none_or_one(root, files)} "
+                      f"of its {len(files)} modules names another backend or a platform layer)")  # fmt: skip
             fact = (reason, files, folders)
     _PROJECT_FACTS[root] = fact
     return fact
+
+
+def _none_or_one(root: str, files: tuple[str, ...]) -> str:
+    """How many of a project's modules name another backend in code, for its reason:
+    "none", or "only `path`" (one module that reacts to a backend, such as a branch copied
+    from another project, is not support for it: see `_CHOOSES_BACKEND`)."""
+    lone = _lone_backend_module(files)
+    return "none" if lone is None else f"only `{os.path.relpath(lone, root)}`"
 
 
 # A device pick between CUDA and the CPU alone: `"cuda" if torch.cuda.is_available() else
@@ -812,19 +822,118 @@ def _cuda_or_cpu_selection(root: str, files: tuple[str, ...]) -> str | None:
 def _project_names_another_backend(
     files: tuple[str, ...], folders: tuple[str, ...]
 ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The (files, folders) whose stat shows the evidence gone: a folder named for another
-    backend or a platform layer (its parent's listing), or the first module that names one;
-    None: there is none."""
+    """The (files, folders) whose stat shows the evidence gone: a platform-layer folder
+    holding Python modules or a folder named for another backend (its parent's listing), a
+    torch module named for one, a module that chooses one (`_chooses_another_backend`), or
+    the first two torch modules whose code reacts to one; None: there is none, or a single
+    module only reacts to one (`_lone_backend_module` says which)."""
     for directory in folders:
         name = os.path.basename(directory)
-        if name in _PLATFORM_FOLDERS or _PROJECT_OTHER_BACKEND.search(name):
-            return (), (os.path.dirname(directory),)
-    for path in files:
-        if _PROJECT_OTHER_BACKEND.search(os.path.basename(path)[:-3]) or (
-            _text_names_another_backend(_read_text(path) or "")
+        if _PROJECT_OTHER_BACKEND.search(name) or (
+            name in _PLATFORM_FOLDERS and _holds_python(directory)
         ):
+            return (), (os.path.dirname(directory),)
+    reacting: list[str] = []
+    for path in files:
+        text = _read_text(path) or ""
+        if not _text_names_another_backend(text):
+            continue
+        torch_module = _IMPORTS_TORCH.search(text) is not None
+        if torch_module and _PROJECT_OTHER_BACKEND.search(os.path.basename(path)[:-3]):
             return (path,), ()
+        code = _backend_code(text)
+        if code is None or _CHOOSES_BACKEND.search(code):
+            return (path,), ()
+        if torch_module and _PROJECT_OTHER_BACKEND.search(code):
+            reacting.append(path)
+            if len(reacting) == 2:
+                return tuple(reacting), ()
     return None
+
+
+def _lone_backend_module(files: tuple[str, ...]) -> str | None:
+    """The one torch module of `files` whose code reacts to another backend (in a project
+    where `_project_names_another_backend` finds no evidence there is at most one)."""
+    for path in files:
+        text = _read_text(path) or ""
+        if _text_names_another_backend(text) and _IMPORTS_TORCH.search(text):
+            code = _backend_code(text)
+            if code is not None and _PROJECT_OTHER_BACKEND.search(code):
+                return path
+    return None
+
+
+# What makes a project one that runs beyond CUDA, read from its code rather than its prose:
+# - a module that *chooses* another backend (`DEVICE = "mps" if ... else "cpu"`, `return
+#   "xpu"`, `torch.device("npu")`, `.to("mps")`) or uses the portable device API
+#   (`torch.accelerator`, `get_device_module`, a `*Platform` class): one is enough;
+# - modules that only *react* to one (`is_mps = x.device.type == "mps"`, a Trainer's
+#   `if is_torch_xpu_available(): torch.xpu.empty_cache()`): two are needed, since a lone
+#   reaction is usually a copied branch (deepcompressor's `is_mps` line from diffusers,
+#   AMD Quark's copy of transformers' Trainer cache release) in a CUDA-first project;
+#   and only modules that import torch count (a quantizer's ONNX half names its NPU target).
+# Comments and prose strings (a docstring's "for AMD NPU", an error message) never count; a
+# string counts only where it is a single value such as a device (`"mps"`, `f"xpu:{i}"`).
+_IMPORTS_TORCH = compile_lazily(
+    r"^[ \t]*(?:import|from)[ \t]+(?:torch|intel_extension_for_pytorch|habana_frameworks)",
+    re.M,
+)
+_BACKEND_VALUE = (
+    r'"(?:mps|npu|xpu|hpu|mlu|musa|tpu|xla|privateuse1|hpu|habana|gaudi|ascend)(?::[^"]*)?"'
+)
+_CHOOSES_BACKEND = compile_lazily(
+    rf"(?:(?<![=!<>])= |\breturn |\belse |\bdevice \( |\bto \( ){_BACKEND_VALUE}"
+    rf"|(?<!== )(?<!!= ){_BACKEND_VALUE} if\b"
+    r"|\btorch\.accelerator\b|\bget_device_module\b|\bclass \w*(?:Platform|DeviceInterface)\b",
+    re.IGNORECASE,
+)
+_VALUE_STRING = compile_lazily(r"[\w.:{}-]*")
+_STRING_BODY = compile_lazily(r"^[A-Za-z]*('''|\"\"\"|'|\")(.*)\1$", re.DOTALL)
+_FSTRING_START = getattr(tokenize, "FSTRING_START", -1)  # Python 3.12 splits f-strings
+_FSTRING_END = getattr(tokenize, "FSTRING_END", -1)
+
+
+def _backend_code(text: str) -> str | None:
+    """The module's code as one line of tokens (`torch.device ( "mps" )`): comments
+    dropped, each string kept, in double quotes, only if it is one value-like word.
+    None: the module does not tokenize."""
+    kept: list[str] = []
+    fstring: list[str] | None = None
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            kind = token.type
+            if fstring is not None:
+                if kind == _FSTRING_END:
+                    body = "".join(fstring)
+                    fstring = None
+                    if _VALUE_STRING.fullmatch(body):
+                        kept.append(f'"{body}"')
+                else:
+                    fstring.append(token.string)
+            elif kind == _FSTRING_START:
+                fstring = []
+            elif kind == tokenize.STRING:
+                match = _STRING_BODY.match(token.string)
+                body = match.group(2) if match else ""
+                if _VALUE_STRING.fullmatch(body):
+                    kept.append(f'"{body}"')
+            elif kind in (tokenize.NAME, tokenize.OP):
+                kept.append(token.string)
+            elif kind == tokenize.NEWLINE:
+                kept.append(";")  # a statement's end: `== "mps"` then `if ...:` is no pick
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return None
+    return " ".join(kept).replace(" . ", ".")
+
+
+def _holds_python(directory: str) -> bool:
+    """Whether `directory` or a folder below it holds a Python module (a `platform/`
+    folder of C++ headers in vendored kernels is no device layer)."""
+    for _, subfolders, names in os.walk(directory):
+        subfolders[:] = [d for d in subfolders if not d.startswith(".")]
+        if any(n.endswith(".py") for n in names):
+            return True
+    return False
 
 
 def _python_tree(top: str) -> tuple[list[str], list[str]]:
@@ -1138,7 +1247,8 @@ def _layer_search_root(folder: str) -> str | None:
 
 
 def _find_platform_folder(root: str) -> tuple[str | None, tuple[str, ...]]:
-    """The first platform-layer folder under `root` (None: none), and the folders walked
+    """The first platform-layer folder under `root` that holds Python modules (None: none;
+    a vendored kernel library's `platform/` of C++ headers is not one), and the folders walked
     (hidden, build and cache folders left out; the walk stops at the first platform folder,
     or past `PROJECT_MAX_MODULES` folders)."""
     folders: list[str] = []
@@ -1147,7 +1257,7 @@ def _find_platform_folder(root: str) -> tuple[str | None, tuple[str, ...]]:
             d for d in subfolders if not d.startswith(".") and d not in _SKIPPED_FOLDERS
         )
         folders.append(directory)
-        if os.path.basename(directory) in _PLATFORM_FOLDERS:
+        if os.path.basename(directory) in _PLATFORM_FOLDERS and _holds_python(directory):
             return directory, tuple(folders)
         if len(folders) > PROJECT_MAX_MODULES:
             break

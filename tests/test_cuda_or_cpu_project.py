@@ -88,11 +88,37 @@ def test_a_small_cuda_or_cpu_project_is_cuda_only(small: Path) -> None:
     [
         'DEVICE = "mps" if torch.backends.mps.is_available() else "cpu"\n',  # another pick
         "def sync():\n    torch.accelerator.synchronize()\n",
-        "def on_xpu(t):\n    return t.device.type == 'xpu'\n",
+        "def pick(i):\n    return torch.device(f'xpu:{i}')\n",
+        "class XpuPlatform:\n    pass\n",
     ],
 )
 def test_a_small_project_naming_another_backend_is_reported(small: Path, other: str) -> None:
     (small / "restore" / "models" / "arch.py").write_text("import torch\n\n" + other)
+    assert check(small, "--no-cache")[0] == [("model.py", 7), ("utils.py", 11)]
+
+
+REACTION = "def on_xpu(t):\n    return t.device.type == 'xpu'  # a dtype fallback copied elsewhere\n"
+
+
+def test_one_module_reacting_to_another_backend_is_no_evidence(small: Path) -> None:
+    """One module that only tests for another backend (diffusers' `is_mps` line copied into
+    a CUDA-first project) does not make the project portable; two such modules do. Prose
+    (a docstring, a comment, an error message) never counts, nor a module without torch."""
+    arch = small / "restore" / "models" / "arch.py"
+    arch.write_text("import torch\n\n" + REACTION)
+    _forget()
+    reason = project.cuda_package(str(small / "restore" / "models" / "model.py")).reason
+    assert reason is not None and "only `restore/models/arch.py`" in reason
+    assert check(small, "--no-cache")[0] == []
+    (small / "restore" / "prose.py").write_text(
+        'import torch\n\n\ndef align():\n    """Align to the AMD NPU\'s constraints (mps, xpu)."""\n'
+        '    raise ValueError("not supported on NPU")  # nor on xpu\n'
+    )
+    (small / "restore" / "onnx_target.py").write_text("def npu_target(model):\n    return model\n")
+    _forget()
+    assert check(small, "--no-cache")[0] == []
+    (small / "restore" / "second.py").write_text("import torch\n\n" + REACTION.replace("xpu", "mps"))
+    _forget()
     assert check(small, "--no-cache")[0] == [("model.py", 7), ("utils.py", 11)]
 
 
@@ -114,7 +140,7 @@ def test_another_backend_added_later_is_seen_by_the_warm_run(small: Path) -> Non
     assert check(small)[0] == []
     time.sleep(cache_module.RACY_NANOSECONDS / 1e9 + 0.2)
     assert check(small)[0] == []  # warm: answered by the stat index
-    (small / "restore" / "models" / "arch.py").write_text("DEVICE = 'npu'\n")
+    (small / "restore" / "models" / "arch.py").write_text("DEVICE = 'npu'\n")  # a choice
     assert check(small)[0] == [("model.py", 7), ("utils.py", 11)]
 
 

@@ -62,6 +62,19 @@ def test_a_platform_folder_added_later_is_seen_by_the_warm_run(tree: Path) -> No
     assert project.missing_device_layer(str(tree / "pkg" / "ops" / "sync.py")) is None
 
 
+def test_a_platform_folder_of_headers_is_no_device_layer(tree: Path) -> None:
+    """A vendored kernel library's `platform/` of C++ headers (TileLang's cutlass copy) is
+    not the project's device layer; a Python module put in it makes it one."""
+    headers = tree / "pkg" / "3rdparty" / "cutlass" / "include" / "platform"
+    headers.mkdir(parents=True)
+    (headers / "platform.h").write_text("#pragma once\n")
+    _forget()
+    assert check(tree, "--no-cache")[0] == []
+    (headers / "probe.py").write_text("import torch\n")
+    _forget()
+    assert check(tree, "--no-cache")[0] == [5]
+
+
 def test_a_platform_folder_below_a_namespace_package_counts(tree: Path) -> None:
     """SGLang's layout: `sglang/srt/` has no `__init__.py`, `sglang/srt/platforms/` does."""
     runtime = tree / "pkg" / "srt"

@@ -318,15 +318,29 @@ def test_cuda_only_project_is_left_out_and_counted(tmp_path: Path) -> None:
         'DEVICE = "mps" if torch.backends.mps.is_available() else "cuda"\n',
         "def sync():\n    torch.accelerator.synchronize()\n",
         "class AudioPlatform:\n    pass\n",
-        "def use_xpu():\n    return torch.xpu.is_available()\n",
+        "def pick(i):\n    return f'xpu:{i}'\n",
     ],
 )
 def test_project_naming_another_backend_is_reported(tmp_path: Path, other: str) -> None:
-    """One module that names another backend, `torch.accelerator` or a platform class
-    makes the project multi-backend: its torch.cuda calls are reported."""
+    """One module that chooses another backend, uses `torch.accelerator` or defines a
+    platform class makes the project multi-backend: its torch.cuda calls are reported."""
     _cuda_project(tmp_path, 24, other)
     findings, _ = _check(tmp_path)
     assert len(findings) == 2
+
+
+def test_one_module_reacting_to_another_backend_is_not_enough(tmp_path: Path) -> None:
+    """A lone module that only reacts to another backend (a probe, a Trainer's per-backend
+    cache release copied from transformers) leaves the project CUDA-only; a second one
+    makes it multi-backend."""
+    reaction = "import torch\n\n\ndef use_xpu():\n    return torch.xpu.is_available()\n"
+    _cuda_project(tmp_path, 24, reaction)
+    assert _check(tmp_path)[0] == []
+    (tmp_path / "audiogen" / "block1.py").write_text(
+        "import torch\n\n\ndef release():\n    if torch.xpu.is_available():\n"
+        "        torch.xpu.empty_cache()\n"
+    )
+    assert len(_check(tmp_path)[0]) == 2
 
 
 @pytest.mark.parametrize(
