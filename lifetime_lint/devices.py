@@ -28,6 +28,7 @@ from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.project import (
     CUDA_OR_CPU_PICK,
     CUDA_PROJECT,
+    REDIRECTED_PROJECT,
     attribute_writes,
     backend_exclusion,
     cuda_package,
@@ -3411,6 +3412,7 @@ LEFT_OUT_MEASUREMENT = "CUDA-only measurement utility"
 LEFT_OUT_KEPT_OFF = "model the project keeps off other backends"
 LEFT_OUT_OWN_FALLBACK = "past its own answer without CUDA"
 LEFT_OUT_CUDA_PROJECT = "CUDA-only project"
+LEFT_OUT_REDIRECTED = "torch.cuda redirected to the NPU (transfer_to_npu)"
 LEFT_OUT_UNSET_GATE = "branch on an attribute the project sets only on CUDA"
 LEFT_OUT_LADDER = "CUDA arm of a backend ladder"
 LEFT_OUT_NO_DEVICE_LAYER = "project without a device layer"  # LL005 only
@@ -3773,6 +3775,8 @@ def left_out_label(reason: str) -> str:
         return LEFT_OUT_OWN_FALLBACK
     if reason.startswith(CUDA_PROJECT):
         return LEFT_OUT_CUDA_PROJECT
+    if reason.startswith(REDIRECTED_PROJECT):
+        return LEFT_OUT_REDIRECTED
     if "ROCm" in reason:
         return LEFT_OUT_ROCM
     return LEFT_OUT_CUDA_BOUND

@@ -622,6 +622,16 @@ def package_inputs(folder: str) -> tuple[tuple[str, ...], tuple[str, ...], str |
 # evidence; too large a one is not read.
 PROJECT_MIN_MODULES = 20
 CUDA_PROJECT = "a CUDA-only project"  # how its reason starts
+# A project that imports `torch_npu.contrib.transfer_to_npu` has Ascend's plugin rebind
+# every `torch.cuda` function to its `torch.npu` twin for the whole process: its
+# `torch.cuda.empty_cache()` empties the NPU's cache there, and on CUDA CUDA's. Where the
+# project chooses no backend but those two, its `torch.cuda` calls are right on each.
+REDIRECTED_PROJECT = "a project whose torch.cuda calls run on the NPU too"  # its reason's start
+_TRANSFER_TO_NPU = compile_lazily(
+    r"^[ \t]*(?:from[ \t]+torch_npu\.contrib[ \t]+import[ \t]+(?:\([ \t]*)?transfer_to_npu\b"
+    r"|import[ \t]+torch_npu\.contrib\.transfer_to_npu\b)",
+    re.M,
+)
 PROJECT_MAX_MODULES = 20000
 # ROCm is not another backend here: on ROCm `torch.cuda` is HIP, so a CUDA-and-ROCm project
 # (xformers: `torch.version.hip` branches for its kernels) calls the right API. Nor is MTIA,
@@ -766,6 +776,10 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
     fact = _PROJECT_FACTS.get(root)
     if fact is not None:
         return fact
+    redirect = _npu_redirect(root, files)
+    if redirect is not None:
+        fact = _PROJECT_FACTS[root] = (redirect, files, folders)
+        return fact
     if len(files) < PROJECT_MIN_MODULES:
         # Too few modules to show that none needs another backend, unless one of them
         # picks the device and picks only CUDA or the CPU (`"cuda" if
@@ -791,6 +805,26 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
             fact = (reason, files, folders)
     _PROJECT_FACTS[root] = fact
     return fact
+
+
+def _npu_redirect(root: str, files: tuple[str, ...]) -> str | None:
+    """Why the project's `torch.cuda` calls also run on the NPU (`REDIRECTED_PROJECT`), or
+    None: no module imports `transfer_to_npu`, or one chooses a backend but CUDA and NPU
+    (on MPS or XPU the redirect does nothing)."""
+    importer = next((p for p in files if _TRANSFER_TO_NPU.search(_read_text(p) or "")), None)
+    if importer is None:
+        return None
+    for path in files:
+        code = (
+            _backend_code(_read_text(path) or "")
+            if _text_names_another_backend(_read_text(path) or "")
+            else None
+        )
+        if code is not None and _CHOOSES_OTHER_THAN_NPU.search(code):
+            return None
+    return (f"{REDIRECTED_PROJECT} (`{os.path.relpath(importer, root)}` imports "
+            "`torch_npu.contrib.transfer_to_npu`, which makes each `torch.cuda` function "
+            "its `torch.npu` twin; no module chooses another backend)")  # fmt: skip
 
 
 def _none_or_one(root: str, files: tuple[str, ...]) -> str:
@@ -882,9 +916,16 @@ _BACKEND_VALUE = (
     r'"(?:mps|npu|xpu|hpu|mlu|musa|tpu|xla|privateuse1|hpu|habana|gaudi|ascend)(?::[^"]*)?"'
 )
 _CHOOSES_BACKEND = compile_lazily(
-    rf"(?:(?<![=!<>])= |\breturn |\belse |\bdevice \( |\bto \( ){_BACKEND_VALUE}"
+    rf"(?:(?<![=!<>])= |\breturn |\belse |\bdevice \( |\bto \( ){_BACKEND_VALUE}(?! in\b| [=!]=)"
     rf"|(?<!== )(?<!!= ){_BACKEND_VALUE} if\b"
     r"|\btorch\.accelerator\b|\bget_device_module\b|\bclass \w*(?:Platform|DeviceInterface)\b",
+    re.IGNORECASE,
+)
+_OTHER_THAN_NPU_VALUE = r'"(?:mps|xpu|hpu|mlu|musa|tpu|xla|privateuse1|habana|gaudi)(?::[^"]*)?"'
+_CHOOSES_OTHER_THAN_NPU = compile_lazily(
+    rf"(?:(?<![=!<>])= |\breturn |\belse |\bdevice \( |\bto \( ){_OTHER_THAN_NPU_VALUE}"
+    r"(?! in\b| [=!]=)"
+    rf"|(?<!== )(?<!!= ){_OTHER_THAN_NPU_VALUE} if\b",
     re.IGNORECASE,
 )
 _VALUE_STRING = compile_lazily(r"[\w.:{}-]*")
