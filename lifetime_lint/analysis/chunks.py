@@ -1284,6 +1284,8 @@ def _host(
         return False
     if method in _HOST_CALLS:
         return True
+    if isinstance(func, cst.Name) and _host_pipeline(context, facts, func.value, node):
+        return True  # `transform(crop)` of a `Compose([..., ToTensor(), ...])`
     qualified = context.qualified_name(func) or ""
     if qualified.startswith(_HOST_MODULES):
         return True
@@ -1299,6 +1301,77 @@ def _host(
         elif facts.expression(value, node).is_tensor:
             return False
     return found
+
+
+# Steps of an image transform pipeline that turn PIL images (or arrays) into host tensors:
+# torchvision's `ToTensor` / `PILToTensor` and albumentations' `ToTensorV2`. (v2's
+# `ToImage` is left out: it also passes tensors through, wherever they are.)
+_PIPELINE_HOST_STEPS = frozenset({"ToTensor", "PILToTensor", "ToTensorV2"})
+
+
+def _host_pipeline(context, facts: F.FunctionFacts, name: str, node: Node) -> bool:
+    """`name` is bound, on every path that reaches `node`, to an image transform pipeline
+    that converts its input into a host tensor: `T.Compose([T.Resize(s), T.ToTensor(),
+    T.Normalize(...)])`, written here or returned by a helper of the class or module
+    (`transform = cls._build_transform(size)`), with no step that names a device. Such a
+    pipeline takes PIL images or arrays (`ToTensor` refuses tensors) and hands back CPU
+    tensors: calling it never allocates GPU memory."""
+    sites = facts.reaching(node, name)
+    return bool(sites) and all(
+        site.kind == "assign"
+        and not site.unpacked
+        and isinstance(site.value, cst.Call)
+        and (
+            _host_compose(site.value)
+            or _returns_host_compose(context, site.value, facts.owner)
+        )
+        for site in sites
+    )
+
+
+def _host_compose(call: cst.Call) -> bool:
+    """`Compose([...])` whose steps include a PIL-to-tensor step and name no device."""
+    if _last_name(call.func) != "Compose" or not call.args:
+        return False
+    steps = call.args[0].value
+    if not isinstance(steps, (cst.List, cst.Tuple)):
+        return False
+    found = False
+    for element in steps.elements:
+        step = element.value
+        if isinstance(step, cst.Call) and _last_name(step.func) in _PIPELINE_HOST_STEPS:
+            found = True
+        devices: list[bool] = []
+
+        def enter(inner: cst.CSTNode, devices: list[bool] = devices) -> None:
+            if isinstance(inner, cst.Name) and inner.value in ("cuda", "device", "to"):
+                devices.append(True)
+
+        walk(step, enter, lambda inner: None)
+        if devices:
+            return False  # `T.Lambda(lambda x: x.to(device))`: moved on the way
+    return found
+
+
+def _returns_host_compose(context, call: cst.Call, owner: cst.ClassDef | None) -> bool:
+    """`cls._build_transform(size)` / `self._transform(size)` / `build_transform(size)`: a
+    helper of the class or module every `return` of which is such a `Compose`."""
+    func = call.func
+    if (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "cls"
+        and owner is not None
+    ):
+        func = cst.Attribute(value=cst.Name("self"), attr=func.attr)
+        call = call.with_changes(func=func)  # the same lookup in the class body
+    found = _local_helper(context, call, owner)
+    if found is None:
+        return False
+    returns, _ = _returns_and_bindings(found[1])
+    return bool(returns) and all(
+        isinstance(ret.value, cst.Call) and _host_compose(ret.value) for ret in returns
+    )
 
 
 def _constant(expr: cst.BaseExpression) -> bool:
