@@ -1007,6 +1007,7 @@ class _Analysis:
             note = note or _tiled_merge_note(self.context, facts, origin, held.work)
             note = note or self._drained_note(info, name)
             note = note or self._needed_across_note(info, name, real, held.work)
+            note = note or self._rebuilt_part_note(name, owned, held_across)
             note = note or self._after_peak_note(info, origin, held, estimate, tokens)
             if note:
                 estimate = replace(estimate, level=S.LOW)
@@ -1019,6 +1020,27 @@ class _Analysis:
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)
         self._report(pending, groups)
+
+    def _rebuilt_part_note(self, name: str, owned: list[DefSite], held: list[_Held]) -> str:
+        """Why a value held past a loop is `low` when the loop rebinds it every iteration and
+        keeps each iteration's value in a list (`chunks.rebuilt_part`): after the loop it
+        is the last iteration's part only (one tile's frame list of a tiled decode), one of
+        the parts that list holds anyway; "" otherwise."""
+        statements = [s.node.statement for s in owned if s.node is not None]
+        if not owned or len(statements) != len(owned) or any(s is None for s in statements):
+            return ""
+        found = C.rebuilt_part(self.context, self.facts.function, name, statements)  # type: ignore[arg-type]
+        if found is None:
+            return ""
+        loop, holder = found
+        where = self.context.position(loop)
+        if any(self.context.position(item.node).start.line <= where.end.line for item in held):
+            return ""  # held inside the loop too: beside work of its own size
+        return (
+            f" (rebound on every iteration of the loop at line {where.start.line}, whose "
+            f"`{holder}` keeps each iteration's part: past the loop it holds the last part "
+            f"only, one of many kept anyway)"
+        )
 
     def _after_peak_note(
         self, info: StatementInfo, origin: str, held: _Held, estimate: S.Estimate, tokens: str
