@@ -127,7 +127,12 @@ class TensorKeptAlive(Rule):
       frames (temporal tiles; `analysis.decoders`: the call's activations set the peak, the
       merge saved 0 MiB in Mochi, LTX-Video, HunyuanVideo 1.5 and CogVideoX on an H200;
       one latent frame per call, as in Wan's causal VAE, keeps `high`), the previous chunk of decoded frames held across the next decoder
-      call (the decoder's activations dwarf one chunk), activations held across attention
+      call (the decoder's activations dwarf one chunk), a list rebound on every iteration
+      of a loop whose body appends each iteration's value, or its concatenation, to a list
+      bound outside the loop (`time = []` ... `row.append(torch.cat(time, dim=2))` in a
+      tiled decode) and held past the loop's end (`chunks.rebuilt_part`: it holds the last
+      iteration's part only, one tile's frames, one of the parts the outer list keeps
+      anyway), activations held across attention
       in an autoencoder (a file, folder or class named for a VAE: its attention runs in the
       mid block at the latent resolution, below the decoder's full-resolution peak), the
       input of a decoder (the value, or a slice of it, passed as a decoder call's main
