@@ -33,6 +33,7 @@ from lifetime_lint.analysis.domain import (
     AUDIO_STREAM,
     LARGE_DOMAIN,
     TEXT_STREAM,
+    UNJUDGED_DOMAIN,
     class_domain,
     code_mentions_video,
     frame_wise_classes,
@@ -95,7 +96,13 @@ class TensorKeptAlive(Rule):
       class named for an autoencoder: rated the same, and the message calls them feature maps, not decoded
       tiles) held across model-level work, a block's peak sublayer or an output-sized
       concatenation; a decode-named value renamed for weights or a query (`q_tiles =
-      quantize_tiles(tiles)`, `quantized_tiles`) is no longer decoded output;
+      quantize_tiles(tiles)`, `quantized_tiles`) is no longer decoded output; in a file
+      too short to show what its model works on, where no file, folder or class name says
+      image, video, VAE, autoencoder or U-Net and the function names no VAE, U-Net or
+      diffusion model (`significance.pixel_named`), such a value is rated the same but the
+      message says only what the code shows: a decoder's output or a value named for
+      frames, large if it is pixels (an RL policy's or a text or speech model's decoder
+      returns hidden states);
     - `medium`: activation-sized values (a layer's output, a model's hidden states, an old
       cache entry) of a model that works on many tokens (a video model: tens of thousands
       of tokens per activation) held across the sublayer that sets a block's peak
@@ -847,6 +854,7 @@ class _Analysis:
         self._node_work: dict[int, tuple[F.Work, cst.Call | None]] = {}
         self._loop_work: dict[int, tuple[F.Work, cst.Call | None]] = {}
         self.flow: Dataflow | None = None
+        self._source: str | None = None
         self._owner_name = facts.owner.name.value if facts.owner is not None else None
         self._peak: int | None = None
         self._scalars: frozenset[str] | None = None
@@ -1025,6 +1033,11 @@ class _Analysis:
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)
         self._report(pending, groups)
+
+    def _function_source(self) -> str:
+        if self._source is None:
+            self._source = self.context.source_of(self.facts.function)
+        return self._source
 
     def _rebuilt_part_note(self, name: str, owned: list[DefSite], held: list[_Held]) -> str:
         """Why a value held past a loop is `low` when the loop rebinds it every iteration and
@@ -1942,7 +1955,11 @@ class _Analysis:
             heavy_row = context.position(held.node).start.line
             across = self._across(held, heavy_row)
             statement_row = context.position(info.statement).start.line
-            what = S.describe_held(finding.origin, finding.tokens, finding.held.work)
+            described = finding.origin
+            if described in (F.DECODED, S.DECODER_FEATURES) and finding.tokens == UNJUDGED_DOMAIN:
+                if not S.pixel_named(context.path, self._owner_name, self._function_source()):
+                    described = S.UNJUDGED_DECODED  # a short file: nothing says it is pixels
+            what = S.describe_held(described, finding.tokens, finding.held.work)
             if heavy_row <= statement_row:
                 subject = f"`{name}` from the previous iteration ({what}; {last})"
                 until = " until it is rebound"
