@@ -105,8 +105,10 @@ class AccumulateThenConcat(Rule):
     structure such as layers, heads or scales, a `config` count, one chunk per sample of a
     batch: `z.split(1)`, `unbind()`, iterating a tensor), for chunks copied to the host
     (`.cpu()`, `.to("cpu")`, `.numpy()`: CPU memory) or made there (from numpy or PIL
-    data: `torch.from_numpy`, `numpy_to_pt`, `to_tensor`, and work over such values only,
-    with no `.to(device)` before the merge), and for one row of an outer
+    data: `torch.from_numpy`, `numpy_to_pt`, `to_tensor`, a transform pipeline
+    `T.Compose([..., T.ToTensor(), ...])` with no step that names a device, built in the
+    function or returned by a helper of the class or module, and work over such values
+    only, with no `.to(device)` before the merge), and for one row of an outer
     accumulation (`rows.append(torch.cat(row))`). The chunk facts of
     `lifetime_lint.analysis.chunks` compare the chunks with what the loop holds anyway,
     and make these `low` too: chunks computed, without work that may expand them, from

@@ -33,6 +33,7 @@ from lifetime_lint.analysis.domain import (
     AUDIO_STREAM,
     LARGE_DOMAIN,
     TEXT_STREAM,
+    UNJUDGED_DOMAIN,
     class_domain,
     code_mentions_video,
     frame_wise_classes,
@@ -95,7 +96,13 @@ class TensorKeptAlive(Rule):
       class named for an autoencoder: rated the same, and the message calls them feature maps, not decoded
       tiles) held across model-level work, a block's peak sublayer or an output-sized
       concatenation; a decode-named value renamed for weights or a query (`q_tiles =
-      quantize_tiles(tiles)`, `quantized_tiles`) is no longer decoded output;
+      quantize_tiles(tiles)`, `quantized_tiles`) is no longer decoded output; in a file
+      too short to show what its model works on, where no file, folder or class name says
+      image, video, VAE, autoencoder or U-Net and the function names no VAE, U-Net or
+      diffusion model (`significance.pixel_named`), such a value is rated the same but the
+      message says only what the code shows: a decoder's output or a value named for
+      frames, large if it is pixels (an RL policy's or a text or speech model's decoder
+      returns hidden states);
     - `medium`: activation-sized values (a layer's output, a model's hidden states, an old
       cache entry) of a model that works on many tokens (a video model: tens of thousands
       of tokens per activation) held across the sublayer that sets a block's peak
@@ -127,7 +134,12 @@ class TensorKeptAlive(Rule):
       frames (temporal tiles; `analysis.decoders`: the call's activations set the peak, the
       merge saved 0 MiB in Mochi, LTX-Video, HunyuanVideo 1.5 and CogVideoX on an H200;
       one latent frame per call, as in Wan's causal VAE, keeps `high`), the previous chunk of decoded frames held across the next decoder
-      call (the decoder's activations dwarf one chunk), activations held across attention
+      call (the decoder's activations dwarf one chunk), a list rebound on every iteration
+      of a loop whose body appends each iteration's value, or its concatenation, to a list
+      bound outside the loop (`time = []` ... `row.append(torch.cat(time, dim=2))` in a
+      tiled decode) and held past the loop's end (`chunks.rebuilt_part`: it holds the last
+      iteration's part only, one tile's frames, one of the parts the outer list keeps
+      anyway), activations held across attention
       in an autoencoder (a file, folder or class named for a VAE: its attention runs in the
       mid block at the latent resolution, below the decoder's full-resolution peak), the
       input of a decoder (the value, or a slice of it, passed as a decoder call's main
@@ -842,6 +854,7 @@ class _Analysis:
         self._node_work: dict[int, tuple[F.Work, cst.Call | None]] = {}
         self._loop_work: dict[int, tuple[F.Work, cst.Call | None]] = {}
         self.flow: Dataflow | None = None
+        self._source: str | None = None
         self._owner_name = facts.owner.name.value if facts.owner is not None else None
         self._peak: int | None = None
         self._scalars: frozenset[str] | None = None
@@ -1007,6 +1020,7 @@ class _Analysis:
             note = note or _tiled_merge_note(self.context, facts, origin, held.work)
             note = note or self._drained_note(info, name)
             note = note or self._needed_across_note(info, name, real, held.work)
+            note = note or self._rebuilt_part_note(name, owned, held_across)
             note = note or self._after_peak_note(info, origin, held, estimate, tokens)
             if note:
                 estimate = replace(estimate, level=S.LOW)
@@ -1019,6 +1033,32 @@ class _Analysis:
             groups.setdefault(id(info), []).append(finding)
             pending.append(finding)
         self._report(pending, groups)
+
+    def _function_source(self) -> str:
+        if self._source is None:
+            self._source = self.context.source_of(self.facts.function)
+        return self._source
+
+    def _rebuilt_part_note(self, name: str, owned: list[DefSite], held: list[_Held]) -> str:
+        """Why a value held past a loop is `low` when the loop rebinds it every iteration and
+        keeps each iteration's value in a list (`chunks.rebuilt_part`): after the loop it
+        is the last iteration's part only (one tile's frame list of a tiled decode), one of
+        the parts that list holds anyway; "" otherwise."""
+        statements = [s.node.statement for s in owned if s.node is not None]
+        if not owned or len(statements) != len(owned) or any(s is None for s in statements):
+            return ""
+        found = C.rebuilt_part(self.context, self.facts.function, name, statements)  # type: ignore[arg-type]
+        if found is None:
+            return ""
+        loop, holder = found
+        where = self.context.position(loop)
+        if any(self.context.position(item.node).start.line <= where.end.line for item in held):
+            return ""  # held inside the loop too: beside work of its own size
+        return (
+            f" (rebound on every iteration of the loop at line {where.start.line}, whose "
+            f"`{holder}` keeps each iteration's part: past the loop it holds the last part "
+            f"only, one of many kept anyway)"
+        )
 
     def _after_peak_note(
         self, info: StatementInfo, origin: str, held: _Held, estimate: S.Estimate, tokens: str
@@ -1915,7 +1955,11 @@ class _Analysis:
             heavy_row = context.position(held.node).start.line
             across = self._across(held, heavy_row)
             statement_row = context.position(info.statement).start.line
-            what = S.describe_held(finding.origin, finding.tokens, finding.held.work)
+            described = finding.origin
+            if described in (F.DECODED, S.DECODER_FEATURES) and finding.tokens == UNJUDGED_DOMAIN:
+                if not S.pixel_named(context.path, self._owner_name, self._function_source()):
+                    described = S.UNJUDGED_DECODED  # a short file: nothing says it is pixels
+            what = S.describe_held(described, finding.tokens, finding.held.work)
             if heavy_row <= statement_row:
                 subject = f"`{name}` from the previous iteration ({what}; {last})"
                 until = " until it is rebound"

@@ -1284,6 +1284,8 @@ def _host(
         return False
     if method in _HOST_CALLS:
         return True
+    if isinstance(func, cst.Name) and _host_pipeline(context, facts, func.value, node):
+        return True  # `transform(crop)` of a `Compose([..., ToTensor(), ...])`
     qualified = context.qualified_name(func) or ""
     if qualified.startswith(_HOST_MODULES):
         return True
@@ -1299,6 +1301,74 @@ def _host(
         elif facts.expression(value, node).is_tensor:
             return False
     return found
+
+
+# Steps of an image transform pipeline that turn PIL images (or arrays) into host tensors:
+# torchvision's `ToTensor` / `PILToTensor` and albumentations' `ToTensorV2`. (v2's
+# `ToImage` is left out: it also passes tensors through, wherever they are.)
+_PIPELINE_HOST_STEPS = frozenset({"ToTensor", "PILToTensor", "ToTensorV2"})
+
+
+def _host_pipeline(context, facts: F.FunctionFacts, name: str, node: Node) -> bool:
+    """`name` is bound, on every path that reaches `node`, to an image transform pipeline
+    that converts its input into a host tensor: `T.Compose([T.Resize(s), T.ToTensor(),
+    T.Normalize(...)])`, written here or returned by a helper of the class or module
+    (`transform = cls._build_transform(size)`), with no step that names a device. Such a
+    pipeline takes PIL images or arrays (`ToTensor` refuses tensors) and hands back CPU
+    tensors: calling it never allocates GPU memory."""
+    sites = facts.reaching(node, name)
+    return bool(sites) and all(
+        site.kind == "assign"
+        and not site.unpacked
+        and isinstance(site.value, cst.Call)
+        and (_host_compose(site.value) or _returns_host_compose(context, site.value, facts.owner))
+        for site in sites
+    )
+
+
+def _host_compose(call: cst.Call) -> bool:
+    """`Compose([...])` whose steps include a PIL-to-tensor step and name no device."""
+    if _last_name(call.func) != "Compose" or not call.args:
+        return False
+    steps = call.args[0].value
+    if not isinstance(steps, (cst.List, cst.Tuple)):
+        return False
+    found = False
+    for element in steps.elements:
+        step = element.value
+        if isinstance(step, cst.Call) and _last_name(step.func) in _PIPELINE_HOST_STEPS:
+            found = True
+        devices: list[bool] = []
+
+        def enter(inner: cst.CSTNode, devices: list[bool] = devices) -> None:
+            if isinstance(inner, cst.Name) and inner.value in ("cuda", "device", "to"):
+                devices.append(True)
+
+        walk(step, enter, lambda inner: None)
+        if devices:
+            return False  # `T.Lambda(lambda x: x.to(device))`: moved on the way
+    return found
+
+
+def _returns_host_compose(context, call: cst.Call, owner: cst.ClassDef | None) -> bool:
+    """`cls._build_transform(size)` / `self._transform(size)` / `build_transform(size)`: a
+    helper of the class or module every `return` of which is such a `Compose`."""
+    func = call.func
+    if (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "cls"
+        and owner is not None
+    ):
+        func = cst.Attribute(value=cst.Name("self"), attr=func.attr)
+        call = call.with_changes(func=func)  # the same lookup in the class body
+    found = _local_helper(context, call, owner)
+    if found is None:
+        return False
+    returns, _ = _returns_and_bindings(found[1])
+    return bool(returns) and all(
+        isinstance(ret.value, cst.Call) and _host_compose(ret.value) for ret in returns
+    )
 
 
 def _constant(expr: cst.BaseExpression) -> bool:
@@ -2487,3 +2557,90 @@ def _sampler_name(value: cst.BaseExpression | None) -> str | None:
     )
     words = set(name.lower().strip("_").split("_"))
     return name if words & _SAMPLER_WORDS and "decode" not in name.lower() else None
+
+
+# -- one iteration's part of an accumulation --------------------------------------------------
+
+
+def rebuilt_part(
+    context, function: cst.FunctionDef, name: str, bindings: Sequence[cst.CSTNode]
+) -> tuple[cst.CSTNode, str] | None:
+    """The loop in which every binding of `name` sits, and the list that keeps each
+    iteration's value of it, when the loop's body hands that value, directly or through
+    one binding computed from it (`decoded = torch.cat(time, dim=2)`), to `<list>.append`
+    of a list bound outside the loop (`row.append(decoded)`). Past the loop's end, `name`
+    holds the last iteration's value only: one part of many that the list (or what it is
+    merged into) holds anyway, so releasing it frees at most one part (one tile's frame
+    list of a tiled decode). None otherwise."""
+    spans = [_span(context, binding) for binding in bindings]
+    if not spans:  # (every binding's statement must sit in the loop's body)
+        return None
+    loop: cst.For | cst.While | None = None
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal loop
+        if isinstance(node, (cst.For, cst.While)):
+            start, end = _span(context, node.body)
+            if all(start <= s and e <= end for s, e in spans):
+                loop = node  # the innermost seen last (a pre-order walk)
+
+    def descend(node: cst.CSTNode) -> bool:
+        return node is function or not isinstance(node, (cst.FunctionDef, cst.Lambda))
+
+    walk(function, enter, lambda node: None, descend)
+    if loop is None:
+        return None
+    body = _span(context, loop.body)
+    carriers = {name}
+    appended: list[tuple[str, cst.BaseExpression]] = []
+    outside: set[str] = {p.name.value for p in function.params.params}
+
+    def scan(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Assign):
+            start, end = _span(context, node)
+            inside = body[0] <= start and end <= body[1]
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    if not inside:
+                        outside.add(target.target.value)
+                    elif _keeps(node.value, carriers):
+                        carriers.add(target.target.value)
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "append"
+            and isinstance(node.func.value, cst.Name)
+            and len(node.args) == 1
+        ):
+            start, end = _span(context, node)
+            if body[0] <= start and end <= body[1]:
+                appended.append((node.func.value.value, node.args[0].value))
+
+    walk(function, scan, lambda node: None, descend)
+    for holder, value in appended:
+        if holder in outside and holder not in carriers and _keeps(value, carriers):
+            return loop, holder
+    return None
+
+
+# Calls whose result holds their first tensor's data (a merge, a copy, a cast, a view).
+_KEEPING_CALLS = frozenset(["cat", "concat", "concatenate", "stack"]) | _RECEIVER_METHODS
+
+
+def _keeps(expr: cst.BaseExpression, carriers: set[str]) -> bool:
+    """`time`, `torch.cat(time, dim=2)`, `tile[..., :w]`, `decoded.float()`: a value that
+    holds the data of one of `carriers` (not a model's output computed from it)."""
+    if isinstance(expr, cst.Name):
+        return expr.value in carriers
+    if isinstance(expr, cst.Subscript):
+        return _keeps(expr.value, carriers)
+    if isinstance(expr, cst.Call) and _last_name(expr.func) in _KEEPING_CALLS:
+        if isinstance(expr.func, cst.Attribute) and _keeps(expr.func.value, carriers):
+            return True
+        return bool(expr.args) and _keeps(expr.args[0].value, carriers)
+    return False
+
+
+def _span(context, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
+    where = context.position(node)
+    return (where.start.line, where.start.column), (where.end.line, where.end.column)

@@ -126,6 +126,10 @@ DOWNSAMPLED = "downsampled"
 # maps at up to the input's full resolution, as large as decoded output, but not decoded
 # tiles or frames; rated as `large`, described as what it is.
 DECODER_FEATURES = "decoder-features"
+# Decoded output (a decoder's result, or a value named for frames) of a file too short to
+# show that its model works on pixels: a text, speech or policy decoder returns hidden
+# states. Rated as decoded output; the message says what the code does not show.
+UNJUDGED_DECODED = "unjudged-decoded"
 # A value derived from weights alone (`lora_weight = torch.mm(B.weight, A.weight)`, a DoRA
 # weight norm): sized by one layer's parameters, not by tokens or pixels.
 WEIGHT_SIZED = "weight-sized"
@@ -141,6 +145,7 @@ LOOP_CHUNK = "loop-chunk"
 _SIZE_OF_ORIGIN = {
     F.DECODED: LARGE,
     DECODER_FEATURES: LARGE,
+    UNJUDGED_DECODED: LARGE,
     F.LOGITS: LARGE,
     F.CONCATENATION: ACTIVATION_SIZED,
     F.MODEL_OUTPUT: ACTIVATION_SIZED,
@@ -191,6 +196,11 @@ _DESCRIPTION = {
     UNJUDGED_ACTIVATION: (
         "an activation of a file too short to show its model: no evidence that it holds"
         " tens of thousands of tokens"
+    ),
+    UNJUDGED_DECODED: (
+        "a decoder's output or a value named for frames, in a file too short to show what it"
+        " decodes: large for tiles, frames or images, less for a text, speech or policy"
+        " decoder's hidden states"
     ),
     INTERFACE_VALUE: (
         "a value at a model call's interface (latents, embeddings, a prediction): usually a few MiB"
@@ -261,6 +271,8 @@ def describe_held(origin: str, domain: str, across: F.Work | None = None) -> str
         return _DESCRIPTION[VIDEO_ACTIVATION]
     if origin == F.ACTIVATION and domain == UNJUDGED_DOMAIN:
         return _DESCRIPTION[UNJUDGED_ACTIVATION]
+    if origin == UNJUDGED_DECODED:
+        return _DESCRIPTION[UNJUDGED_DECODED]
     if origin == F.ACTIVATION and domain not in MANY_TOKEN_DOMAINS:
         return _DESCRIPTION[FEW_TOKEN_ACTIVATION]
     return describe(origin)
@@ -369,6 +381,36 @@ def autoencoder_named(path: str, owner: str | None) -> bool:
     `autoencoder_kl_wan.py`, `AutoencoderKLHunyuanVideo`, `vaes/`)."""
     parts = path.replace("\\", "/").rsplit("/", 2)[-2:] + ([owner] if owner else [])
     return any("vae" in part.lower() or "autoencoder" in part.lower() for part in parts)
+
+
+# Words of a model that works on pixels, beside the image and video names.
+_PIXEL_MODEL_NAME = frozenset(["vae", "vqvae", "vqgan", "unet", "diffusion", "pixel", "pixels"])
+
+
+def pixel_named(path: str, owner: str | None, function_source: str = "") -> bool:
+    """Whether the file, its folder or the class names a model that works on pixels (an
+    image or video word: `TiledVideoDecoder`, `image_decoder.py`; an autoencoder,
+    `autoencoder_named`; a VAE, U-Net or diffusion model), or the function's code names
+    such a model (`self.vae.decode`).
+    Without any, a short file's decoder may as well be a text, speech or policy model's."""
+    if autoencoder_named(path, owner):
+        return True
+    parts = path.replace("\\", "/").rsplit("/", 2)[-2:] + ([owner] if owner else [])
+    if any("unet" in part.lower() for part in parts):
+        return True  # `RestorationUNet`, `unet_2d_blocks.py`
+    words: set[str] = set()
+    for part in parts:
+        stem = part[:-3] if part.endswith(".py") else part
+        for piece in re.split(r"[_\-.]+", stem):
+            words.update(word.lower() for word in _NAME_WORD.findall(piece))
+    if words & (_IMAGE_NAME | _VIDEO_NAME | _PIXEL_MODEL_NAME):
+        return True
+    # The code: only model words (a loader `load_audio_text_image_video` names no model).
+    code: set[str] = set()
+    for identifier in set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", function_source)):
+        for piece in identifier.split("_"):
+            code.update(word.lower() for word in _NAME_WORD.findall(piece))
+    return bool(code & _PIXEL_MODEL_NAME)
 
 
 _ATTENTION_WORK = compile_lazily(r"attn|attention", re.IGNORECASE)
