@@ -28,9 +28,11 @@ from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.project import (
     CUDA_OR_CPU_PICK,
     CUDA_PROJECT,
+    EVERY_NAME,
     attribute_writes,
     backend_exclusion,
     cuda_package,
+    imported_names,
     may_have_device_layer,
     read_text,
     sibling_module_file,
@@ -3227,11 +3229,23 @@ def _caller_gated(context: FileContext, function: cst.FunctionDef) -> str | None
 def reached_only_from_script(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
     """The node is in a module-level function of a script (a module with an `if __name__
     == "__main__":` block) that the module calls only from that block, from `main()`, or
-    from other such functions: a preprocessing CLI's helpers, not a library API."""
+    from other such functions: a preprocessing CLI's helpers, not a library API. A public
+    function another module of the project imports (`project.imported_names`) is that
+    module's library API, demo block or not."""
     function = next((n for n in ancestors[1:2] if isinstance(n, cst.FunctionDef)), None)
     if function is None or not _has_main_guard(context.module):
         return False
     return _script_only(context, function)
+
+
+def _imported_elsewhere(context: FileContext, function: cst.FunctionDef) -> bool:
+    name = function.name.value
+    if name.startswith("_") or not any(s is function for s in context.module.body):
+        return False
+    names = context.memo.get("devices.imported_names")
+    if names is None:
+        names = context.memo["devices.imported_names"] = imported_names(context.path)
+    return name in names or EVERY_NAME in names
 
 
 def _script_only(context: FileContext, function: cst.FunctionDef) -> bool:
@@ -3240,6 +3254,8 @@ def _script_only(context: FileContext, function: cst.FunctionDef) -> bool:
     if key in cache:
         return cache[key]
     cache[key] = False
+    if _imported_elsewhere(context, function):
+        return False
     sites = _reference_sites(context).get(key, [])
     result = bool(sites) and all(
         _in_script_entry_point(site)
