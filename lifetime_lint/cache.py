@@ -155,7 +155,8 @@ class Cache:
         """The CUDA fact of the file's package (`project.cuda_package`), its project's
         device-layer fact (`project.missing_device_layer`) and backend exclusion lists
         (`project.backend_exclusion`) and the same-folder modules it imports from
-        (`project.sibling_imports_digest`), read from other files, for a
+        (`project.sibling_imports_digest`) and the names the project imports from a module with
+        a `__main__` block (`project.imported_names`), read from other files, for a
         file that names CUDA (only such a file has a `torch.cuda` call the facts can
         excuse): an edit elsewhere that changes a fact is a new key."""
         if b"cuda" not in data:
@@ -163,6 +164,7 @@ class Cache:
         from lifetime_lint.project import (
             backend_exclusion,
             cuda_package,
+            imported_names,
             missing_device_layer,
             optional_attribute_writes,
             sibling_imports_digest,
@@ -178,7 +180,13 @@ class Cache:
         gated = (
             optional_attribute_writes(path, text) if "hasattr" in text or "getattr" in text else []
         )
-        facts = (cuda_package(path).reason, missing_device_layer(path), kept_off, siblings, gated)
+        # What the rest of the project imports from a module with a `__main__` demo (its
+        # public functions imported elsewhere are library code, `devices._script_only`).
+        imported = sorted(imported_names(path)) if "__main__" in text else None
+        facts = (
+            cuda_package(path).reason, missing_device_layer(path), kept_off, siblings, gated,
+            imported,
+        )  # fmt: skip
         return repr(facts).encode() + b"\0"
 
     def _config_part(self, path: str, data: bytes) -> bytes:

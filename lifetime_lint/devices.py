@@ -28,10 +28,12 @@ from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.project import (
     CUDA_OR_CPU_PICK,
     CUDA_PROJECT,
+    EVERY_NAME,
     REDIRECTED_PROJECT,
     attribute_writes,
     backend_exclusion,
     cuda_package,
+    imported_names,
     may_have_device_layer,
     read_text,
     sibling_module_file,
@@ -3228,11 +3230,23 @@ def _caller_gated(context: FileContext, function: cst.FunctionDef) -> str | None
 def reached_only_from_script(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
     """The node is in a module-level function of a script (a module with an `if __name__
     == "__main__":` block) that the module calls only from that block, from `main()`, or
-    from other such functions: a preprocessing CLI's helpers, not a library API."""
+    from other such functions: a preprocessing CLI's helpers, not a library API. A public
+    function another module of the project imports (`project.imported_names`) is that
+    module's library API, demo block or not."""
     function = next((n for n in ancestors[1:2] if isinstance(n, cst.FunctionDef)), None)
     if function is None or not _has_main_guard(context.module):
         return False
     return _script_only(context, function)
+
+
+def _imported_elsewhere(context: FileContext, function: cst.FunctionDef) -> bool:
+    name = function.name.value
+    if name.startswith("_") or not any(s is function for s in context.module.body):
+        return False
+    names = context.memo.get("devices.imported_names")
+    if names is None:
+        names = context.memo["devices.imported_names"] = imported_names(context.path)
+    return name in names or EVERY_NAME in names
 
 
 def _script_only(context: FileContext, function: cst.FunctionDef) -> bool:
@@ -3241,6 +3255,8 @@ def _script_only(context: FileContext, function: cst.FunctionDef) -> bool:
     if key in cache:
         return cache[key]
     cache[key] = False
+    if _imported_elsewhere(context, function):
+        return False
     sites = _reference_sites(context).get(key, [])
     result = bool(sites) and all(
         _in_script_entry_point(site)
@@ -3592,8 +3608,12 @@ def _feeds_only_logging(context: FileContext, chain: list[cst.CSTNode], depth: i
                 return True
         if isinstance(node, cst.If) and child is node.test:
             return node.orelse is None and _only_logs(node.body)
-        if isinstance(node, cst.Assign) and child is node.value:
+        if isinstance(node, (cst.Assign, cst.AugAssign)) and child is node.value:
             return depth < _LOG_CHAIN_DEPTH and _local_read_only_by_logging(
+                context, chain[: index + 1], node, depth
+            )
+        if isinstance(node, cst.For) and child is node.iter:
+            return depth < _LOG_CHAIN_DEPTH and _loop_only_logs(
                 context, chain[: index + 1], node, depth
             )
         if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
@@ -3603,13 +3623,17 @@ def _feeds_only_logging(context: FileContext, chain: list[cst.CSTNode], depth: i
 
 
 def _local_read_only_by_logging(
-    context: FileContext, chain: list[cst.CSTNode], assign: cst.Assign, depth: int
+    context: FileContext,
+    chain: list[cst.CSTNode],
+    assign: cst.Assign | cst.AugAssign,
+    depth: int,
 ) -> bool:
-    """`assign` binds one local of a function, and every place the function reads that
-    name (at least one) feeds a log message only."""
-    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+    """`assign` binds (or extends: `vram += f"..."`) one local of a function, and every
+    place the function reads that name (at least one) feeds a log message only; a read
+    that only extends the same local (`vram +=`'s own target) feeds nothing else."""
+    name = _single_local_target(assign)
+    if name is None:
         return False
-    name = assign.targets[0].target.value
     where = next(
         (i for i in range(len(chain) - 1, -1, -1) if isinstance(chain[i], cst.FunctionDef)),
         None,
@@ -3621,10 +3645,119 @@ def _local_read_only_by_logging(
     if _declares_nonlocal(function, name):
         return False
     reads = _name_reads(context, function, tuple(chain[:where])).get(name, [])
-    reads = [read for read in reads if not _contains(read, assign)]
+    reads = [read for read in reads if not _contains(read, assign) and not _extends_itself(read)]
     return bool(reads) and all(
         _feeds_only_logging(context, list(read), depth + 1) for read in reads
     )
+
+
+def _single_local_target(assign: cst.Assign | cst.AugAssign) -> str | None:
+    if isinstance(assign, cst.AugAssign):
+        return assign.target.value if isinstance(assign.target, cst.Name) else None
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        return None
+    return assign.targets[0].target.value
+
+
+def _extends_itself(read: tuple[cst.CSTNode, ...]) -> bool:
+    """The read is the target of an augmented assignment (`vram += ...`) or of a `for`
+    (`for i in ...`): it names the local being bound, it hands its value nowhere else."""
+    parent = read[-2] if len(read) > 1 else None
+    return isinstance(parent, (cst.AugAssign, cst.For)) and parent.target is read[-1]
+
+
+# Calls that only compute or read a value (`round`, `f"{x:.2f}"`'s `format`, a memory or
+# device-property query): a loop body made of them and of log-only locals does nothing
+# else. `torch.cuda.` names are reads (their `QUERIES` and device properties).
+_QUIET_CALLS = frozenset({
+    "round", "int", "float", "str", "len", "min", "max", "sum", "abs", "format", "range",
+    "enumerate", "torch.cuda.device_count", "torch.cuda.current_device",
+    "torch.cuda.memory_allocated", "torch.cuda.max_memory_allocated",
+    "torch.cuda.memory_reserved", "torch.cuda.max_memory_reserved",
+    "torch.cuda.memory_stats", "torch.cuda.mem_get_info", "torch.cuda.get_device_name",
+    "torch.cuda.get_device_properties", "torch.cuda.get_device_capability",
+    "torch.cuda.is_available", "torch.cuda.memory_summary", "torch.cuda.utilization",
+})  # fmt: skip
+
+
+def _loop_only_logs(
+    context: FileContext, chain: list[cst.CSTNode], loop: cst.For, depth: int
+) -> bool:
+    """A `for` whose iterator is the call (`for i in range(torch.cuda.device_count()):`)
+    feeds log messages only when the loop's every statement does: log calls, and
+    locals bound from reads (`_QUIET_CALLS`) that only log messages read (`a =
+    torch.cuda.memory_allocated(i) / 2**30`, `vram += f" gpu{i}={a:.2f}GB"`, then
+    `logger.info(f"...{vram}")`), also inside `try`/`if`; no `else`, no `break`. How
+    many times it runs then changes a message, not what the program does."""
+    if loop.orelse is not None or _calls_other_than_quiet(context, loop.iter):
+        return False
+    return _statements_only_log(context, chain, _suite(loop.body), depth)
+
+
+def _statements_only_log(
+    context: FileContext, chain: list[cst.CSTNode], statements: Sequence[cst.CSTNode], depth: int
+) -> bool:
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Pass):
+                    continue
+                if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    call = small.value
+                    if _LOGGING_CALL.match(dotted_name(call.func) or "") and not any(
+                        _calls_other_than_quiet(context, arg.value) for arg in call.args
+                    ):
+                        continue
+                    return False
+                if not isinstance(small, (cst.Assign, cst.AugAssign)):
+                    return False
+                if _calls_other_than_quiet(context, small.value):
+                    return False
+                if not _local_read_only_by_logging(
+                    context, chain + [statement, small], small, depth + 1
+                ):
+                    return False
+        elif isinstance(statement, cst.Try):
+            parts = [statement.body] + [handler.body for handler in statement.handlers]
+            parts += [p.body for p in (statement.orelse, statement.finalbody) if p is not None]
+            if not all(
+                _statements_only_log(context, chain + [statement], _suite(part), depth)
+                for part in parts
+            ):
+                return False
+        elif isinstance(statement, cst.If):
+            if _calls_other_than_quiet(context, statement.test):
+                return False
+            parts = [statement.body]
+            orelse = statement.orelse
+            if isinstance(orelse, cst.Else):
+                parts.append(orelse.body)
+            elif orelse is not None:
+                return False  # an `elif`: judged as its own `if` would need its chain
+            if not all(
+                _statements_only_log(context, chain + [statement], _suite(part), depth)
+                for part in parts
+            ):
+                return False
+        else:
+            return False  # a nested loop, `with`, `break`, `return`: it may act
+    return True
+
+
+def _calls_other_than_quiet(context: FileContext, node: cst.CSTNode) -> bool:
+    """Whether `node` calls anything but `_QUIET_CALLS` (or awaits, or yields)."""
+    found = False
+
+    def enter(child: cst.CSTNode) -> None:
+        nonlocal found
+        if isinstance(child, cst.Call):
+            name = dotted_name(child.func) or ""
+            found = found or (name not in _QUIET_CALLS and not name.endswith(".format"))
+        elif isinstance(child, (cst.Await, cst.Yield, cst.NamedExpr, cst.Lambda)):
+            found = True
+
+    walk(node, enter, lambda _: None)
+    return found
 
 
 def _declares_nonlocal(function: cst.FunctionDef, name: str) -> bool:

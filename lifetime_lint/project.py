@@ -1179,6 +1179,7 @@ def _forget_listings() -> None:
     _EXCLUSIONS.clear()
     _ATTRIBUTE_WRITES.clear()
     _ATTRIBUTE_INPUTS.clear()
+    _IMPORTED_NAMES.clear()
     _WORD_INDEX.clear()
 
 
@@ -1455,12 +1456,7 @@ def attribute_writes(path: str, attribute: str) -> AttributeWrites | None:
     if key in _ATTRIBUTE_WRITES:
         return _ATTRIBUTE_WRITES[key]
     _ATTRIBUTE_INPUTS[root] = (files, folders)
-    index = _WORD_INDEX.get(root)
-    if index is None:  # one read of the project for every attribute asked about
-        index = _WORD_INDEX[root] = {}
-        for module in files:
-            for word in set(_WORD.findall(_read_text(module) or "")):
-                index.setdefault(word, []).append(module)
+    index = _word_index(root, files)
     write = re.compile(rf"(?<![\w])({re.escape(attribute)})[ \t]*(?::[^=\n]*)?=(?!=)")
     bound_by_name = re.compile(
         rf"(?:\b(?:def|class|import|as|for)[ \t]+|^[ \t]*from[ \t]+\S+[ \t]+import\b[^\n]*\b)"
@@ -1489,6 +1485,69 @@ def attribute_writes(path: str, attribute: str) -> AttributeWrites | None:
                 unjudged.append(f"{where}:{text.count(chr(10), 0, match.start()) + 1}")
     fact = AttributeWrites(os.path.basename(root), tuple(unjudged), tuple(bound))
     _ATTRIBUTE_WRITES[key] = fact
+    return fact
+
+
+def _word_index(root: str, files: tuple[str, ...]) -> dict[str, list[str]]:
+    """Word -> the project's modules whose text holds it: one read of the project for
+    every name asked about (attribute writes, importers)."""
+    index = _WORD_INDEX.get(root)
+    if index is None:
+        index = _WORD_INDEX[root] = {}
+        for module in files:
+            for word in set(_WORD.findall(_read_text(module) or "")):
+                index.setdefault(word, []).append(module)
+    return index
+
+
+# -- which names of a module the rest of its project imports ------------------------------
+#
+# A module that ends with an `if __name__ == "__main__":` demo may still be a library: its
+# public functions are its API when another module of the project imports them (`from
+# pkg.ops.fuse import fuse_lora`, `from . import fuse` then `fuse.fuse_lora(...)`). Read by
+# text from the modules that name the module's own name; a module of the same name
+# elsewhere in the project counts too (over-counting keeps findings reported, never hides
+# one), and `import *` from it counts every name.
+_IMPORTED_NAMES: dict[str, frozenset[str]] = {}
+_IMPORT_FROM_LIST = compile_lazily(
+    r"^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]*)", re.MULTILINE
+)
+_IMPORT_MODULE = compile_lazily(r"^[ \t]*import[ \t]+([^\n#]*)", re.MULTILINE)
+EVERY_NAME = "*"
+
+
+def imported_names(path: str) -> frozenset[str]:
+    """The names other modules of the project import from the module at `path` (`from
+    <...>.<stem> import a, b`, or `<stem>.a` where they import the module itself), with
+    `EVERY_NAME` for a star import; empty outside a project."""
+    absolute = os.path.abspath(path)
+    if absolute in _IMPORTED_NAMES:
+        return _IMPORTED_NAMES[absolute]
+    stem = os.path.splitext(os.path.basename(absolute))[0]
+    tree = project_tree(os.path.dirname(absolute))
+    names: set[str] = set()
+    if tree is not None and stem != "__init__":
+        root, files, folders = tree
+        _ATTRIBUTE_INPUTS[root] = (files, folders)
+        attribute = re.compile(rf"(?<!\w){re.escape(stem)}\.([A-Za-z_]\w*)")
+        for module in _word_index(root, files).get(stem, ()):
+            if module == absolute:
+                continue
+            text = _read_text(module) or ""
+            whole = False  # the module itself imported: its names are read as `stem.x`
+            for match in _IMPORT_FROM_LIST.finditer(text):
+                source, listed = match.group(1), match.group(2).strip("() \t\n")
+                items = [i.split()[0] for i in listed.replace("\n", " ").split(",") if i.split()]
+                if source.rsplit(".", 1)[-1] == stem:
+                    names.update(items)
+                elif stem in items:
+                    whole = True
+            for match in _IMPORT_MODULE.finditer(text):
+                parts = [p.split()[0] for p in match.group(1).split(",") if p.split()]
+                whole = whole or any(p.rsplit(".", 1)[-1] == stem for p in parts)
+            if whole:
+                names.update(attribute.findall(text))
+    fact = _IMPORTED_NAMES[absolute] = frozenset(names)
     return fact
 
 

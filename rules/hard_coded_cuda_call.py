@@ -207,7 +207,9 @@ class HardCodedCudaCall(Rule):
     synchronize = _cuda_synchronize`, a monkeypatch wrapper: not a finding at all);
     a call whose result only feeds a log message (also through locals that only log
     messages read: `before_mb = torch.cuda.memory_reserved() / 2**20`, then
-    `logger.info(f"... {before_mb:.1f} MB")`), or a query (memory statistics, device
+    `logger.info(f"... {before_mb:.1f} MB")`, or extended into one: `vram += f" {a:.2f}GB"`),
+    a device count bounding a loop whose every statement only reads figures into such
+    locals or logs (a periodic metrics line), or a query (memory statistics, device
     index or count) in a function named for logging (`log_memory_stats`); a query past
     the function's own "unknown" answer without CUDA (`if _is_hip or not
     torch.cuda.is_available(): return None`, or `... if torch.cuda.is_available() else

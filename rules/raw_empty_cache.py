@@ -142,7 +142,8 @@ class RawEmptyCache(Rule):
     CUDA-only library's folder (`vllm_flash_attn/`); tests, examples, benchmarks, scripts and notebooks (the
     `non-library` globs, also `parallel_examples/`-style folders), `test_*`/`benchmark_*`
     functions, and a script's `main()`, `__main__` block, module-level code and the
-    helpers only they call; a debugging branch (under `if <debug or trace flag>:`, past
+    helpers only they call (not a public function another module of the project imports:
+    a library module with a demo at the bottom keeps its API reported); a debugging branch (under `if <debug or trace flag>:`, past
     `if not trace_e2e: return`, or in a function whose docstring opens "Debug-only" or
     "For debugging"); a CUDA-only measurement utility (a function named or documented as a
     profiler, benchmark or latency measurement, `def profile(...)`: "Speed/memory/FLOPs
