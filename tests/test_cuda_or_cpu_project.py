@@ -97,7 +97,9 @@ def test_a_small_project_naming_another_backend_is_reported(small: Path, other: 
     assert check(small, "--no-cache")[0] == [("model.py", 7), ("utils.py", 11)]
 
 
-REACTION = "def on_xpu(t):\n    return t.device.type == 'xpu'  # a dtype fallback copied elsewhere\n"
+REACTION = (
+    "def on_xpu(t):\n    return t.device.type == 'xpu'  # a dtype fallback copied elsewhere\n"
+)
 
 
 def test_one_module_reacting_to_another_backend_is_no_evidence(small: Path) -> None:
@@ -117,7 +119,9 @@ def test_one_module_reacting_to_another_backend_is_no_evidence(small: Path) -> N
     (small / "restore" / "onnx_target.py").write_text("def npu_target(model):\n    return model\n")
     _forget()
     assert check(small, "--no-cache")[0] == []
-    (small / "restore" / "second.py").write_text("import torch\n\n" + REACTION.replace("xpu", "mps"))
+    (small / "restore" / "second.py").write_text(
+        "import torch\n\n" + REACTION.replace("xpu", "mps")
+    )
     _forget()
     assert check(small, "--no-cache")[0] == [("model.py", 7), ("utils.py", 11)]
 
