@@ -783,8 +783,9 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
     if len(files) < PROJECT_MIN_MODULES:
         # Too few modules to show that none needs another backend, unless one of them
         # picks the device and picks only CUDA or the CPU (`"cuda" if
-        # torch.cuda.is_available() else "cpu"`: gfpgan, whisperx) while none names another.
-        evidence = _project_names_another_backend(files, folders)
+        # torch.cuda.is_available() else "cpu"`: gfpgan, whisperx) while none names another
+        # (here any mention counts, prose too: in a handful of modules one is a large share).
+        evidence = _project_names_another_backend(files, folders, any_mention=True)
         selection = None if evidence is not None else _cuda_or_cpu_selection(root, files)
         if evidence is not None:
             fact = (None, *evidence)
@@ -792,11 +793,16 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
             fact = (None, files, folders)
         else:
             reason = (f"{CUDA_PROJECT} (`{os.path.basename(root)}` runs on CUDA or the CPU: "
-                      f"{selection}, and {_none_or_one(root, files)} of its {len(files)} "
-                      "modules names another backend or a platform layer)")  # fmt: skip
+                      f"{selection}, and none of its {len(files)} modules names another "
+                      "backend or a platform layer)")  # fmt: skip
             fact = (reason, files, folders)
     else:
-        evidence = _project_names_another_backend(files, folders)
+        # A package below a namespace package (SGLang's `sglang/srt/model_loader/`: `srt/`
+        # has no `__init__.py`) is part of a larger project whose other modules are not read
+        # here: any mention counts, as in a small project.
+        evidence = _project_names_another_backend(
+            files, folders, any_mention=_below_a_namespace_package(root)
+        )
         if evidence is not None:
             fact = (None, *evidence)
         else:
@@ -805,6 +811,22 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
             fact = (reason, files, folders)
     _PROJECT_FACTS[root] = fact
     return fact
+
+
+def _below_a_namespace_package(root: str) -> bool:
+    """Whether a folder above `root`, below the repository root, is a package (an
+    `__init__.py` above a folder without one)."""
+    directory = os.path.dirname(root)
+    while True:
+        names = _listdir(directory)
+        if "__init__.py" in names:
+            return True
+        if any(n in _ROOT_MARKERS or n == ".git" for n in names):
+            return False
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return False
+        directory = parent
 
 
 def _npu_redirect(root: str, files: tuple[str, ...]) -> str | None:
@@ -854,13 +876,14 @@ def _cuda_or_cpu_selection(root: str, files: tuple[str, ...]) -> str | None:
 
 
 def _project_names_another_backend(
-    files: tuple[str, ...], folders: tuple[str, ...]
+    files: tuple[str, ...], folders: tuple[str, ...], any_mention: bool = False
 ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """The (files, folders) whose stat shows the evidence gone: a platform-layer folder
     holding Python modules or a folder named for another backend (its parent's listing), a
     torch module named for one, a module that chooses one (`_chooses_another_backend`), or
     the first two torch modules whose code reacts to one; None: there is none, or a single
-    module only reacts to one (`_lone_backend_module` says which)."""
+    module only reacts to one (`_lone_backend_module` says which). With `any_mention` (a
+    small project), the first module whose text names one at all."""
     for directory in folders:
         name = os.path.basename(directory)
         if _PROJECT_OTHER_BACKEND.search(name) or (
@@ -872,6 +895,8 @@ def _project_names_another_backend(
         text = _read_text(path) or ""
         if not _text_names_another_backend(text):
             continue
+        if any_mention:
+            return (path,), ()
         torch_module = _IMPORTS_TORCH.search(text) is not None
         if torch_module and _PROJECT_OTHER_BACKEND.search(os.path.basename(path)[:-3]):
             return (path,), ()

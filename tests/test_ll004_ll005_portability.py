@@ -329,12 +329,37 @@ def test_project_naming_another_backend_is_reported(tmp_path: Path, other: str) 
     assert len(findings) == 2
 
 
+def test_below_a_namespace_package_any_mention_counts(tmp_path: Path) -> None:
+    """SGLang's layout: `pkg/srt/` has no `__init__.py`, so `pkg/srt/loader/` is judged as
+    its own project while it is part of a larger one: one reacting module is evidence."""
+    (tmp_path / "pyproject.toml").write_text("[tool.lifetime-lint]\n" + ANY_PROJECT)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    package = tmp_path / "pkg" / "srt" / "loader"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "generation.py").write_text(LIBRARY)
+    for index in range(22):
+        (package / f"block{index}.py").write_text("import torch\n\nWIDTH = 8\n")
+    (package / "block0.py").write_text(
+        "import torch\n\n\ndef use_xpu():\n    return torch.xpu.is_available()\n"
+    )
+    assert len(_check(tmp_path)[0]) == 2
+
+
 def test_one_module_reacting_to_another_backend_is_not_enough(tmp_path: Path) -> None:
     """A lone module that only reacts to another backend (a probe, a Trainer's per-backend
     cache release copied from transformers) leaves the project CUDA-only; a second one
     makes it multi-backend."""
     reaction = "import torch\n\n\ndef use_xpu():\n    return torch.xpu.is_available()\n"
     _cuda_project(tmp_path, 24, reaction)
+    assert _check(tmp_path)[0] == []
+    package = tmp_path / "audiogen"
+    (package / "block2.py").write_text(  # prose and a module without torch never count
+        'import torch\n\n\ndef align():\n    """Align to the AMD NPU\'s constraints (mps, xpu)."""\n'
+        '    raise ValueError("not supported on NPU")  # nor on xpu\n'
+    )
+    (package / "block3.py").write_text("def npu_target(model):\n    return model == 'xpu'\n")
     assert _check(tmp_path)[0] == []
     (tmp_path / "audiogen" / "block1.py").write_text(
         "import torch\n\n\ndef release():\n    if torch.xpu.is_available():\n"
