@@ -7,7 +7,9 @@ suppression comments are computed only for files that have findings.
 
 Every offset is an offset into the file's exact text (see lifetime_lint.parsing for where
 LibCST's own round trip is not exact), and a file LibCST must not parse (too large, too
-deeply nested) or cannot reproduce byte for byte is reported, never guessed at.
+deeply nested) or cannot reproduce byte for byte is reported, never guessed at. A file over
+the size limit whose bulk is literal data is parsed without the data's interiors
+(`parsing.data_cuts`); no fix that would edit or copy that data is offered.
 
 Fixing repeats lint -> apply non-overlapping fixes -> re-parse, to a fixed point (bounded).
 Nothing is written unless the result parses, and then keeping encoding, BOM, line endings,

@@ -196,12 +196,10 @@ def size_problem(size: int, without_data: int | None = None) -> str | None:
     if size > MAX_SOURCE_BYTES and (without_data is None or without_data > MAX_SOURCE_BYTES):
         limit = MAX_SOURCE_BYTES >> 20
         left = ""
-        if without_data is not None and without_data < size:
+        sizes = f"{size / (1 << 20):.1f} MB"
+        if without_data is not None and f"{without_data / (1 << 20):.1f} MB" != sizes:
             left = f"; {without_data / (1 << 20):.1f} MB without its literal data"
-        return (
-            f"larger than {limit} MB ({size / (1 << 20):.1f} MB{left}), "
-            "too large for the parser; not checked"
-        )
+        return f"larger than {limit} MB ({sizes}{left}), too large for the parser; not checked"
     return None
 
 
@@ -220,21 +218,23 @@ def large_file_data(text: str) -> tuple[DataCut, ...]:
         ) from None
     except (SyntaxError, ValueError):
         raise ParseRefused(size_problem(len(text))) from None
-    if could_be_deeply_nested(text):
-        depth = tree_depth(tree)
-        if depth > MAX_NESTING:
-            raise ParseRefused(
-                f"too deeply nested for the parser (depth {depth} > {MAX_NESTING}); not checked"
-            )
     data = data_cuts(text, tree)
+    del tree  # a table module's tree is millions of nodes
     problem = size_problem(len(text), len(text) - sum(cut.end - cut.start for cut in data))
     if problem:
         raise ParseRefused(problem)
     view, _ = libcst_view(text, data)
     try:  # a wrong cut would be a bug here: refuse the file rather than report on it
-        ast.parse(view)
+        view_tree = ast.parse(view)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise ParseRefused(size_problem(len(text))) from None
+    # The depth that matters is that of what LibCST parses: the view.
+    if could_be_deeply_nested(view):
+        depth = tree_depth(view_tree)
+        if depth > MAX_NESTING:
+            raise ParseRefused(
+                f"too deeply nested for the parser (depth {depth} > {MAX_NESTING}); not checked"
+            )
     return data
 
 

@@ -227,3 +227,15 @@ def test_no_fix_edits_or_copies_the_data():
     assert all(d.fix is not None for d in kept)
     assert all(d.fix is None for d in dropped)
     assert linter.last_left_out == {DATA_NOTE: len(dropped)}
+
+
+def test_a_large_data_file_with_deeply_nested_code_is_still_refused(tmp_path, monkeypatch):
+    """The depth that matters is that of what LibCST would parse; the data does not hide it."""
+    monkeypatch.chdir(tmp_path)
+    text = _module(200) + "x = " + "+".join(["1"] * 8000) + "\n"
+    (tmp_path / "big.py").write_text(text)
+    result = run("check", "big.py")
+    assert result.exit_code == 2
+    assert "big.py:1:1: E902 Failed to parse big.py: too deeply nested for the parser" in (
+        result.output
+    )
