@@ -52,6 +52,10 @@ MAX_NESTING = 500
 # is literal data whose interior LibCST does not see (`data_cuts`); shorter ones (a list of
 # device names, a shape) are code a rule may read and are kept.
 MIN_DATA_DISPLAY = 256
+# Largest file whose literal data is looked for: Python's `ast` of a dense table module takes
+# about 400 MB per MB of text (2 MB of `+1, -1, ...`: 0.9 s, 830 MB peak), so beyond this a
+# file stays refused for its size. The table modules seen in real packages are 1.8-2.3 MB.
+MAX_DATA_SOURCE_BYTES = 4 << 20
 
 # The screen: text that could hold an expression deeper than MAX_NESTING.
 _LONG_LINE = compile_lazily(r"^[^\r\n]{" + str(2 * MAX_NESTING) + ",}", re.MULTILINE)
@@ -121,7 +125,7 @@ class DataCut:
 
     `start`, `end`: the characters removed, as offsets in the original text (from just after
     the comma that follows the first element to the closing bracket). `remnant`: the
-    display as LibCST sees it (`[[+1, ], ]`); code generated from a node that holds the
+    display as LibCST sees it (`[[+1,],]`); code generated from a node that holds the
     cut holds this text, which is how a fix copying cut-down data is recognised.
     """
 
@@ -141,6 +145,8 @@ class ParsedSource:
 def parse_exact(text: str) -> ParsedSource:
     """Parse `text` with LibCST after the guards; raises ParseRefused, ParserSyntaxError."""
     data: tuple[DataCut, ...] = ()
+    if len(text) > MAX_DATA_SOURCE_BYTES:
+        raise ParseRefused(size_problem(len(text)))
     if len(text) > MAX_SOURCE_BYTES:
         data = large_file_data(text)
     else:
@@ -190,9 +196,9 @@ def _parser_built_nodes() -> Iterator[None]:
                 cst.CSTNode.__post_init__ = _VALIDATING_POST_INIT  # type: ignore[method-assign]
 
 
-def size_problem(size: int, without_data: int | None = None) -> str | None:
+def size_problem(size: int, without_data: int | None = None) -> str:
     """Why a text of `size` characters is refused (`without_data`: what is left once its
-    literal data is set aside), or None."""
+    literal data is set aside), or "" (within the limit)."""
     if size > MAX_SOURCE_BYTES and (without_data is None or without_data > MAX_SOURCE_BYTES):
         limit = MAX_SOURCE_BYTES >> 20
         left = ""
@@ -200,7 +206,7 @@ def size_problem(size: int, without_data: int | None = None) -> str | None:
         if without_data is not None and f"{without_data / (1 << 20):.1f} MB" != sizes:
             left = f"; {without_data / (1 << 20):.1f} MB without its literal data"
         return f"larger than {limit} MB ({sizes}{left}), too large for the parser; not checked"
-    return None
+    return ""
 
 
 def large_file_data(text: str) -> tuple[DataCut, ...]:
@@ -249,7 +255,7 @@ def data_cuts(text: str, tree: ast.AST) -> tuple[DataCut, ...]:
     numbers, strings, bytes, None/True/False, a sign before a number, or such displays. Its
     first element (itself cut down when it is such a display) and the comma after it stay,
     so the display keeps its type and LibCST's tree its shape: `[[+1, -1], [-1, +1]]` is
-    seen as `[[+1, ], ]`.
+    seen as `[[+1,],]`.
     """
     positions = _Positions(text)
     cuts: list[DataCut] = []

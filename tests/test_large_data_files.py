@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import libcst as cst
+import pytest
 from click.testing import CliRunner
 
 from lifetime_lint import parsing
@@ -239,3 +240,17 @@ def test_a_large_data_file_with_deeply_nested_code_is_still_refused(tmp_path, mo
     assert "big.py:1:1: E902 Failed to parse big.py: too deeply nested for the parser" in (
         result.output
     )
+
+
+def test_beyond_four_megabytes_a_data_file_is_refused_before_any_parse(monkeypatch):
+    """Python's own tree of a dense table takes ~400 MB per MB: not built past the cap."""
+
+    def never(text):
+        raise AssertionError("looked for data")
+
+    monkeypatch.setattr(parsing, "large_file_data", never)
+    text = "X = [" + ", ".join(["1"] * (parsing.MAX_DATA_SOURCE_BYTES // 3 + 40_000)) + "]\n"
+    assert 4.1 * (1 << 20) < len(text) < 4.2 * (1 << 20)
+    with pytest.raises(parsing.ParseRefused) as refused:
+        parse_exact(text)
+    assert str(refused.value) == "larger than 1 MB (4.1 MB), too large for the parser; not checked"
