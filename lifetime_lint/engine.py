@@ -7,7 +7,9 @@ suppression comments are computed only for files that have findings.
 
 Every offset is an offset into the file's exact text (see lifetime_lint.parsing for where
 LibCST's own round trip is not exact), and a file LibCST must not parse (too large, too
-deeply nested) or cannot reproduce byte for byte is reported, never guessed at.
+deeply nested) or cannot reproduce byte for byte is reported, never guessed at. A file over
+the size limit whose bulk is literal data is parsed without the data's interiors
+(`parsing.data_cuts`); no fix that would edit or copy that data is offered.
 
 Fixing repeats lint -> apply non-overlapping fixes -> re-parse, to a fixed point (bounded).
 Nothing is written unless the result parses, and then keeping encoding, BOM, line endings,
@@ -20,6 +22,7 @@ import ast
 import difflib
 import gc
 import os
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable
@@ -43,6 +46,7 @@ from lifetime_lint.fixes import (
 )
 from lifetime_lint.noqa import Suppressions, parse_suppressions
 from lifetime_lint.parsing import (
+    DataCut,
     ParsedSource,
     ParseRefused,
     RoundTripError,
@@ -263,7 +267,28 @@ class Linter:
         self.last_left_out = context.left_out
         if not context.reports:
             return []
-        return self._to_diagnostics(context, context.reports)
+        diagnostics = self._to_diagnostics(context, context.reports)
+        if parsed.data:
+            self._keep_data_intact(diagnostics, parsed.data)
+        return diagnostics
+
+    def _keep_data_intact(self, diagnostics: list[Diagnostic], data: Sequence[DataCut]) -> None:
+        """Drop the fix of a finding that would edit literal data LibCST did not see (a large
+        file's tables, `parsing.data_cuts`), or write code generated from a node that holds
+        some (it holds the cut-down copy): reported, not fixed, with one note per finding."""
+        starts = [cut.start for cut in data]
+        for diagnostic in diagnostics:
+            fix = diagnostic.fix
+            if fix is None:
+                continue
+            if any(
+                _touches(starts, data, edit.start, edit.end)
+                or any(cut.remnant in edit.content for cut in data)
+                for edit in fix.edits
+            ):
+                diagnostic.fix = None
+                diagnostic.extra.pop("edit_locations", None)
+                self.last_left_out[DATA_NOTE] = self.last_left_out.get(DATA_NOTE, 0) + 1
 
     def _context(
         self,
@@ -416,6 +441,15 @@ def _cyclic_gc_paused() -> Iterator[None]:
         gc.collect(0)
 
 
+def _touches(starts: list[int], data: Sequence[DataCut], start: int, end: int) -> bool:
+    """Whether the edit [start, end) overlaps a cut's characters (or inserts inside them)."""
+    index = bisect_right(starts, end)  # the cuts starting at or before `end`
+    for cut in data[max(index - 2, 0) : index]:
+        if start < cut.end and end > cut.start and (start != end or cut.start < start):
+            return True
+    return False
+
+
 def _same_finding(a: Diagnostic, b: Diagnostic) -> bool:
     return (a.code, a.start, a.end, a.message) == (b.code, b.start, b.end, b.message)
 
@@ -508,6 +542,15 @@ TABS_NOTE = left_out_key(
     SYNTAX_ERROR,
     "no fixes offered: indentation mixes tabs and spaces, which LibCST cannot parse "
     "(a copy with the tabs expanded was checked; the file is never changed)",
+    "",
+)
+
+# The note on a finding whose fix is not offered because it would edit or copy literal data
+# of a large file that LibCST did not see (`Linter._keep_data_intact`).
+DATA_NOTE = left_out_key(
+    IO_ERROR,
+    "no fix offered: it would edit literal data of a file over 1 MB, which the parser did "
+    "not see (the finding is reported; the data is never changed)",
     "",
 )
 

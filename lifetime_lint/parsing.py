@@ -18,6 +18,11 @@ Two things stand between a file's text and a tree whose offsets can be trusted:
   can nest that deep, then, only for the files it flags, Python's own parser (fast, and it
   fails cleanly) measures the real depth. Sizes are capped before a file is even read
   (`source.read_source_bytes`).
+- A file over MAX_SOURCE_BYTES is parsed only without its literal data (`data_cuts`): the
+  interiors of large displays of constants (Hadamard matrices, lookup tables) are taken out
+  of LibCST's view like the form feeds, through the same `OffsetMap`, when what remains is
+  within the limit. Constants are nothing a lifetime rule reads, so only the displays' sizes
+  change; the engine offers no fix that would edit or copy the data (`ParsedSource.data`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,14 @@ MAX_SOURCE_BYTES = 1 << 20
 # the depth: 0.15 s at 500, 0.8 s at 1,000, 40 s at 4,000, a crash at 8,000. The deepest
 # file in the pinned corpora is 54.
 MAX_NESTING = 500
+# On a file over MAX_SOURCE_BYTES, a display of constants at least this long (characters)
+# is literal data whose interior LibCST does not see (`data_cuts`); shorter ones (a list of
+# device names, a shape) are code a rule may read and are kept.
+MIN_DATA_DISPLAY = 256
+# Largest file whose literal data is looked for: Python's `ast` of a dense table module takes
+# about 400 MB per MB of text (2 MB of `+1, -1, ...`: 0.9 s, 830 MB peak), so beyond this a
+# file stays refused for its size. The table modules seen in real packages are 1.8-2.3 MB.
+MAX_DATA_SOURCE_BYTES = 4 << 20
 
 # The screen: text that could hold an expression deeper than MAX_NESTING.
 _LONG_LINE = compile_lazily(r"^[^\r\n]{" + str(2 * MAX_NESTING) + ",}", re.MULTILINE)
@@ -107,24 +120,46 @@ IDENTITY = OffsetMap()
 
 
 @dataclass(frozen=True)
+class DataCut:
+    """The interior of a display of literal data, taken out of LibCST's view.
+
+    `start`, `end`: the characters removed, as offsets in the original text (from just after
+    the comma that follows the first element to the closing bracket). `remnant`: the
+    display as LibCST sees it (`[[+1,],]`); code generated from a node that holds the
+    cut holds this text, which is how a fix copying cut-down data is recognised.
+    """
+
+    start: int
+    end: int
+    remnant: str
+
+
+@dataclass(frozen=True)
 class ParsedSource:
     module: cst.Module
     parse_text: str  # what LibCST parsed (the original unless characters had to go)
     offsets: OffsetMap
+    data: tuple[DataCut, ...] = ()  # literal data LibCST did not see (large files only)
 
 
 def parse_exact(text: str) -> ParsedSource:
     """Parse `text` with LibCST after the guards; raises ParseRefused, ParserSyntaxError."""
-    problem = size_problem(len(text)) or nesting_problem(text)
-    if problem:
-        raise ParseRefused(problem)
-    parse_text, offsets = libcst_view(text)
+    data: tuple[DataCut, ...] = ()
+    if len(text) > MAX_DATA_SOURCE_BYTES:
+        raise ParseRefused(size_problem(len(text)))
+    if len(text) > MAX_SOURCE_BYTES:
+        data = large_file_data(text)
+    else:
+        problem = nesting_problem(text)
+        if problem:
+            raise ParseRefused(problem)
+    parse_text, offsets = libcst_view(text, data)
     try:
         with _parser_built_nodes():
             module = cst.parse_module(parse_text)
     except RecursionError:
         raise ParseRefused("too deeply nested for the parser") from None
-    return ParsedSource(module, parse_text, offsets)
+    return ParsedSource(module, parse_text, offsets, data)
 
 
 _VALIDATING_POST_INIT = cst.CSTNode.__post_init__
@@ -161,11 +196,196 @@ def _parser_built_nodes() -> Iterator[None]:
                 cst.CSTNode.__post_init__ = _VALIDATING_POST_INIT  # type: ignore[method-assign]
 
 
-def size_problem(size: int) -> str | None:
-    if size > MAX_SOURCE_BYTES:
+def size_problem(size: int, without_data: int | None = None) -> str:
+    """Why a text of `size` characters is refused (`without_data`: what is left once its
+    literal data is set aside), or "" (within the limit)."""
+    if size > MAX_SOURCE_BYTES and (without_data is None or without_data > MAX_SOURCE_BYTES):
         limit = MAX_SOURCE_BYTES >> 20
-        return f"larger than {limit} MB ({size / (1 << 20):.1f} MB), too large for the parser; not checked"
-    return None
+        left = ""
+        sizes = f"{size / (1 << 20):.1f} MB"
+        if without_data is not None and f"{without_data / (1 << 20):.1f} MB" != sizes:
+            left = f"; {without_data / (1 << 20):.1f} MB without its literal data"
+        return f"larger than {limit} MB ({sizes}{left}), too large for the parser; not checked"
+    return ""
+
+
+def large_file_data(text: str) -> tuple[DataCut, ...]:
+    """The literal data to take out of a text over MAX_SOURCE_BYTES so LibCST may parse it.
+
+    Raises ParseRefused (the reason) when what remains is still over the limit, when the
+    text is nested too deeply, or when Python's parser rejects it (a syntax error in a file
+    this large is not worth LibCST's time: reported as too large, as before).
+    """
+    try:
+        tree = ast.parse(text)
+    except (RecursionError, MemoryError):
+        raise ParseRefused(
+            "too deeply nested for the parser (deeper than Python's own limit); not checked"
+        ) from None
+    except (SyntaxError, ValueError):
+        raise ParseRefused(size_problem(len(text))) from None
+    data = data_cuts(text, tree)
+    del tree  # a table module's tree is millions of nodes
+    problem = size_problem(len(text), len(text) - sum(cut.end - cut.start for cut in data))
+    if problem:
+        raise ParseRefused(problem)
+    view, _ = libcst_view(text, data)
+    try:  # a wrong cut would be a bug here: refuse the file rather than report on it
+        view_tree = ast.parse(view)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise ParseRefused(size_problem(len(text))) from None
+    # The depth that matters is that of what LibCST parses: the view.
+    if could_be_deeply_nested(view):
+        depth = tree_depth(view_tree)
+        if depth > MAX_NESTING:
+            raise ParseRefused(
+                f"too deeply nested for the parser (depth {depth} > {MAX_NESTING}); not checked"
+            )
+    return data
+
+
+_DISPLAYS = (ast.List, ast.Tuple, ast.Set, ast.Dict)
+_SIGNS = (ast.UAdd, ast.USub)
+
+
+def data_cuts(text: str, tree: ast.AST) -> tuple[DataCut, ...]:
+    """Interiors of the displays of constants in `tree` at least MIN_DATA_DISPLAY long.
+
+    A display of constants: a list, set, dict or parenthesized tuple whose elements are all
+    numbers, strings, bytes, None/True/False, a sign before a number, or such displays. Its
+    first element (itself cut down when it is such a display) and the comma after it stay,
+    so the display keeps its type and LibCST's tree its shape: `[[+1, -1], [-1, +1]]` is
+    seen as `[[+1,],]`.
+    """
+    positions = _Positions(text)
+    cuts: list[DataCut] = []
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _DISPLAYS) and _all_constant(node):
+            _cut_display(text, positions, node, cuts)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    cuts.sort(key=lambda cut: cut.start)
+    return tuple(cuts)
+
+
+def _all_constant(display: ast.AST) -> bool:
+    stack = [display]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Constant):
+            continue
+        if isinstance(node, ast.UnaryOp):
+            if not (isinstance(node.op, _SIGNS) and isinstance(node.operand, ast.Constant)):
+                return False
+        elif isinstance(node, ast.Dict):
+            if any(key is None for key in node.keys):  # `**mapping`
+                return False
+            stack.extend(node.keys)  # type: ignore[arg-type]
+            stack.extend(node.values)
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            stack.extend(node.elts)
+        else:
+            return False
+    return True
+
+
+def _cut_display(text: str, positions: _Positions, node: ast.expr, cuts: list[DataCut]) -> None:
+    """Cut `node`'s interior after its first element (and that element's, recursively)."""
+    start = positions.offset(node.lineno, node.col_offset)
+    end = positions.offset(node.end_lineno or node.lineno, node.end_col_offset or 0)
+    if end - start < MIN_DATA_DISPLAY:
+        return
+    if isinstance(node, ast.Dict):
+        if len(node.keys) < 2 or node.keys[0] is None:
+            return
+        first, head = node.values[0], node.keys[0]
+    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        if len(node.elts) < 2:
+            return
+        first = head = node.elts[0]
+    else:
+        return
+    first_end = positions.offset(first.end_lineno or first.lineno, first.end_col_offset or 0)
+    before = _significant(text, start, positions.offset(head.lineno, head.col_offset))
+    after, comma = _through_comma(text, first_end)
+    if comma < 0 or before is None or after is None:
+        return
+    if isinstance(node, ast.Tuple) and not (before.count("(") > after.count(")")):
+        return  # no parentheses of its own (`x = (1), (2)`): no bracket to keep
+    if text[end - 1] not in ")]}" or comma + 1 >= end - 1:
+        return
+    inner: list[DataCut] = []
+    if isinstance(first, _DISPLAYS):
+        _cut_display(text, positions, first, inner)
+    kept = text[start : comma + 1]
+    for cut in reversed(inner):
+        kept = kept[: cut.start - start] + kept[cut.end - start :]
+    cuts.extend(inner)
+    cuts.append(DataCut(comma + 1, end - 1, kept + text[end - 1]))
+
+
+def _significant(text: str, start: int, end: int) -> str | None:
+    """The characters of `text[start:end]` that are not whitespace, line continuations or
+    comments; None if a string or anything but brackets is there."""
+    out: list[str] = []
+    index = start
+    while index < end:
+        character = text[index]
+        if character == "#":
+            newline = _LINE_BREAK.search(text, index)
+            index = newline.start() if newline else len(text)
+            continue
+        if character in " \t\f\r\n\\":
+            index += 1
+            continue
+        if character not in "([{":
+            return None
+        out.append(character)
+        index += 1
+    return "".join(out)
+
+
+def _through_comma(text: str, index: int) -> tuple[str | None, int]:
+    """From the end of an element: the closing parentheses before the comma that follows,
+    and the comma's offset (-1: no comma, or something else first)."""
+    out: list[str] = []
+    while index < len(text):
+        character = text[index]
+        if character == "#":
+            newline = _LINE_BREAK.search(text, index)
+            index = newline.start() if newline else len(text)
+            continue
+        if character in " \t\f\r\n\\":
+            index += 1
+            continue
+        if character == ",":
+            return "".join(out), index
+        if character != ")":
+            return None, -1
+        out.append(character)
+        index += 1
+    return None, -1
+
+
+class _Positions:
+    """`ast` positions (1-based line, UTF-8 byte column) -> character offsets in a text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+        self.ascii = text.isascii()
+
+    def offset(self, row: int, column: int) -> int:
+        line_start = self.starts[row - 1]
+        if self.ascii:
+            return line_start + column
+        line_end = self.starts[row] if row < len(self.starts) else len(self.text)
+        line = self.text[line_start:line_end]
+        if line.isascii():
+            return line_start + column
+        return line_start + len(line.encode("utf-8")[:column].decode("utf-8", "replace"))
 
 
 def nesting_problem(text: str) -> str | None:
@@ -208,13 +428,16 @@ def tree_depth(tree: ast.AST) -> int:
     return deepest
 
 
-def libcst_view(text: str) -> tuple[str, OffsetMap]:
-    """The text LibCST can parse and regenerate exactly, and the map back to `text`."""
-    if "\f" not in text and not (text.endswith("\r")):
+def libcst_view(text: str, data: tuple[DataCut, ...] = ()) -> tuple[str, OffsetMap]:
+    """The text LibCST can parse and regenerate exactly, and the map back to `text`
+    (`data`: interiors of literal data to leave out as well, see `data_cuts`)."""
+    if "\f" not in text and not (text.endswith("\r")) and not data:
         return text, IDENTITY
     cuts: list[tuple[int, int]] = []  # (offset in the original, size)
     if "\f" in text:
         cuts = _form_feed_cuts(text)
+    if data:  # form feeds are cut at statement starts, never inside brackets: disjoint
+        cuts = sorted(cuts + [(cut.start, cut.end - cut.start) for cut in data])
     pieces, cursor, mapped = [], 0, []
     removed = 0
     for offset, size in cuts:

@@ -199,7 +199,7 @@ def test_a_file_libcst_cannot_reproduce_is_refused_and_untouched(tmp_path, monke
 
     # Without its view of the file, LibCST drops the form feed: a round trip that is not
     # exact, as any other LibCST quirk would be. The file must not be fixed on its offsets.
-    monkeypatch.setattr(parsing, "libcst_view", lambda text: (text, parsing.IDENTITY))
+    monkeypatch.setattr(parsing, "libcst_view", lambda text, data=(): (text, parsing.IDENTITY))
     monkeypatch.chdir(tmp_path)
     original = b"\x0cimport torch\n\n\ndef f():\n    torch.cuda.empty_cache()\n"
     (tmp_path / "t.py").write_bytes(original)
