@@ -13,6 +13,7 @@ rule pays only for the node types it subscribes to.
 from __future__ import annotations
 
 import inspect
+import re
 from bisect import bisect_right
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -188,14 +189,10 @@ class FileContext:
     @property
     def line_starts(self) -> list[int]:
         if self._line_starts is None:
+            # One scan (finding `\r` from each line start was quadratic in a file without
+            # one: 2 s of a 1.8 MB module's lint).
             starts = [0]
-            text = self.source
-            index = 0
-            while True:
-                index = _next_line_break(text, index)
-                if index < 0:
-                    break
-                starts.append(index)
+            starts.extend(match.end() for match in _LINE_BREAK.finditer(self.source))
             self._line_starts = starts
         return self._line_starts
 
@@ -310,14 +307,4 @@ class FileContext:
         return None
 
 
-def _next_line_break(text: str, index: int) -> int:
-    """Offset just past the next line ending (\\n, \\r\\n or \\r) at or after index."""
-    n = text.find("\n", index)
-    r = text.find("\r", index)
-    if r >= 0 and (n < 0 or r < n):
-        if r + 1 < len(text) and text[r + 1] == "\n":
-            return r + 2
-        return r + 1
-    if n >= 0:
-        return n + 1
-    return -1
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # a line ending: `\r\n` is one
