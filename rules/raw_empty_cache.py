@@ -120,12 +120,16 @@ class RawEmptyCache(Rule):
     architecture probe such as `is_gfx95_supported()` counts as ROCm), or in a branch for a CUDA-only subsystem
     (`if item.has_cuda_ipc_proxy():`); a CUDA-only project (20 or more modules in its
     package, or its repository beside the package's `pyproject.toml`/`setup.py`, none of
-    which names another backend, `torch.accelerator` or a platform layer; ROCm, where
-    `torch.cuda` is HIP, and Meta's in-house MTIA do not count: audiocraft,
-    stable-audio-tools, xformers; a smaller project when one of its modules picks the
-    device between CUDA and the CPU alone, `"cuda" if torch.cuda.is_available() else
-    "cpu"`: gfpgan, whisperx; a folder without `__init__.py` inside the package, such as
-    exllamav2's `conversion/`, is in its project); a model the project keeps off every
+    which names another backend, `torch.accelerator` or a platform layer in its code;
+    comments and prose strings do not count, one torch module that only reacts to a
+    backend (a copied `is_mps` test) does not either, though one that chooses one
+    (`return "xpu"`) does; ROCm, where `torch.cuda` is HIP, and Meta's in-house MTIA do
+    not count: audiocraft, stable-audio-tools, xformers; a smaller project when one of its
+    modules picks the device between CUDA and the CPU alone, `"cuda" if
+    torch.cuda.is_available() else "cpu"`: gfpgan, whisperx; a folder without
+    `__init__.py` inside the package, such as exllamav2's `conversion/`, is in its
+    project); a project that imports `torch_npu.contrib.transfer_to_npu` (each
+    `torch.cuda` function becomes its `torch.npu` twin) and chooses no third backend; a model the project keeps off every
     other backend it names (a class with `name = "ldm"` on the project's
     `MPS_UNSUPPORT_MODELS`-style list, `<BACKEND>_UNSUPPORT*`, `..._EXCLUDE*`,
     `..._BLACKLIST` or `..._DENYLIST` in a `const.py`/`constants.py`/`settings.py`,
