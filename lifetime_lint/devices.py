@@ -35,6 +35,7 @@ from lifetime_lint.project import (
     cuda_package,
     imported_names,
     may_have_device_layer,
+    project_relative_path,
     read_text,
     sibling_module_file,
 )
@@ -368,7 +369,7 @@ def platform_layer(context: FileContext, ancestors: Sequence[cst.CSTNode]) -> st
     That layer implements one backend's side of a device interface (a `CudaPlatform`
     class, a `platforms/` package), so calling that backend's API is its job.
     """
-    folders = context.settings.relative(context.path).split("/")[:-1]
+    folders = _layout_path(context).split("/")[:-1]
     for folder in folders:
         if folder.lower() in PLATFORM_FOLDERS:
             return f"the platform package `{folder}/`"
@@ -1411,8 +1412,18 @@ _CUDA_IDENTITY_EXIT = compile_lazily(
 )
 
 
+def _layout_path(context: FileContext) -> str:
+    """The file's path from its project's root (`project.project_relative_path`), or from
+    the settings' folder for a loose file: what folder- and file-name facts read."""
+    path = context.memo.get("devices.layout_path")
+    if path is None:
+        path = project_relative_path(context.path) or context.settings.relative(context.path)
+        context.memo["devices.layout_path"] = path
+    return path
+
+
 def _module_binding(context: FileContext, module: cst.Module) -> str | None:
-    relative = context.settings.relative(context.path)
+    relative = _layout_path(context)
     name = relative.rsplit("/", 1)[-1]
     if _CUDA_MODULE_NAME.search(name.rsplit(".", 1)[0]):
         return f"a CUDA-only module (`{name}`)"

@@ -757,6 +757,27 @@ def _enclosing_package(folder: str) -> str | None:
         directory = parent
 
 
+def project_relative_path(path: str) -> str | None:
+    """`path` from its project's root: the nearest folder above it holding a
+    `pyproject.toml`, `setup.cfg`, `setup.py` or `.git`, else the folder above its top-level
+    package; None: neither. Folder names above the project (a checkout called `amd-quark`,
+    `/home/rocm/...`) are not the project's layout, so a fact read from names uses this
+    rather than the path from the working directory."""
+    absolute = os.path.abspath(path)
+    folder = directory = os.path.dirname(absolute)
+    while True:
+        if any(n in _ROOT_MARKERS or n == ".git" for n in _listdir(directory)):
+            return os.path.relpath(absolute, directory).replace(os.sep, "/")
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    top = top_package(folder)
+    if top is None:
+        return None
+    return os.path.relpath(absolute, os.path.dirname(top)).replace(os.sep, "/")
+
+
 def cuda_project(folder: str) -> str | None:
     """Why the project of the package in `folder` is CUDA-only, or None."""
     fact = _project_fact(folder)
