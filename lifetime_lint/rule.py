@@ -13,7 +13,6 @@ rule pays only for the node types it subscribes to.
 from __future__ import annotations
 
 import inspect
-import re
 from bisect import bisect_right
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from libcst.metadata import CodePosition, CodeRange
 
 from lifetime_lint.diagnostics import Fix
 from lifetime_lint.imports import ImportMap
+from lifetime_lint.lazy_regex import compile_lazily
 from lifetime_lint.parsing import IDENTITY, OffsetMap, RoundTripError
 from lifetime_lint.results import left_out_key
 from lifetime_lint.traversal import NodeOffsets
@@ -307,4 +307,4 @@ class FileContext:
         return None
 
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # a line ending: `\r\n` is one
+_LINE_BREAK = compile_lazily(r"\r\n|\r|\n")  # a line ending: `\r\n` is one
