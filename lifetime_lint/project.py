@@ -837,17 +837,7 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
 def _below_a_namespace_package(root: str) -> bool:
     """Whether a folder above `root`, below the repository root, is a package (an
     `__init__.py` above a folder without one)."""
-    directory = os.path.dirname(root)
-    while True:
-        names = _listdir(directory)
-        if "__init__.py" in names:
-            return True
-        if any(n in _ROOT_MARKERS or n == ".git" for n in names):
-            return False
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return False
-        directory = parent
+    return _enclosing_package(os.path.dirname(root)) is not None
 
 
 def _npu_redirect(root: str, files: tuple[str, ...]) -> str | None:
