@@ -14,6 +14,7 @@ import fnmatch
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -795,7 +796,8 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
     fact = _PROJECT_FACTS.get(root)
     if fact is not None:
         return fact
-    redirect = _npu_redirect(root, files)
+    read = _reader()  # each module read once, however many of the scans below ask
+    redirect = _npu_redirect(root, files, read)
     if redirect is not None:
         fact = _PROJECT_FACTS[root] = (redirect, files, folders)
         return fact
@@ -804,8 +806,8 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
         # picks the device and picks only CUDA or the CPU (`"cuda" if
         # torch.cuda.is_available() else "cpu"`: gfpgan, whisperx) while none names another
         # (here any mention counts, prose too: in a handful of modules one is a large share).
-        evidence = _project_names_another_backend(files, folders, any_mention=True)
-        selection = None if evidence is not None else _cuda_or_cpu_selection(root, files)
+        evidence = _project_names_another_backend(files, folders, read, any_mention=True)
+        selection = None if evidence is not None else _cuda_or_cpu_selection(root, files, read)
         if evidence is not None:
             fact = (None, *evidence)
         elif selection is None:
@@ -820,12 +822,12 @@ def _project_fact(folder: str) -> tuple[str | None, tuple[str, ...], tuple[str, 
         # has no `__init__.py`) is part of a larger project whose other modules are not read
         # here: any mention counts, as in a small project.
         evidence = _project_names_another_backend(
-            files, folders, any_mention=_below_a_namespace_package(root)
+            files, folders, read, any_mention=_below_a_namespace_package(root)
         )
         if evidence is not None:
             fact = (None, *evidence)
         else:
-            reason = (f"{CUDA_PROJECT} (`{os.path.basename(root)}`: {_none_or_one(root, files)} "
+            reason = (f"{CUDA_PROJECT} (`{os.path.basename(root)}`: {_none_or_one(root, files, read)} "
                       f"of its {len(files)} modules names another backend or a platform layer)")  # fmt: skip
             fact = (reason, files, folders)
     _PROJECT_FACTS[root] = fact
@@ -838,31 +840,42 @@ def _below_a_namespace_package(root: str) -> bool:
     return _enclosing_package(os.path.dirname(root)) is not None
 
 
-def _npu_redirect(root: str, files: tuple[str, ...]) -> str | None:
+def _npu_redirect(root: str, files: tuple[str, ...], read: Callable[[str], str]) -> str | None:
     """Why the project's `torch.cuda` calls also run on the NPU (`REDIRECTED_PROJECT`), or
     None: no module imports `transfer_to_npu`, or one chooses a backend but CUDA and NPU
     (on MPS or XPU the redirect does nothing)."""
-    importer = next((p for p in files if _TRANSFER_TO_NPU.search(_read_text(p) or "")), None)
+    importer = next((p for p in files if _TRANSFER_TO_NPU.search(read(p))), None)
     if importer is None:
         return None
     for path in files:
-        code = (
-            _backend_code(_read_text(path) or "")
-            if _text_names_another_backend(_read_text(path) or "")
-            else None
-        )
-        if code is not None and _CHOOSES_OTHER_THAN_NPU.search(code):
+        text = read(path)
+        if _text_names_another_backend(text) and _CHOOSES_OTHER_THAN_NPU.search(
+            _backend_code(text)
+        ):
             return None
     return (f"{REDIRECTED_PROJECT} (`{os.path.relpath(importer, root)}` imports "
             "`torch_npu.contrib.transfer_to_npu`, which makes each `torch.cuda` function "
             "its `torch.npu` twin; no module chooses another backend)")  # fmt: skip
 
 
-def _none_or_one(root: str, files: tuple[str, ...]) -> str:
+def _reader() -> Callable[[str], str]:
+    """A module reader that keeps what it read, for the scans of one project fact."""
+    texts: dict[str, str] = {}
+
+    def read(path: str) -> str:
+        text = texts.get(path)
+        if text is None:
+            text = texts[path] = _read_text(path) or ""
+        return text
+
+    return read
+
+
+def _none_or_one(root: str, files: tuple[str, ...], read: Callable[[str], str]) -> str:
     """How many of a project's modules name another backend in code, for its reason:
     "none", or "only `path`" (one module that reacts to a backend, such as a branch copied
     from another project, is not support for it: see `_CHOOSES_BACKEND`)."""
-    lone = _lone_backend_module(files)
+    lone = _lone_backend_module(files, read)
     return "none" if lone is None else f"only `{os.path.relpath(lone, root)}`"
 
 
@@ -875,21 +888,26 @@ CUDA_OR_CPU_PICK = compile_lazily(
 )
 
 
-def _cuda_or_cpu_selection(root: str, files: tuple[str, ...]) -> str | None:
+def _cuda_or_cpu_selection(
+    root: str, files: tuple[str, ...], read: Callable[[str], str]
+) -> str | None:
     """Where the first of `files` picks between CUDA and the CPU only, or None."""
     for path in files:
-        match = CUDA_OR_CPU_PICK.search(_read_text(path) or "")
+        match = CUDA_OR_CPU_PICK.search(read(path))
         if match:
             return f"`{os.path.relpath(path, root)}` picks `{match.group(0)}`"
     return None
 
 
 def _project_names_another_backend(
-    files: tuple[str, ...], folders: tuple[str, ...], any_mention: bool = False
+    files: tuple[str, ...],
+    folders: tuple[str, ...],
+    read: Callable[[str], str],
+    any_mention: bool = False,
 ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """The (files, folders) whose stat shows the evidence gone: a platform-layer folder
     holding Python modules or a folder named for another backend (its parent's listing), a
-    torch module named for one, a module that chooses one (`_chooses_another_backend`), or
+    torch module named for one, a module that chooses one (`_CHOOSES_BACKEND`), or
     the first two torch modules whose code reacts to one; None: there is none, or a single
     module only reacts to one (`_lone_backend_module` says which). With `any_mention` (a
     small project), the first module whose text names one at all."""
@@ -901,7 +919,7 @@ def _project_names_another_backend(
             return (), (os.path.dirname(directory),)
     reacting: list[str] = []
     for path in files:
-        text = _read_text(path) or ""
+        text = read(path)
         if not _text_names_another_backend(text):
             continue
         if any_mention:
@@ -910,7 +928,7 @@ def _project_names_another_backend(
         if torch_module and _PROJECT_OTHER_BACKEND.search(os.path.basename(path)[:-3]):
             return (path,), ()
         code = _backend_code(text)
-        if code is None or _CHOOSES_BACKEND.search(code):
+        if _CHOOSES_BACKEND.search(code):
             return (path,), ()
         if torch_module and _PROJECT_OTHER_BACKEND.search(code):
             reacting.append(path)
@@ -919,15 +937,17 @@ def _project_names_another_backend(
     return None
 
 
-def _lone_backend_module(files: tuple[str, ...]) -> str | None:
+def _lone_backend_module(files: tuple[str, ...], read: Callable[[str], str]) -> str | None:
     """The one torch module of `files` whose code reacts to another backend (in a project
     where `_project_names_another_backend` finds no evidence there is at most one)."""
     for path in files:
-        text = _read_text(path) or ""
-        if _text_names_another_backend(text) and _IMPORTS_TORCH.search(text):
-            code = _backend_code(text)
-            if code is not None and _PROJECT_OTHER_BACKEND.search(code):
-                return path
+        text = read(path)
+        if (
+            _text_names_another_backend(text)
+            and _IMPORTS_TORCH.search(text)
+            and _PROJECT_OTHER_BACKEND.search(_backend_code(text))
+        ):
+            return path
     return None
 
 
@@ -976,7 +996,7 @@ _STRING_OR_COMMENT = compile_lazily(
 )
 
 
-def _backend_code(text: str) -> str | None:
+def _backend_code(text: str) -> str:
     """The module's text with comments dropped and each string literal kept, in double
     quotes, only if it is one value-like word (`"mps"`, `"xpu:{i}"`), else emptied: what
     the backend facts read as code. One pass of C regex (the tokenizer took 90 ms of the
